@@ -1,0 +1,46 @@
+"""The command line. Each command lives in ``envcheck.commands.*``: parse, call the core, format, exit code.
+
+Heavy imports (the native parsers, rich tables) happen inside the commands, so ``envcheck --version`` and
+the start of ``envcheck snapshot`` stay fast.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from envcheck import __version__
+from envcheck.commands import snapshot as snapshot_commands
+
+app = typer.Typer(
+    name="envcheck",
+    help="Stop PyTorch deployments from breaking on machines that differ from the dev box.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"envcheck {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error."""
+
+
+app.command("snapshot")(snapshot_commands.snapshot)
+app.command("show")(snapshot_commands.show)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,203 @@
+"""``take_snapshot``: the whole environment of a target interpreter as one ``Manifest``.
+
+Work is arranged so that everything hides behind ``import torch`` (DESIGN §6): the runtime probe (which
+imports torch) and the facts probe start together; while torch imports, envcheck reads the facts, walks
+the native tree and hashes what RECORD does not cover.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from envcheck import __version__
+from envcheck.collect import facts
+from envcheck.errors import ProbeError
+from envcheck.manifest.model import SCHEMA_VERSION, Manifest, Meta, ProbeOutcome
+from envcheck.manifest.native import NativeSection
+from envcheck.probe.runner import TargetRun, start_target
+
+# Hashing a file that RECORD does not cover: bounded, so a multi-GB system library cannot stall a snapshot.
+MAX_HASH_BYTES = 512 * 1024 * 1024
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SnapshotOptions:
+    python: str | None = None
+    label: str | None = None
+    probe: bool = True
+    timeout: float = 120.0
+    redact_paths: bool = False
+    verify_files: bool = False
+
+
+NativeScanner = Callable[[Manifest, SnapshotOptions], NativeSection | None]
+
+
+def take_snapshot(options: SnapshotOptions, *, native: NativeScanner | None = None) -> Manifest:
+    """Snapshot the target interpreter. A target that crashes, hangs or cannot import torch still yields a
+    manifest, with ``meta.probe`` saying what happened. Raises ``ProbeError`` only when the interpreter
+    cannot run even the standard-library facts probe.
+    """
+    started = time.monotonic()
+    python = options.python or _default_python()
+    runtime_probe = start_target(python, args=["runtime"], timeout=options.timeout) if options.probe else None
+    facts_run = start_target(python, args=["facts"], timeout=min(options.timeout, 60.0)).wait()
+    if not facts_run.data.get("done"):
+        if runtime_probe is not None:
+            runtime_probe.wait()
+        raise ProbeError(_facts_failure(python, facts_run))
+    data = facts_run.data
+    packages = facts.distributions(data.get("packages") or [])
+    owners = facts.Owners(packages)
+    base = Manifest(
+        schema_version=SCHEMA_VERSION,
+        meta=Meta(
+            envcheck_version=__version__,
+            label=options.label,
+            target=python,
+            probe=ProbeOutcome(status="not-run"),
+            created=_now(),
+        ),
+        platform=facts.platform_info(data["platform"]),
+        python=facts.python_info(data["python"]),
+        packages=packages,
+        torch=facts.torch_info(data.get("torch") or {}, None),
+        gpu=None,
+        runtimes=None,
+        env=dict(sorted((data.get("env") or {}).items())),
+    )
+    # The native tree is static: it is walked while the runtime probe imports torch.
+    native_section = native(base, options) if native is not None else None
+    manifest = base.replace(native=native_section)
+    if runtime_probe is not None:
+        manifest = _add_runtime(manifest, runtime_probe.wait(), owners)
+    manifest = manifest.replace(
+        meta=Meta(
+            envcheck_version=__version__,
+            label=options.label,
+            target=python,
+            probe=manifest.meta.probe,
+            created=manifest.meta.created,
+            duration_s=round(time.monotonic() - started, 3),
+        )
+    )
+    if options.redact_paths:
+        manifest = redact_manifest_paths(manifest)
+    return manifest
+
+
+def _add_runtime(manifest: Manifest, run: TargetRun, owners: facts.Owners) -> Manifest:
+    data = run.data
+    outcome = run.outcome
+    if outcome.status == "error" and data.get("traceback_tail"):
+        outcome = _with(outcome, stderr_tail=str(data["traceback_tail"])[-4000:])
+    gpu = facts.gpu_driver(data["gpu"]) if isinstance(data.get("gpu"), dict) else None
+    torch_runtime = data.get("torch_runtime") if isinstance(data.get("torch_runtime"), dict) else None
+    torch = manifest.torch
+    if torch_runtime is not None:
+        torch = facts.torch_info(
+            {"trees": torch.trees, "static": _static_raw(manifest)},
+            torch_runtime,
+        )
+    runtimes = None
+    loaded = data.get("loaded")
+    if isinstance(loaded, list):
+        paths = [p for p in loaded if isinstance(p, str)]
+        identities = _identities([p for p in paths if owners.owner(p)[1] is None])
+        pools = data.get("threadpools") if isinstance(data.get("threadpools"), list) else None
+        runtimes = facts.runtimes(paths, pools, owners, identities)
+    meta = manifest.meta
+    return manifest.replace(
+        torch=torch,
+        gpu=gpu,
+        runtimes=runtimes,
+        meta=Meta(
+            envcheck_version=meta.envcheck_version,
+            label=meta.label,
+            target=meta.target,
+            probe=outcome,
+            created=meta.created,
+        ),
+    )
+
+
+def _static_raw(manifest: Manifest) -> dict[str, object] | None:
+    static = manifest.torch.static
+    if static is None:
+        return None
+    return {
+        "location": static.location,
+        "version": static.version,
+        "git_version": static.git_version,
+        "cuda": static.cuda,
+        "hip": static.hip,
+        "debug": static.debug,
+    }
+
+
+def _with(outcome: ProbeOutcome, **changes: object) -> ProbeOutcome:
+    import dataclasses
+
+    return dataclasses.replace(outcome, **changes)  # type: ignore[arg-type]
+
+
+def _identities(paths: Sequence[str]) -> dict[str, str | None]:
+    """sha256 of files no RECORD vouches for (system libraries, hand-copied files), hashed in parallel."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return dict(zip(paths, pool.map(file_sha256, paths), strict=True))
+
+
+def file_sha256(path: str) -> str | None:
+    try:
+        with Path(path).open("rb") as f:
+            if os.fstat(f.fileno()).st_size > MAX_HASH_BYTES:
+                return None
+            digest = hashlib.sha256()
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+            return "sha256:" + digest.hexdigest()
+    except OSError:
+        return None
+
+
+def _facts_failure(python: str, run: TargetRun) -> str:
+    o = run.outcome
+    how = {
+        "timeout": f"did not answer within {o.timeout_s} s",
+        "crashed": f"died ({o.signal or f'exit code {o.exit_code}'})",
+        "error": f"raised {o.exception}",
+    }.get(o.status, o.status)
+    tail = f": {o.stderr_tail.splitlines()[-1]}" if o.stderr_tail else ""
+    return f"the target interpreter {python} {how} while reading its standard-library facts{tail}"
+
+
+def _default_python() -> str:
+    import sys
+
+    return sys.executable
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def redact_manifest_paths(manifest: Manifest) -> Manifest:
+    """``--redact-paths``: the user's home and login name replaced in every string of the manifest."""
+    import getpass
+
+    from envcheck.manifest.codec import decode, encode
+    from envcheck.redact import PathRedactor
+
+    try:
+        user: str | None = getpass.getuser()
+    except (KeyError, OSError):
+        user = None
+    redactor = PathRedactor(str(Path.home()), user)
+    return decode(Manifest, redactor.json(encode(manifest)), source="redacted manifest")

@@ -1,0 +1,1 @@
+"""One module per command family; ``envcheck.cli`` registers them on the typer app."""

@@ -1,0 +1,62 @@
+"""``envcheck snapshot`` and ``envcheck show``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from envcheck.commands._common import PythonOption, TimeoutOption, handles_errors, write_output
+
+
+@handles_errors
+def snapshot(
+    output: Annotated[
+        str, typer.Option("-o", "--output", help="Manifest file to write, or - for stdout.")
+    ] = "envcheck.lock.json",
+    python: PythonOption = None,
+    label: Annotated[
+        str | None, typer.Option(help="A name for this environment (dev, prod-eu, ...).")
+    ] = None,
+    no_probe: Annotated[
+        bool,
+        typer.Option("--no-probe", help="Static facts only: the target is started but imports nothing."),
+    ] = False,
+    redact_paths: Annotated[
+        bool, typer.Option("--redact-paths", help="Replace your home folder and user name in every path.")
+    ] = False,
+    verify_files: Annotated[
+        bool, typer.Option("--verify-files", help="Re-hash installed native files against their RECORD.")
+    ] = False,
+    timeout: TimeoutOption = 120.0,
+) -> None:
+    """Record this environment (or --python's) into one lockfile manifest."""
+    from envcheck.collect.snapshot import SnapshotOptions, take_snapshot
+    from envcheck.manifest.io import dumps
+    from envcheck.native import scan_for_snapshot
+    from envcheck.report.summary import summary
+
+    options = SnapshotOptions(
+        python=python,
+        label=label,
+        probe=not no_probe,
+        timeout=timeout,
+        redact_paths=redact_paths,
+        verify_files=verify_files,
+    )
+    manifest = take_snapshot(options, native=scan_for_snapshot)
+    write_output(dumps(manifest), output)
+    where = "stdout" if output == "-" else output
+    typer.echo(summary(manifest, short=True) + f"\nwrote {where}", err=output == "-")
+
+
+@handles_errors
+def show(
+    manifest: Annotated[Path, typer.Argument(help="A manifest written by `envcheck snapshot`.")],
+) -> None:
+    """Print a readable summary of a manifest."""
+    from envcheck.manifest.io import load
+    from envcheck.report.summary import summary
+
+    typer.echo(summary(load(manifest), short=False))

@@ -1,0 +1,271 @@
+"""Typed (de)serialisation of the manifest's frozen dataclasses, driven by their annotations.
+
+One mechanism serves every section, so validation, ``to_dict`` and the JSON Schema cannot drift apart:
+
+- ``decode(cls, data)`` checks raw JSON against ``cls``'s annotations and builds the dataclass; it collects
+  *every* problem with its location (``packages[3].version: expected a string, got 3``) and raises
+  ``ManifestError`` once, listing them all.
+- ``encode(obj)`` turns a dataclass back into plain JSON data (keys sorted by the writer).
+- ``json_schema(cls)`` derives the JSON Schema committed in ``manifests/``.
+
+Supported annotations: ``str``, ``int``, ``float``, ``bool``, ``None``, unions of those, ``list[T]``,
+``tuple[T, ...]``, ``dict[str, T]``, ``Literal[...]``, nested dataclasses, and ``JsonValue`` (any JSON).
+A field whose metadata has ``volatile=True`` changes from run to run (timestamps, durations): the diff
+ignores it and the schema marks it ``"x-volatile": true``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import types
+import typing
+from collections.abc import Iterator
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+
+from envcheck.errors import ManifestError
+
+T = TypeVar("T")
+
+# Any JSON value (an untyped blob such as ``direct_url.json``): accepted as it is.
+JsonValue: typing.TypeAlias = Any
+
+_MAX_ERRORS = 50
+
+
+def volatile(default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
+    """A dataclass field that differs between two snapshots of the same environment."""
+    return dataclasses.field(default=default, metadata={"volatile": True}, **kwargs)
+
+
+class _Problems:
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, location: str, message: str) -> None:
+        if len(self.items) < _MAX_ERRORS:
+            self.items.append(f"{location or '<top>'}: {message}")
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _fields(cls: type) -> tuple[dataclasses.Field[Any], ...]:
+    return dataclasses.fields(cls)
+
+
+def _describe(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _join(location: str, key: str) -> str:
+    return f"{location}.{key}" if location else key
+
+
+_SENTINEL = object()
+
+
+def _decode(tp: Any, value: object, location: str, problems: _Problems) -> Any:
+    """Return the decoded value, or ``_SENTINEL`` after recording a problem."""
+    if tp is Any:
+        return value
+    origin = get_origin(tp)
+    if origin is Union or origin is types.UnionType:
+        options = get_args(tp)
+        if value is None:
+            if type(None) in options:
+                return None
+            problems.add(location, "must not be null")
+            return _SENTINEL
+        non_null = [o for o in options if o is not type(None)]
+        if len(non_null) == 1:
+            return _decode(non_null[0], value, location, problems)
+        for option in non_null:
+            trial = _Problems()
+            decoded = _decode(option, value, location, trial)
+            if not trial.items:
+                return decoded
+        problems.add(location, f"unexpected {_describe(value)}")
+        return _SENTINEL
+    if origin is Literal:
+        allowed = get_args(tp)
+        if value in allowed and not isinstance(value, bool):
+            return value
+        problems.add(location, f"expected one of {', '.join(map(repr, allowed))}, got {value!r:.40}")
+        return _SENTINEL
+    if origin is list or origin is tuple:
+        if not isinstance(value, list):
+            problems.add(location, f"expected an array, got {_describe(value)}")
+            return _SENTINEL
+        (item_type, *_) = get_args(tp)
+        items = [_decode(item_type, item, f"{location}[{i}]", problems) for i, item in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, dict):
+            problems.add(location, f"expected an object, got {_describe(value)}")
+            return _SENTINEL
+        _, value_type = get_args(tp)
+        return {k: _decode(value_type, v, _join(location, k), problems) for k, v in value.items()}
+    if dataclasses.is_dataclass(tp):
+        assert isinstance(tp, type)
+        return _decode_dataclass(tp, value, location, problems)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    elif tp is type(None):
+        if value is None:
+            return None
+    else:  # pragma: no cover - a programming error in a model, not bad input
+        raise TypeError(f"unsupported annotation {tp!r} at {location}")
+    name = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}.get(tp, "null")
+    problems.add(location, f"expected {name}, got {_describe(value)}")
+    return _SENTINEL
+
+
+def _decode_dataclass(cls: type, value: object, location: str, problems: _Problems) -> Any:
+    if not isinstance(value, dict):
+        problems.add(location, f"expected an object, got {_describe(value)}")
+        return _SENTINEL
+    hints = _hints(cls)
+    kwargs: dict[str, Any] = {}
+    failed = False
+    for field in _fields(cls):
+        where = _join(location, field.name)
+        if field.name not in value:
+            has_default = (
+                field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+            )
+            if not has_default:
+                problems.add(where, "missing")
+                failed = True
+            continue
+        decoded = _decode(hints[field.name], value[field.name], where, problems)
+        if decoded is _SENTINEL:
+            failed = True
+        else:
+            kwargs[field.name] = decoded
+    # Unknown keys are tolerated (a manifest from a newer *minor* writer); the schema version guards
+    # against incompatible changes.
+    if failed:
+        return _SENTINEL
+    return cls(**kwargs)
+
+
+def decode(cls: type[T], data: object, *, source: str = "manifest", location: str = "") -> T:
+    """Build ``cls`` from raw JSON data. Raises ``ManifestError`` listing every problem with its location."""
+    problems = _Problems()
+    result = _decode(cls, data, location, problems)
+    if problems.items or result is _SENTINEL:
+        raise ManifestError(source, problems.items or [f"{location or '<top>'}: invalid"])
+    return typing.cast(T, result)
+
+
+def encode(obj: object) -> Any:
+    """Plain JSON data for a dataclass tree (tuples become arrays)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: encode(getattr(obj, f.name)) for f in _fields(type(obj))}
+    if isinstance(obj, list | tuple):
+        return [encode(v) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): encode(v) for k, v in obj.items()}
+    return obj
+
+
+def volatile_paths(cls: type, prefix: str = "") -> Iterator[str]:
+    """Dotted paths (``[]`` for any array index, ``*`` for any key) of every volatile field under ``cls``."""
+    hints = _hints(cls)
+    for field in _fields(cls):
+        path = _join(prefix, field.name)
+        if field.metadata.get("volatile"):
+            yield path
+            continue
+        yield from _volatile_in(hints[field.name], path)
+
+
+def _volatile_in(tp: Any, path: str) -> Iterator[str]:
+    origin = get_origin(tp)
+    if origin is Union or origin is types.UnionType:
+        for option in get_args(tp):
+            yield from _volatile_in(option, path)
+    elif origin is list or origin is tuple:
+        yield from _volatile_in(get_args(tp)[0], f"{path}[]")
+    elif origin is dict:
+        yield from _volatile_in(get_args(tp)[1], f"{path}.*")
+    elif dataclasses.is_dataclass(tp):
+        assert isinstance(tp, type)
+        yield from volatile_paths(tp, path)
+
+
+def json_schema(cls: type) -> dict[str, Any]:
+    """A JSON Schema (draft 2020-12) for ``cls``, with ``$defs`` for every nested dataclass."""
+    defs: dict[str, Any] = {}
+    root = _schema(cls, defs)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        **root,
+        "$defs": dict(sorted(defs.items())),
+    }
+
+
+def _schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
+    if tp is Any:
+        return {}
+    origin = get_origin(tp)
+    if origin is Union or origin is types.UnionType:
+        return {"anyOf": [_schema(o, defs) for o in get_args(tp)]}
+    if origin is Literal:
+        return {"enum": list(get_args(tp))}
+    if origin is list or origin is tuple:
+        return {"type": "array", "items": _schema(get_args(tp)[0], defs)}
+    if origin is dict:
+        return {"type": "object", "additionalProperties": _schema(get_args(tp)[1], defs)}
+    if dataclasses.is_dataclass(tp):
+        assert isinstance(tp, type)
+        name = tp.__name__
+        if name not in defs:
+            defs[name] = {}  # reserve: recursive models terminate
+            hints = _hints(tp)
+            properties: dict[str, Any] = {}
+            required: list[str] = []
+            for field in _fields(tp):
+                prop = _schema(hints[field.name], defs)
+                if field.metadata.get("volatile"):
+                    prop = {**prop, "x-volatile": True}
+                properties[field.name] = prop
+                if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+                    required.append(field.name)
+            doc = (tp.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+            defs[name] = {
+                "type": "object",
+                "description": doc,
+                "properties": properties,
+                "required": required,
+            }
+        return {"$ref": f"#/$defs/{name}"}
+    simple = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}
+    if tp in simple:
+        return {"type": simple[tp]}
+    raise TypeError(f"unsupported annotation {tp!r}")  # pragma: no cover

@@ -1,0 +1,92 @@
+"""Reading and writing manifests. Manifests are untrusted input: size-bounded, parsed as data, validated."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from envcheck.errors import ManifestError
+from envcheck.manifest.codec import decode, encode
+from envcheck.manifest.model import SCHEMA_VERSION, Manifest
+
+# A torch CUDA environment's manifest is a few MB; 32 MiB leaves room and stops a hostile file early.
+MAX_MANIFEST_BYTES = 32 * 1024 * 1024
+
+
+def dumps(manifest: Manifest) -> str:
+    """The canonical text: UTF-8 JSON, keys sorted, 2-space indent, trailing newline."""
+    return json.dumps(encode(manifest), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def loads(text: str | bytes, *, source: str = "manifest") -> Manifest:
+    """Parse and validate. Raises ``ManifestError`` naming the location of every problem."""
+    if len(text) > MAX_MANIFEST_BYTES:
+        raise ManifestError(
+            source, [f"file is {len(text)} bytes, more than the {MAX_MANIFEST_BYTES} bytes a manifest may be"]
+        )
+    if not text.strip():
+        raise ManifestError(source, ["file is empty"], tip="Write one with `envcheck snapshot -o FILE`.")
+    try:
+        data: Any = json.loads(text)
+    except json.JSONDecodeError as e:
+        hint = " (the file looks truncated)" if e.pos >= len(text.rstrip()) - 1 else ""
+        raise ManifestError(
+            source, [f"line {e.lineno} column {e.colno}: not valid JSON: {e.msg}{hint}"]
+        ) from e
+    except (UnicodeDecodeError, RecursionError) as e:
+        raise ManifestError(source, [f"not a JSON text: {type(e).__name__}"]) from e
+    if not isinstance(data, dict):
+        raise ManifestError(source, ["<top>: expected a JSON object, the manifest"])
+    version = data.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ManifestError(
+            source,
+            ["schema_version: missing or not an integer; is this an envcheck manifest?"],
+        )
+    if version > SCHEMA_VERSION:
+        raise ManifestError(
+            source,
+            [f"schema_version {version} is newer than this envcheck reads ({SCHEMA_VERSION})"],
+            tip="Upgrade envcheck (`pip install -U envcheck`) to read it.",
+        )
+    if version < 1:
+        raise ManifestError(source, [f"schema_version: {version} is not a valid schema version"])
+    return decode(Manifest, data, source=source)
+
+
+def load(path: str | os.PathLike[str]) -> Manifest:
+    """Read and validate a manifest file. Raises ``ManifestError`` (also for unreadable files)."""
+    source = os.fspath(path)
+    try:
+        with Path(path).open("rb") as f:
+            raw = f.read(MAX_MANIFEST_BYTES + 1)
+    except OSError as e:
+        raise ManifestError(source, [f"cannot read: {e.strerror or e}"]) from e
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ManifestError(source, [f"byte {e.start}: not UTF-8 text"]) from e
+    return loads(text, source=source)
+
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` so that ``path`` holds either its old content or all of the new one, never a mix."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        Path(tmp).replace(target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save(manifest: Manifest, path: str | os.PathLike[str]) -> None:
+    """Write ``manifest`` atomically (temp file in the same folder + rename)."""
+    write_atomic(path, dumps(manifest))

@@ -1,0 +1,347 @@
+"""The manifest: one frozen dataclass per section.
+
+Every section is plain data; ``codec`` validates, encodes and derives the JSON Schema from these
+annotations. Fields marked ``volatile()`` change between two snapshots of the same environment and are
+ignored by ``diff``. Bump ``SCHEMA_VERSION`` on any incompatible change: a reader refuses a manifest whose
+schema is newer than its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Literal
+
+from envcheck.manifest.codec import JsonValue, volatile
+from envcheck.manifest.native import NativeSection
+from envcheck.manifest.verify import VerifySection
+
+SCHEMA_VERSION = 1
+
+
+ProbeStatus = Literal["ok", "error", "crashed", "timeout", "not-run"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProbeOutcome:
+    """How one run of the probe in the target interpreter ended.
+
+    ``error``: Python raised (``exception`` holds the text); ``crashed``: the process died of a signal or
+    exited non-zero without a report; ``timeout``: it was killed after ``timeout_s``; ``not-run``: skipped
+    (``--no-probe``). ``stage`` names what it was doing when it stopped (``import torch``).
+    """
+
+    status: ProbeStatus
+    stage: str | None = None
+    exception: str | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    stderr_tail: str | None = None
+    timeout_s: float | None = None
+    duration_s: float | None = volatile(None)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Libc:
+    """The C library the interpreter runs on (``glibc 2.36``, ``musl``), from ``platform.libc_ver``."""
+
+    name: str | None
+    version: str | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Cpu:
+    """What the processor offers torch's dispatcher, and how much of it this process may use."""
+
+    model: str | None
+    isa_flags: list[str]
+    logical_cpus: int | None
+    affinity_cpus: int | None
+    cgroup_cpu_quota: float | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlatformInfo:
+    """Operating system, kernel, libc, CPU and container hints of the target machine."""
+
+    system: str
+    release: str
+    kernel: str
+    machine: str
+    distro: str | None
+    libc: Libc
+    cpu: Cpu
+    container: list[str]
+    hostname: str | None = volatile(None)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PythonInfo:
+    """The target interpreter: version, where it lives, what kind of environment, which wheels it takes."""
+
+    implementation: str
+    version: str
+    abi_flags: str
+    pointer_bits: int
+    executable: str
+    prefix: str
+    base_prefix: str
+    exec_prefix: str
+    base_exec_prefix: str
+    environment: Literal["venv", "conda", "system"]
+    user_site_enabled: bool
+    user_site: str | None
+    sys_path: list[str]
+    wheel_tags: list[str]
+    mp_start_method: str | None
+    shared_library: str | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NativeFile:
+    """A compiled file a distribution installed, with the sha256 its RECORD promises (if any)."""
+
+    path: str
+    sha256: str | None
+    size: int | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Distribution:
+    """One installed distribution, as ``importlib.metadata`` sees it on the target's ``sys.path``.
+
+    ``version`` keeps the local label (``2.13.0+cpu``). ``location`` is the ``sys.path`` entry it lives in;
+    ``shadowed`` is true when an earlier entry holds a distribution of the same name, so Python never
+    imports this one.
+    """
+
+    name: str
+    version: str
+    installer: str | None
+    requires: list[str]
+    direct_url: JsonValue
+    wheel_tags: list[str]
+    location: str
+    metadata_dir: str
+    shadowed: bool
+    native_files: list[NativeFile]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TorchStatic:
+    """What ``torch/version.py`` says, read as text without importing torch (a broken torch still has it)."""
+
+    location: str
+    version: str | None
+    git_version: str | None
+    cuda: str | None
+    hip: str | None
+    debug: bool | None
+    variant: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TorchDevice:
+    """One accelerator as torch sees it."""
+
+    kind: str
+    index: int
+    name: str
+    capability: str | None
+    total_memory: int | None
+    multi_processor_count: int | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Numerics:
+    """The switches that change float results without changing versions."""
+
+    allow_tf32_matmul: bool | None
+    allow_tf32_cudnn: bool | None
+    float32_matmul_precision: str | None
+    deterministic_algorithms: bool | None
+    cudnn_enabled: bool | None
+    cudnn_benchmark: bool | None
+    cudnn_deterministic: bool | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Backends:
+    """Which backends this torch build has and which are usable here."""
+
+    cuda_built: bool | None
+    cuda_available: bool | None
+    cuda_device_count: int | None
+    mps_built: bool | None
+    mps_available: bool | None
+    xpu_available: bool | None
+    mkldnn_available: bool | None
+    mkl_available: bool | None
+    openmp_available: bool | None
+    distributed_available: bool | None
+    nccl_available: bool | None
+    gloo_available: bool | None
+    mpi_available: bool | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TorchRuntime:
+    """What only a live ``import torch`` knows: the build's libraries, CPU dispatch, threads, devices."""
+
+    version: str
+    file: str
+    cudnn_version: int | None
+    nccl_version: str | None
+    mkl_version: str | None
+    onednn_version: str | None
+    openmp: str | None
+    cxx11_abi: bool | None
+    cpu_capability: str | None
+    cuda_arch_list: list[str]
+    num_threads: int | None
+    num_interop_threads: int | None
+    parallel_info: str | None
+    quantized_engines: list[str]
+    quantized_engine: str | None
+    numerics: Numerics
+    backends: Backends
+    devices: list[TorchDevice]
+    build_config: str | None
+    small_op_ok: bool
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TorchInfo:
+    """torch as found on ``sys.path``: every tree (several is a finding), the first one's version file, and
+    the live facts when the probe could import it."""
+
+    trees: list[str]
+    static: TorchStatic | None
+    runtime: TorchRuntime | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Gpu:
+    """One GPU as the driver (not torch) reports it."""
+
+    index: int
+    name: str
+    uuid: str | None
+    memory_total: int | None
+    compute_capability: str | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GpuDriver:
+    """The NVIDIA driver, found independently of torch. ``found`` false with a ``reason`` is a fact too."""
+
+    found: bool
+    source: Literal["nvml", "libcuda", "nvidia-smi"] | None
+    reason: str | None
+    driver_version: str | None
+    cuda_driver_version: int | None
+    gpus: list[Gpu]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoadedLibrary:
+    """A shared library mapped into the probe after ``import torch`` and one small op."""
+
+    path: str
+    owner: str
+    identity: str | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ThreadPool:
+    """An OpenMP or BLAS runtime as threadpoolctl (or, without it, the probe's path matching) sees it."""
+
+    user_api: str
+    internal_api: str
+    filepath: str
+    version: str | None
+    num_threads: int | None
+    owner: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Runtimes:
+    """Libraries actually loaded, and among them the threading and BLAS runtimes."""
+
+    loaded: list[LoadedLibrary]
+    threadpools: list[ThreadPool]
+    threadpoolctl: bool
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Meta:
+    """Who wrote this manifest, when, and how the probe went."""
+
+    envcheck_version: str
+    label: str | None
+    target: str
+    probe: ProbeOutcome
+    created: str = volatile()
+    duration_s: float | None = volatile(None)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Manifest:
+    """The whole environment, as one lockfile manifest."""
+
+    schema_version: int
+    meta: Meta
+    platform: PlatformInfo | None
+    python: PythonInfo
+    packages: list[Distribution]
+    torch: TorchInfo
+    gpu: GpuDriver | None
+    runtimes: Runtimes | None
+    env: dict[str, str]
+    native: NativeSection | None = None
+    verify: VerifySection | None = None
+
+    def package(self, name: str) -> Distribution | None:
+        """The importable (first, unshadowed) distribution named ``name`` (any spelling), or None."""
+        wanted = canonical(name)
+        for dist in self.packages:
+            if canonical(dist.name) == wanted and not dist.shadowed:
+                return dist
+        return None
+
+    def replace(self, **changes: object) -> Manifest:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+def canonical(name: str) -> str:
+    """PEP 503 normalised project name."""
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Backends",
+    "Cpu",
+    "Distribution",
+    "Gpu",
+    "GpuDriver",
+    "Libc",
+    "LoadedLibrary",
+    "Manifest",
+    "Meta",
+    "NativeFile",
+    "Numerics",
+    "PlatformInfo",
+    "ProbeOutcome",
+    "PythonInfo",
+    "Runtimes",
+    "ThreadPool",
+    "TorchDevice",
+    "TorchInfo",
+    "TorchRuntime",
+    "TorchStatic",
+    "canonical",
+    "field",
+]

@@ -1,0 +1,1 @@
+"""Formatters: each returns a ``str``; only the CLI writes."""
