@@ -1,0 +1,1 @@
+"""``envcheck diff``, ``envcheck doctor`` and ``envcheck rules``."""

@@ -1,0 +1,1 @@
+"""``envcheck verify`` and ``envcheck gate``."""
