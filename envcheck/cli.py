@@ -40,6 +40,9 @@ def _root(
 
 app.command("snapshot")(snapshot_commands.snapshot)
 app.command("show")(snapshot_commands.show)
+# [scan] registration goes here
+# [diff] registration goes here
+# [verify] registration goes here
 
 
 def main() -> None:
