@@ -35,6 +35,7 @@ class SnapshotOptions:
     timeout: float = 120.0
     redact_paths: bool = False
     verify_files: bool = False
+    verify: bool = True
 
 
 NativeScanner = Callable[[Manifest, SnapshotOptions], NativeSection | None]

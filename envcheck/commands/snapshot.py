@@ -29,6 +29,9 @@ def snapshot(
     verify_files: Annotated[
         bool, typer.Option("--verify-files", help="Re-hash installed native files against their RECORD.")
     ] = False,
+    no_verify: Annotated[
+        bool, typer.Option("--no-verify", help="Do not run the smoke suite (no goldens in the manifest).")
+    ] = False,
     timeout: TimeoutOption = 120.0,
 ) -> None:
     """Record this environment (or --python's) into one lockfile manifest."""
@@ -44,6 +47,7 @@ def snapshot(
         timeout=timeout,
         redact_paths=redact_paths,
         verify_files=verify_files,
+        verify=not no_verify,
     )
     manifest = take_snapshot(options, native=scan_for_snapshot)
     write_output(dumps(manifest), output)

@@ -77,6 +77,11 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     target = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
     try:
+        # mkstemp creates 0600; a manifest is meant to be shared, so give it the usual umask-derived mode.
+        umask = os.umask(0)
+        os.umask(umask)
+        if hasattr(os, "fchmod"):  # POSIX only; Windows files carry no such mode
+            os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
             f.flush()

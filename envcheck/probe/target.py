@@ -828,6 +828,11 @@ def thread_pools():
 def runtime_stage():
     stage("gpu driver")
     _result["gpu"] = gpu_driver()
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        _result["torch_missing"] = True  # an environment without torch: nothing more to learn here
+        return
     stage("import torch")
     started = time.perf_counter()
     import torch
