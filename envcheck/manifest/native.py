@@ -1,12 +1,186 @@
-"""The manifest's ``native`` section: the static native library tree (filled by ``envcheck.native``)."""
+"""The manifest's ``native`` section: the static native library tree (filled by ``envcheck.native``).
+
+Every file is a ``NativeNode`` named by a location-independent ``key`` so that two environments at
+different paths compare equal:
+
+- ``<distribution>:<path relative to its site-packages>`` for a file a distribution's RECORD lists
+  (``torch:torch/lib/libc10.so``);
+- ``unowned:<path relative to site-packages>`` for a native file inside site-packages that no RECORD lists
+  (a DLL copied into ``torch/lib`` by hand);
+- ``interpreter:<file name>`` for the interpreter's own shared library;
+- the absolute path for every other (system) file; ``os:<name>`` for a library the operating system
+  provides without a file the scanner can see (a Windows API set, a file of a foreign platform).
+
+Every list is sorted, so two snapshots of the same environment give byte-identical sections.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+# How one dependency was found: which rule of the platform loader matched.
+Resolution = Literal[
+    # Linux ld.so (ld.so(8))
+    "rpath",
+    "ld-library-path",
+    "runpath",
+    "ld-so-cache",
+    "default-dirs",
+    "already-loaded",
+    # Windows LoadLibraryExW with LOAD_LIBRARY_SEARCH_DEFAULT_DIRS, as Python >= 3.8 loads extensions
+    "loader-dir",
+    "dll-directory",
+    "system32",
+    "api-set",
+    "known-dll",
+    # macOS dyld (dyld(1))
+    "loader-path",
+    "executable-path",
+    "lc-rpath",
+    "dyld-library-path",
+    "fallback-path",
+    "system-image",
+    # any loader
+    "absolute",
+    "expected-on-machine",
+    "missing",
+]
+
+# What a dependency is to the file that needs it.
+DependencyKind = Literal[
+    "bundled",  # in the same distribution (or the same scanned tree)
+    "distribution",  # installed by another distribution (``provider`` names it)
+    "os",  # part of the operating system
+    "redistributable",  # a runtime the machine must have installed (VC++, OpenMP, GNU runtime)
+    "driver",  # the GPU driver (libcuda, nvcuda.dll)
+    "interpreter",  # the Python interpreter's own library
+    "external",  # outside the scanned tree, expected from another package (``envcheck scan`` only)
+    "missing",  # should be there and is not
+]
+
+Integrity = Literal["record", "computed", "verified", "modified", "foreign", "unhashed"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NativeDependency:
+    """One needed library of a file (ELF DT_NEEDED, PE import or delay-load import, Mach-O LC_LOAD_DYLIB):
+    the name as written, what it resolved to (``target`` is a node key, None when MISSING or when the OS
+    provides it without a visible file), how the loader found it, and what it is to the importer.
+
+    ``via`` is the search entry that matched, unexpanded so it is location-independent
+    (``$ORIGIN/../../nvidia/cudnn/lib``); ``provider`` names the distribution for ``distribution``.
+    """
+
+    name: str
+    target: str | None
+    how: Resolution
+    kind: DependencyKind
+    via: str | None = None
+    provider: str | None = None
+    delay_load: bool = False
+    weak: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NativeNode:
+    """One native file in the closure: identity, what its header says, and its resolved dependencies.
+
+    ``role``: ``extension`` (a Python extension module, where an import starts), ``library``, or
+    ``interpreter``. ``owner`` is the distribution name, ``system`` or ``unowned``. ``identity`` is
+    ``sha256:<hex>`` (from RECORD when pip installed the file, computed otherwise). ``integrity`` says where
+    the identity came from and, with ``--verify-files``, whether the file still matches RECORD.
+    ``version_needs`` maps a symbol-version family (``GLIBC``, ``GLIBCXX``, ``CXXABI``, ``GCC``, ...) to the
+    highest version the file requires; ``version_provides`` the same for what a library defines (libc,
+    libstdc++). ``error`` says why the file could not be read (truncated, not a binary, missing, a loop).
+    """
+
+    key: str
+    path: str
+    owner: str
+    role: Literal["extension", "library", "interpreter"]
+    format: Literal["elf", "pe", "macho"] | None
+    machine: str | None = None
+    soname: str | None = None
+    identity: str | None = None
+    integrity: Integrity | None = None
+    size: int | None = None
+    build_id: str | None = None
+    file_version: str | None = None
+    rpath: list[str] | None = None
+    runpath: list[str] | None = None
+    version_needs: dict[str, str] | None = None
+    version_provides: dict[str, str] | None = None
+    dependencies: list[NativeDependency] | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MissingChain:
+    """An import that will fail: from the extension module (or root library) down to the absent file,
+    as node keys, then the missing name. ``text`` is the chain for people
+    (``_C.cpython-311-x86_64-linux-gnu.so → libtorch_python.so → libc10.so: MISSING``)."""
+
+    root: str
+    chain: list[str]
+    missing: str
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OpenMPRuntime:
+    """One OpenMP runtime file in the environment (renamed copies included), its family and owner."""
+
+    family: Literal["gnu", "intel", "llvm", "msvc"]
+    key: str
+    owner: str
+    path: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Requirement:
+    """A library the target machine must provide (an OS library or a redistributable runtime), and which
+    files in the tree need it."""
+
+    name: str
+    kind: DependencyKind
+    needed_by: list[str]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoadedDisagreement:
+    """Static tree vs the libraries the probe saw mapped after ``import torch``.
+
+    ``kind``: ``elsewhere`` (the loaded file is not the one the tree predicts for this name, e.g.
+    LD_LIBRARY_PATH shadowing the wheel's cuDNN), ``dlopened`` (loaded but absent from the tree: opened at
+    run time with dlopen / ctypes), ``missing-loaded`` (the tree says MISSING yet a file of that name was
+    loaded).
+    """
+
+    kind: Literal["elsewhere", "dlopened", "missing-loaded"]
+    name: str
+    loaded: str
+    loaded_owner: str
+    expected: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class NativeSection:
-    """The native library tree of every compiled module, resolved the way the platform loader would."""
+    """The native library tree of every compiled module, resolved the way the platform loader would.
 
+    ``loader``: which loader's rules were applied. ``nodes`` sorted by key; ``missing`` the chains of
+    imports that will fail; ``requires`` what the machine must provide; ``openmp`` every OpenMP runtime
+    file; ``glibc_required`` the highest ``GLIBC_`` version any file needs and ``glibc_provided`` what the
+    resolved libc defines; ``loaded`` the disagreements with the live process (None until reconciled).
+    ``skipped`` says why no tree was made.
+    """
+
+    loader: Literal["ld.so", "windows", "dyld"] | None = None
+    nodes: list[NativeNode] | None = None
+    missing: list[MissingChain] | None = None
+    requires: list[Requirement] | None = None
+    openmp: list[OpenMPRuntime] | None = None
+    glibc_required: str | None = None
+    glibc_provided: str | None = None
+    loaded: list[LoadedDisagreement] | None = None
     skipped: str | None = None

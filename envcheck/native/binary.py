@@ -1,0 +1,95 @@
+"""What a reader extracts from one native file, whatever its format, and the dispatch on magic bytes."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Literal
+
+Format = Literal["elf", "pe", "macho"]
+
+
+class BinaryError(Exception):
+    """The file cannot be read as a native binary; the message is the reason recorded in the tree."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Needed:
+    """One library a binary asks its loader for."""
+
+    name: str
+    delay_load: bool = False
+    weak: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BinaryInfo:
+    """The loader-relevant header facts of one binary."""
+
+    format: Format
+    machine: str
+    bits: int
+    soname: str | None = None
+    needed: tuple[Needed, ...] = ()
+    rpath: tuple[str, ...] = ()
+    runpath: tuple[str, ...] = ()
+    version_needs: dict[str, str] = field(default_factory=dict)
+    version_provides: dict[str, str] = field(default_factory=dict)
+    build_id: str | None = None
+    file_version: str | None = None
+
+
+def sniff(path: str) -> Format | None:
+    """The format by magic bytes, or None for anything else. Raises OSError when the file cannot be read."""
+    with open(path, "rb") as f:  # noqa: PTH123 - hot path, no Path object per file
+        head = f.read(4)
+    if head == b"\x7fELF":
+        return "elf"
+    if head[:2] == b"MZ":
+        return "pe"
+    if head in _MACHO_MAGICS:
+        return "macho"
+    return None
+
+
+_MACHO_MAGICS = {
+    b"\xfe\xed\xfa\xce",
+    b"\xce\xfa\xed\xfe",
+    b"\xfe\xed\xfa\xcf",
+    b"\xcf\xfa\xed\xfe",
+    b"\xca\xfe\xba\xbe",  # fat (also Java class files; macholib tells them apart)
+    b"\xbe\xba\xfe\xca",
+}
+
+
+def read_binary(path: str) -> BinaryInfo:
+    """Parse ``path`` with the reader for its format. Raises ``BinaryError`` with the reason when it is not a
+    readable binary (empty, truncated, not native, unreadable, a directory, a symlink loop)."""
+    try:
+        if os.path.isdir(path):
+            raise BinaryError("is a directory, not a file")
+        if os.path.getsize(path) == 0:
+            raise BinaryError("empty file (0 bytes)")
+        kind = sniff(path)
+    except OSError as e:
+        raise BinaryError(f"cannot read: {e.strerror or e}") from e
+    if kind is None:
+        raise BinaryError("not an ELF, PE or Mach-O file")
+    try:
+        if kind == "elf":
+            from envcheck.native.elf import read_elf
+
+            return read_elf(path)
+        if kind == "pe":
+            from envcheck.native.pe import read_pe
+
+            return read_pe(path)
+        from envcheck.native.macho import read_macho
+
+        return read_macho(path)
+    except BinaryError:
+        raise
+    except OSError as e:
+        raise BinaryError(f"cannot read: {e.strerror or e}") from e
+    except Exception as e:  # a malformed file can make any parser raise anything  # noqa: BLE001
+        raise BinaryError(f"malformed {kind.upper()} file: {type(e).__name__}: {e}") from e
