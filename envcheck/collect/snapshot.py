@@ -13,43 +13,35 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from envcheck import __version__
 from envcheck.collect import facts
+from envcheck.collect.launch import Probes, SnapshotOptions, start_probes
 from envcheck.errors import ProbeError
 from envcheck.manifest.model import SCHEMA_VERSION, Manifest, Meta, ProbeOutcome
 from envcheck.manifest.native import NativeSection
-from envcheck.probe.runner import TargetRun, start_target
+from envcheck.probe.runner import TargetRun
 
 # Hashing a file that RECORD does not cover: bounded, so a multi-GB system library cannot stall a snapshot.
 MAX_HASH_BYTES = 512 * 1024 * 1024
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SnapshotOptions:
-    python: str | None = None
-    label: str | None = None
-    probe: bool = True
-    timeout: float = 120.0
-    redact_paths: bool = False
-    verify_files: bool = False
-    verify: bool = True
-
-
 NativeScanner = Callable[[Manifest, SnapshotOptions], NativeSection | None]
 
 
-def take_snapshot(options: SnapshotOptions, *, native: NativeScanner | None = None) -> Manifest:
+def take_snapshot(
+    options: SnapshotOptions, *, native: NativeScanner | None = None, probes: Probes | None = None
+) -> Manifest:
     """Snapshot the target interpreter. A target that crashes, hangs or cannot import torch still yields a
     manifest, with ``meta.probe`` saying what happened. Raises ``ProbeError`` only when the interpreter
-    cannot run even the standard-library facts probe.
+    cannot run even the standard-library facts probe. ``probes``: already started by ``start_probes``.
     """
-    started = time.monotonic()
-    python = options.python or _default_python()
-    runtime_probe = start_target(python, args=["runtime"], timeout=options.timeout) if options.probe else None
-    facts_run = start_target(python, args=["facts"], timeout=min(options.timeout, 60.0)).wait()
+    probes = probes or start_probes(options)
+    started = probes.started
+    python = probes.python
+    runtime_probe = probes.runtime
+    facts_run = probes.facts.wait()
     if not facts_run.data.get("done"):
         if runtime_probe is not None:
             runtime_probe.wait()
@@ -177,12 +169,6 @@ def _facts_failure(python: str, run: TargetRun) -> str:
     }.get(o.status, o.status)
     tail = f": {o.stderr_tail.splitlines()[-1]}" if o.stderr_tail else ""
     return f"the target interpreter {python} {how} while reading its standard-library facts{tail}"
-
-
-def _default_python() -> str:
-    import sys
-
-    return sys.executable
 
 
 def _now() -> str:

@@ -35,10 +35,7 @@ def snapshot(
     timeout: TimeoutOption = 120.0,
 ) -> None:
     """Record this environment (or --python's) into one lockfile manifest."""
-    from envcheck.collect.snapshot import SnapshotOptions, take_snapshot
-    from envcheck.manifest.io import dumps
-    from envcheck.native import scan_for_snapshot
-    from envcheck.report.summary import summary
+    from envcheck.collect.launch import SnapshotOptions, start_probes
 
     options = SnapshotOptions(
         python=python,
@@ -49,7 +46,13 @@ def snapshot(
         verify_files=verify_files,
         verify=not no_verify,
     )
-    manifest = take_snapshot(options, native=scan_for_snapshot)
+    probes = start_probes(options)  # first: the target starts while the rest of envcheck imports
+    from envcheck.collect.snapshot import take_snapshot
+    from envcheck.manifest.io import dumps
+    from envcheck.native import scan_for_snapshot
+    from envcheck.report.summary import summary
+
+    manifest = take_snapshot(options, native=scan_for_snapshot, probes=probes)
     write_output(dumps(manifest), output)
     where = "stdout" if output == "-" else output
     typer.echo(summary(manifest, short=True) + f"\nwrote {where}", err=output == "-")

@@ -19,10 +19,13 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envcheck.errors import ProbeError
-from envcheck.manifest.model import ProbeOutcome
+
+if TYPE_CHECKING:
+    # Imported lazily: starting a probe must not wait for the manifest models (DESIGN §6).
+    from envcheck.manifest.model import ProbeOutcome
 
 PROBE_SCRIPT = Path(__file__).with_name("target.py")
 STDERR_TAIL_CHARS = 4000
@@ -112,6 +115,8 @@ class RunningTarget:
         return data if isinstance(data, dict) else {}
 
     def _outcome(self, data: dict[str, Any], err: bytes, timed_out: bool, duration: float) -> ProbeOutcome:
+        from envcheck.manifest.model import ProbeOutcome
+
         code = self._proc.returncode
         tail = _tail(err)
         stage = data.get("stage") if isinstance(data.get("stage"), str) else None

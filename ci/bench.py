@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""envcheck's speed budgets (DESIGN §6), measured against the anchors in the same run.
+
+    python ci/bench.py [--python TARGET] [-n 5] [--check]
+
+Runs N alternating repetitions of each command (alternating, so a noisy neighbour hurts all of them alike)
+in the target environment, prints the median wall time of each, and the ratios the budgets are written in:
+
+    full snapshot            <= 1.10 x  python -c "import torch"
+    snapshot --no-probe      <= 0.80 x  pip freeze
+    diff (500 pkgs, 500 libs) <= 0.25 s (CLI start included)
+    verify (CPU suite)       <= import torch + 5 s
+
+Absolute times are noisy on shared machines; quote the ratios. ``--check`` exits 1 when a budget is missed.
+The target interpreter needs torch; envcheck runs from the interpreter running this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def envcheck_cmd() -> list[str]:
+    script = Path(sys.executable).with_name("envcheck")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "envcheck"]
+
+
+def timed(argv: Sequence[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    result = subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    elapsed = time.perf_counter() - start
+    if result.returncode not in (0, 1):  # diff exits 1 on findings: that is its job, not a failure
+        sys.exit(f"bench: {' '.join(argv)} exited {result.returncode}:\n{result.stderr.decode()[-2000:]}")
+    return elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--python", default=sys.executable, help="target interpreter (must have torch)")
+    parser.add_argument("-n", type=int, default=5, help="repetitions of each command")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a budget is missed")
+    parser.add_argument("--skip", action="append", default=[], help="skip a command by name")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="envcheck-bench-"))
+    py = args.python
+    ec = envcheck_cmd()
+    commands: dict[str, list[str]] = {
+        "import torch": [py, "-c", "import torch"],
+        "collect_env": [py, "-m", "torch.utils.collect_env"],
+        "pip freeze": [py, "-m", "pip", "freeze", "--disable-pip-version-check"],
+        "pip inspect": [py, "-m", "pip", "inspect", "--disable-pip-version-check"],
+        "snapshot": [*ec, "snapshot", "--no-verify", "--python", py, "-o", str(work / "full.json")],
+        "snapshot --no-probe": [
+            *ec,
+            "snapshot",
+            "--no-probe",
+            "--no-verify",
+            "--python",
+            py,
+            "-o",
+            str(work / "static.json"),
+        ],
+    }
+    # The diff budget is for manifests of 500 packages and 500 libraries: grow a real one into such a pair.
+    subprocess.run(
+        [*ec, "snapshot", "--no-verify", "--python", py, "-o", str(work / "seed.json")],
+        check=True,
+        capture_output=True,
+    )
+    sys.path.insert(0, str(HERE))
+    try:
+        from synth import synthesize  # ci/synth.py
+
+        base, target = synthesize(work / "seed.json", packages=500, libraries=500)
+        (work / "big-a.json").write_text(json.dumps(base, indent=2, sort_keys=True))
+        (work / "big-b.json").write_text(json.dumps(target, indent=2, sort_keys=True))
+        commands["diff 500/500"] = [*ec, "diff", str(work / "big-a.json"), str(work / "big-b.json")]
+    except ImportError as e:
+        print(f"note: diff benchmark skipped ({e})", file=sys.stderr)
+    commands["verify (CPU)"] = [*ec, "verify", "--python", py]
+    for name in args.skip:
+        commands.pop(name, None)
+
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for name, argv in commands.items():  # warm-up: page cache, .pyc files
+        timed(argv, work)
+    for _ in range(args.n):
+        for name, argv in commands.items():
+            times[name].append(timed(argv, work))
+    medians = {name: statistics.median(ts) for name, ts in times.items()}
+
+    print(f"target: {py}\nenvcheck: {' '.join(ec)}\nrepetitions: {args.n} (alternating), medians:\n")
+    for name, median in medians.items():
+        spread = f"{min(times[name]):.3f}-{max(times[name]):.3f}"
+        print(f"  {name:<22} {median:7.3f} s   (range {spread})")
+
+    budgets: list[tuple[str, float, float, str]] = []
+    if "snapshot" in medians and "import torch" in medians:
+        budgets.append(("snapshot / import torch", medians["snapshot"] / medians["import torch"], 1.10, "x"))
+    if "snapshot --no-probe" in medians and "pip freeze" in medians:
+        ratio = medians["snapshot --no-probe"] / medians["pip freeze"]
+        budgets.append(("snapshot --no-probe / pip freeze", ratio, 0.80, "x"))
+    if "snapshot" in medians and "collect_env" in medians:
+        budgets.append(
+            ("snapshot / collect_env", medians["snapshot"] / medians["collect_env"], float("inf"), "x")
+        )
+    if "diff 500/500" in medians:
+        budgets.append(("diff 500/500 (seconds)", medians["diff 500/500"], 0.25, "s"))
+    if "verify (CPU)" in medians and "import torch" in medians:
+        extra = medians["verify (CPU)"] - medians["import torch"]
+        budgets.append(("verify - import torch (seconds)", extra, 5.0, "s"))
+
+    print("\nbudgets:")
+    missed = False
+    for label, value, limit, unit in budgets:
+        ok = value <= limit
+        missed |= not ok
+        shown = "" if limit == float("inf") else f"budget <= {limit:g}{unit}  {'ok' if ok else 'MISSED'}"
+        print(f"  {label:<34} {value:6.3f}{unit}   {shown}")
+    shutil.rmtree(work, ignore_errors=True)
+    return 1 if (missed and args.check) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
