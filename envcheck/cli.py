@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from envcheck import __version__
+from envcheck.commands import diff as diff_commands
 from envcheck.commands import snapshot as snapshot_commands
 
 app = typer.Typer(
@@ -41,7 +42,9 @@ def _root(
 app.command("snapshot")(snapshot_commands.snapshot)
 app.command("show")(snapshot_commands.show)
 # [scan] registration goes here
-# [diff] registration goes here
+app.command("diff")(diff_commands.diff)
+app.command("doctor")(diff_commands.doctor)
+app.command("rules")(diff_commands.rules)
 # [verify] registration goes here
 
 

@@ -1,1 +1,184 @@
 """``envcheck diff``, ``envcheck doctor`` and ``envcheck rules``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from envcheck.commands._common import EXIT_FINDINGS, PythonOption, TimeoutOption, handles_errors, write_output
+from envcheck.errors import UsageError
+from envcheck.report.options import (
+    FailOnOption,
+    FormatOption,
+    JunitOption,
+    OutputOption,
+    PolicyOption,
+    ReportFormatChoice,
+    SeverityChoice,
+)
+
+if TYPE_CHECKING:
+    from envcheck.diff.finding import Finding
+    from envcheck.manifest.model import Manifest
+
+_LIVE = "this machine"
+
+
+def _live(python: str | None, timeout: float) -> Manifest:
+    from envcheck.collect.launch import SnapshotOptions
+    from envcheck.collect.snapshot import take_snapshot
+    from envcheck.native import scan_for_snapshot
+
+    return take_snapshot(SnapshotOptions(python=python, timeout=timeout), native=scan_for_snapshot)
+
+
+def _names(paths: Sequence[Path], manifests: Sequence[Manifest]) -> list[str]:
+    """A machine name per target: its label when labels are unique, else its file path."""
+    labels = [m.meta.label for m in manifests]
+    if all(labels) and len(set(labels)) == len(labels):
+        return [str(label) for label in labels]
+    return [str(p) for p in paths]
+
+
+def _report(
+    findings: list[Finding],
+    *,
+    title: str,
+    fmt: ReportFormatChoice,
+    output: str | None,
+    fail_on: SeverityChoice,
+    junit: Path | None,
+) -> None:
+    """Render, write the report (and the JUnit file), and exit 1 when a finding fails the gate."""
+    from envcheck.diff.finding import at_or_above
+    from envcheck.report import render
+    from envcheck.report.options import use_color
+
+    severity = fail_on.severity
+    text = render(findings, fmt.format_name, title=title, fail_on=severity, color=use_color(fmt, output))
+    write_output(text, output)
+    if junit is not None:
+        write_output(render(findings, "junit", title=title, fail_on=severity), str(junit))
+    if any(at_or_above(f, severity) for f in findings):
+        raise typer.Exit(EXIT_FINDINGS)
+
+
+@handles_errors
+def diff(
+    base: Annotated[Path, typer.Argument(help="The reference manifest (e.g. the dev box's lock file).")],
+    targets: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Manifests to compare with BASE (default: a fresh snapshot of this machine).",
+            show_default=False,
+        ),
+    ] = None,
+    fmt: FormatOption = ReportFormatChoice.text,
+    output: OutputOption = None,
+    fail_on: FailOnOption = SeverityChoice.error,
+    policy: PolicyOption = None,
+    junit: JunitOption = None,
+    python: PythonOption = None,
+    timeout: TimeoutOption = 120.0,
+) -> None:
+    """Explain every difference from BASE to each TARGET that matters, ranked, with a remedy.
+
+    Runs the difference rules (BASE vs TARGET) and the TARGET's single-environment rules (as
+    `envcheck doctor` would). Several targets give one fleet report: each finding names its machine.
+    Policy (--policy FILE, or [tool.envcheck] in ./pyproject.toml): `ignore = ["RULE", "RULE:subject"]`,
+    `[severity] RULE = "warning"`, `[[intended]] rule = "..." reason = "..."` (reported, never failing).
+    Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
+    """
+    from envcheck.diff import engine
+    from envcheck.diff.policy import load_policy
+    from envcheck.manifest.io import load
+
+    rules_policy = load_policy(policy, Path.cwd())
+    base_manifest = load(base)
+    paths = list(targets or [])
+    manifests = [load(p) for p in paths] if paths else [_live(python, timeout)]
+    names = _names(paths, manifests) if paths else [_LIVE]
+    fleet = len(manifests) > 1
+    findings: list[Finding] = []
+    for name, target in zip(names, manifests, strict=True):
+        found = engine.diff(base_manifest, target) + engine.doctor(target)
+        if fleet:
+            import dataclasses
+
+            found = [dataclasses.replace(f, machine=name) for f in found]
+        findings.extend(found)
+    findings = sorted(set(rules_policy.apply(findings)), key=lambda f: f.sort_key())
+    title = f"envcheck diff: {base} → " + (f"{len(names)} machines" if fleet else names[0])
+    _report(findings, title=title, fmt=fmt, output=output, fail_on=fail_on, junit=junit)
+
+
+@handles_errors
+def doctor(
+    manifest: Annotated[
+        Path | None,
+        typer.Argument(
+            help="A manifest to examine (default: a fresh snapshot of this machine).", show_default=False
+        ),
+    ] = None,
+    fmt: FormatOption = ReportFormatChoice.text,
+    output: OutputOption = None,
+    fail_on: FailOnOption = SeverityChoice.error,
+    policy: PolicyOption = None,
+    junit: JunitOption = None,
+    python: PythonOption = None,
+    timeout: TimeoutOption = 120.0,
+) -> None:
+    """Find the traps in one environment that need no baseline: two OpenMP runtimes, a driver older than
+    torch's CUDA, a companion pinned to another torch, nvidia-* wheels off torch's pins, ...
+
+    Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
+    """
+    from envcheck.diff import engine
+    from envcheck.diff.policy import load_policy
+    from envcheck.manifest.io import load
+
+    rules_policy = load_policy(policy, Path.cwd())
+    target = load(manifest) if manifest is not None else _live(python, timeout)
+    findings = engine.doctor(target, policy=rules_policy)
+    title = f"envcheck doctor: {manifest if manifest is not None else _LIVE}"
+    _report(findings, title=title, fmt=fmt, output=output, fail_on=fail_on, junit=junit)
+
+
+@handles_errors
+def rules(
+    rule_id: Annotated[
+        str | None, typer.Argument(help="A rule id to explain (default: list them all).")
+    ] = None,
+) -> None:
+    """The rule catalog, or one rule explained with its evidence (failure modes and upstream issues)."""
+    from envcheck.diff.catalog import all_rules, get_rule
+
+    if rule_id is None:
+        catalog = all_rules()
+        width = max(len(r.id) for r in catalog)
+        lines = [f"{'RULE':<{width}}  {'KIND':<10}  {'SEVERITY':<8}  TITLE"]
+        lines += [f"{r.id:<{width}}  {r.kind:<10}  {r.severity:<8}  {r.title}" for r in catalog]
+        lines.append(f"\n{len(catalog)} rules. `envcheck rules ID` explains one.")
+        typer.echo("\n".join(lines))
+        return
+    rule = get_rule(rule_id)
+    if rule is None:
+        raise UsageError(f"no rule {rule_id!r}", tip="`envcheck rules` lists every rule id.")
+    kind = (
+        "difference rule (base vs target)"
+        if rule.kind == "difference"
+        else "single-environment rule (doctor)"
+    )
+    lines = [
+        f"{rule.id}: {rule.title}",
+        f"  kind            {kind}",
+        f"  family          {rule.family}",
+        f"  severity        {rule.severity} (by default; a finding may be graded by its consequence)",
+        f"  why it matters  {rule.why}",
+        f"  failure modes   {', '.join(rule.failure_modes) or '-'}",
+        f"  evidence        {', '.join(rule.evidence) or '-'}",
+    ]
+    typer.echo("\n".join(lines))

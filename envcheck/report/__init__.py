@@ -1,1 +1,46 @@
-"""Formatters: each returns a ``str``; only the CLI writes."""
+"""Formatters: each returns a ``str``; only the CLI writes.
+
+``render(findings, fmt, title=..., fail_on=...)`` is the one entry point shared by diff, doctor, verify and
+gate. The format modules (and rich, for coloured text) are imported only when a report is rendered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from envcheck.diff.finding import Finding, Severity
+
+FormatName = Literal["text", "json", "markdown", "junit"]
+FORMATS: tuple[FormatName, ...] = ("text", "json", "markdown", "junit")
+
+
+def render(
+    findings: Sequence[Finding],
+    fmt: FormatName,
+    *,
+    title: str,
+    fail_on: Severity,
+    color: bool = False,
+    rules: Sequence[str] | None = None,
+) -> str:
+    """The report in ``fmt``, findings in ``Finding.sort_key`` order (the same input gives the same bytes).
+
+    ``rules`` are the rule ids that were checked: JUnit writes one test case for each (passing when it
+    produced nothing at or above ``fail_on``). ``None`` means envcheck's diff/doctor catalog plus every rule
+    that has a finding; a producer with its own ids (``VERIFY-…``) passes them. ``color`` only affects text.
+    Raises ``ValueError`` for an unknown format.
+    """
+    from envcheck.report.interface import ReportContext, format_for
+
+    ordered = sorted(findings, key=lambda f: f.sort_key())
+    if rules is None:
+        from envcheck.diff.catalog import rule_ids
+
+        rules = rule_ids()
+    context = ReportContext(title=title, fail_on=fail_on, color=color, rules=tuple(rules))
+    return format_for(fmt).render(ordered, context)
+
+
+__all__ = ["FORMATS", "FormatName", "render"]

@@ -1,0 +1,60 @@
+"""The pure engine: rules over manifests, policy applied, findings sorted. No I/O, no printing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from envcheck.diff.finding import Finding
+
+if TYPE_CHECKING:
+    from envcheck.diff.policy import Policy
+    from envcheck.diff.rules.base import Rule
+    from envcheck.manifest.model import Manifest
+
+
+def _rules(rules: Iterable[Rule] | None) -> Sequence[Rule]:
+    if rules is not None:
+        return list(rules)
+    from envcheck.diff.catalog import all_rules
+
+    return all_rules()
+
+
+def _finish(findings: list[Finding], policy: Policy | None) -> list[Finding]:
+    if policy is not None:
+        findings = policy.apply(findings)
+    # Exact duplicates (a rule reaching one fact by two roads) are reported once.
+    return sorted(set(findings), key=Finding.sort_key)
+
+
+def diff(
+    base: Manifest,
+    target: Manifest,
+    *,
+    rules: Iterable[Rule] | None = None,
+    policy: Policy | None = None,
+) -> list[Finding]:
+    """Difference rules only: what changed from ``base`` to ``target`` that matters, sorted by
+    ``Finding.sort_key``. ``rules`` defaults to the whole catalog (single-environment rules in it are
+    skipped); ``policy`` ignores, re-grades or marks findings intended. Pure; raises nothing for
+    well-formed manifests."""
+    findings: list[Finding] = []
+    for rule in _rules(rules):
+        if rule.difference is not None:
+            findings.extend(rule.difference(rule, base, target))
+    return _finish(findings, policy)
+
+
+def doctor(
+    manifest: Manifest,
+    *,
+    rules: Iterable[Rule] | None = None,
+    policy: Policy | None = None,
+) -> list[Finding]:
+    """Single-environment rules only: traps in one environment that need no baseline, sorted."""
+    findings: list[Finding] = []
+    for rule in _rules(rules):
+        if rule.single is not None:
+            findings.extend(rule.single(rule, manifest))
+    return _finish(findings, policy)

@@ -1,0 +1,1 @@
+"""The rule families (one module each) and the catalog they register into."""

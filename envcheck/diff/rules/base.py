@@ -1,0 +1,171 @@
+"""The rule interface: a ``Rule`` is metadata (stable id, default severity, evidence) plus a pure check.
+
+Two kinds:
+
+- ``difference`` rules compare a base manifest with a target (``check(base, target)``);
+- ``single`` rules look at one environment (``check(manifest)``): traps that need no baseline.
+
+Each family module registers its rules with ``@difference_rule`` / ``@single_rule``; ``catalog`` imports the
+families and hands out the registry. A check yields ``Finding``s built with ``Rule.finding`` so that the rule
+id and default severity come from one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from envcheck.diff.finding import Finding, Severity
+
+if TYPE_CHECKING:
+    from envcheck.manifest.model import Manifest
+
+RuleKind = Literal["difference", "single"]
+DifferenceCheck = Callable[["Rule", "Manifest", "Manifest"], Iterable[Finding]]
+SingleCheck = Callable[["Rule", "Manifest"], Iterable[Finding]]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Rule:
+    """One rule of the catalog. ``failure_modes`` are ids from the research corpus (``FM-01``);
+    ``evidence`` lists the upstream issues behind it (``pytorch/pytorch#131662``)."""
+
+    id: str
+    kind: RuleKind
+    family: str
+    severity: Severity
+    title: str
+    why: str
+    failure_modes: tuple[str, ...]
+    evidence: tuple[str, ...]
+    difference: DifferenceCheck | None = None
+    single: SingleCheck | None = None
+
+    def finding(
+        self,
+        subject: str,
+        message: str,
+        remedy: str,
+        *,
+        base: str | None = None,
+        target: str | None = None,
+        severity: Severity | None = None,
+    ) -> Finding:
+        """A finding of this rule (its default severity unless the check knows better)."""
+        return Finding(
+            rule=self.id,
+            severity=severity or self.severity,
+            subject=subject,
+            message=message,
+            remedy=remedy,
+            base=base,
+            target=target,
+        )
+
+
+REGISTRY: dict[str, Rule] = {}
+
+
+def _register(rule: Rule) -> None:
+    if rule.id in REGISTRY:  # pragma: no cover - a programming error caught by the catalog test
+        raise ValueError(f"rule id {rule.id} registered twice")
+    REGISTRY[rule.id] = rule
+
+
+def difference_rule(
+    id: str,
+    *,
+    family: str,
+    severity: Severity,
+    title: str,
+    why: str,
+    fm: Iterable[str] = (),
+    evidence: Iterable[str] = (),
+) -> Callable[[DifferenceCheck], DifferenceCheck]:
+    """Register ``check(rule, base, target)`` as a difference rule."""
+
+    def register(check: DifferenceCheck) -> DifferenceCheck:
+        _register(
+            Rule(
+                id=id,
+                kind="difference",
+                family=family,
+                severity=severity,
+                title=title,
+                why=why,
+                failure_modes=tuple(fm),
+                evidence=tuple(evidence),
+                difference=check,
+            )
+        )
+        return check
+
+    return register
+
+
+def single_rule(
+    id: str,
+    *,
+    family: str,
+    severity: Severity,
+    title: str,
+    why: str,
+    fm: Iterable[str] = (),
+    evidence: Iterable[str] = (),
+) -> Callable[[SingleCheck], SingleCheck]:
+    """Register ``check(rule, manifest)`` as a single-environment rule."""
+
+    def register(check: SingleCheck) -> SingleCheck:
+        _register(
+            Rule(
+                id=id,
+                kind="single",
+                family=family,
+                severity=severity,
+                title=title,
+                why=why,
+                failure_modes=tuple(fm),
+                evidence=tuple(evidence),
+                single=check,
+            )
+        )
+        return check
+
+    return register
+
+
+def major(version: str | None) -> str | None:
+    """The leading release number of a version string (``2`` of ``2.13.0+cpu``), or None."""
+    if not version:
+        return None
+    head = version.split("+", 1)[0].split(".", 1)[0]
+    return head if head.isdigit() else None
+
+
+def release(version: str | None, parts: int) -> tuple[int, ...] | None:
+    """The first ``parts`` numeric release components (``(2, 13)``), or None when it does not parse."""
+    if not version:
+        return None
+    out: list[int] = []
+    for piece in version.split("+", 1)[0].split(".")[:parts]:
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            return None
+        out.append(int(digits))
+    return tuple(out) if len(out) == parts else None
+
+
+def local_label(version: str | None) -> str | None:
+    """The PEP 440 local label (``cpu`` of ``2.13.0+cpu``), or None."""
+    if not version or "+" not in version:
+        return None
+    return version.split("+", 1)[1]
+
+
+def iter_nonempty(*items: str | None) -> Iterator[str]:
+    yield from (i for i in items if i)

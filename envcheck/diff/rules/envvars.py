@@ -1,0 +1,83 @@
+"""Environment variables that steer torch, its runtimes and the loader (only the allowlisted ones are
+collected; credentials are redacted by the snapshot)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from envcheck.diff.finding import Finding, Severity
+from envcheck.diff.rules.base import Rule, difference_rule
+from envcheck.manifest.model import Manifest
+
+FAMILY = "environment variables"
+
+# Prefixes whose change alters what loads or how numbers come out: a warning. Anything else collected
+# (PATH, PIP_*, LANG) is info: it matters to installers and tools, not to the running model.
+_WARN_PREFIXES = (
+    "OMP_",
+    "MKL_",
+    "KMP_",
+    "GOMP_",
+    "ATEN_",
+    "ONEDNN_",
+    "DNNL_",
+    "CUBLAS_",
+    "CUDA_",
+    "NCCL_",
+    "NVIDIA_",
+    "TORCH_",
+    "PYTORCH_",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "DYLD_",
+    "PYTHONPATH",
+    "PYTHONNOUSERSITE",
+)
+# The values differ between two copies of the same environment (the venv's location): never a finding.
+_NEVER = frozenset({"VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PWD", "OLDPWD", "HOME", "HOSTNAME"})
+
+
+def _severity(name: str) -> Severity:
+    return "warning" if name.startswith(_WARN_PREFIXES) else "info"
+
+
+@difference_rule(
+    "ENV-VAR-CHANGED",
+    family=FAMILY,
+    severity="warning",
+    title="an environment variable that steers torch differs",
+    why=(
+        "OMP_/MKL_/KMP_ thread and affinity settings, ATEN_CPU_CAPABILITY, CUBLAS_WORKSPACE_CONFIG, "
+        "CUDA_VISIBLE_DEVICES, LD_LIBRARY_PATH and TORCH_* flags change what loads and what runs."
+    ),
+    fm=("FM-11", "FM-14", "FM-19", "FM-23", "FM-09"),
+    evidence=("pytorch/pytorch#149422", "pytorch/pytorch#37377"),
+)
+def var_changed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    b, t = base.env, target.env
+    for name in sorted(set(b) | set(t)):
+        if name in _NEVER:
+            continue
+        bv, tv = b.get(name), t.get(name)
+        if bv == tv:
+            continue
+        if name == "PATH" and bv and tv and _same_path(base, target, bv, tv):
+            continue
+        yield rule.finding(
+            name,
+            f"{name} is {_show(bv)} on the base and {_show(tv)} on the target.",
+            f"Set {name} the same way in the target's service environment, or remove it from both.",
+            base=_show(bv),
+            target=_show(tv),
+            severity=_severity(name),
+        )
+
+
+def _show(value: str | None) -> str:
+    return "unset" if value is None else repr(value) if len(value) <= 120 else repr(value[:117] + "...")
+
+
+def _same_path(base: Manifest, target: Manifest, b: str, t: str) -> bool:
+    """PATH entries compared with each side's venv prefix replaced (an activated venv puts its bin first)."""
+    bp, tp = base.python.prefix.rstrip("/"), target.python.prefix.rstrip("/")
+    return b.replace(bp, "{prefix}") == t.replace(tp, "{prefix}")

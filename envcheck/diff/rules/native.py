@@ -1,0 +1,276 @@
+"""The native tree: which shared libraries were loaded, from where, and which files they are.
+
+Paths are compared relative to their roots — a wheel's file relative to its distribution, an interpreter
+file relative to its prefix — so two venvs at different paths with the same wheels compare equal.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from envcheck.diff.finding import Finding
+from envcheck.diff.rules.base import Rule, difference_rule, single_rule
+from envcheck.manifest.model import LoadedLibrary, Manifest, canonical
+
+FAMILY = "native tree"
+
+# auditwheel / delocate rename vendored libraries with a content hash (libgomp-a34b3233.so.1): the hash is
+# a build detail, the library is the same one.
+_HASHED = re.compile(r"-[0-9a-f]{8}(?=\.)")
+
+
+def library_key(path: str) -> str:
+    """The library's name without folder and vendoring hash: ``libgomp.so.1``."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return _HASHED.sub("", name)
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """A loaded library as compared: its key, where it came from relative to its root, and its identity."""
+
+    key: str
+    owner: str
+    where: str
+    identity: str | None
+
+
+def _roots(m: Manifest) -> list[tuple[str, str]]:
+    py = m.python
+    roots = [("{prefix}", py.prefix), ("{base_prefix}", py.base_prefix)]
+    roots += [("{exec_prefix}", py.exec_prefix), ("{base_exec_prefix}", py.base_exec_prefix)]
+    # Longest first: a venv inside another prefix is matched by the more specific root.
+    return sorted(((n, r.rstrip("/")) for n, r in roots if r), key=lambda x: -len(x[1]))
+
+
+def placed(m: Manifest) -> dict[str, Placed]:
+    """Loaded libraries by key, located relative to their owner or to the interpreter's prefixes."""
+    if m.runtimes is None:
+        return {}
+    locations = {canonical(d.name): d.location.rstrip("/") for d in m.packages if not d.shadowed}
+    roots = _roots(m)
+    out: dict[str, Placed] = {}
+    for lib in m.runtimes.loaded:
+        out.setdefault(library_key(lib.path), _place(lib, locations, roots))
+    return out
+
+
+def _place(lib: LoadedLibrary, locations: dict[str, str], roots: list[tuple[str, str]]) -> Placed:
+    path = lib.path.replace("\\", "/")
+    folder = path.rsplit("/", 1)[0]
+    location = locations.get(canonical(lib.owner))
+    where = folder
+    if location and folder.startswith(location + "/"):
+        where = f"{{{lib.owner}}}" + _HASHED.sub("", folder[len(location) :])
+    else:
+        for name, root in roots:
+            if folder == root or folder.startswith(root + "/"):
+                where = name + folder[len(root) :]
+                break
+    return Placed(library_key(path), lib.owner, where, lib.identity)
+
+
+def _is_wheel(owner: str) -> bool:
+    return owner not in ("system", "unknown", "")
+
+
+def _list(names: list[str], limit: int = 6) -> str:
+    # Shared libraries first: they name the runtime (libcudnn), extension modules only the package.
+    names = sorted(names, key=lambda n: (".cpython-" in n or n.endswith(".pyd"), n))
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+@difference_rule(
+    "ENV-NATIVE-LOADED-FROM",
+    family=FAMILY,
+    severity="warning",
+    title="a shared library is loaded from a different place",
+    why=(
+        "The same soname from another package or a system folder is another build: system CUDA/cuDNN in "
+        "LD_LIBRARY_PATH shadowing the nvidia-* wheels gives 'undefined symbol' or version mismatches."
+    ),
+    fm=("FM-11", "FM-03", "FM-14"),
+    evidence=("pytorch/pytorch#134929", "pytorch/pytorch#119989", "infiniflow/ragflow#4466"),
+)
+def loaded_from(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    b, t = placed(base), placed(target)
+    for key in sorted(set(b) & set(t)):
+        bp, tp = b[key], t[key]
+        if bp.where == tp.where:
+            continue
+        to_system = _is_wheel(bp.owner) and not _is_wheel(tp.owner)
+        yield rule.finding(
+            key,
+            f"{key} comes from {bp.where} ({bp.owner}) on the base and from {tp.where} ({tp.owner}) on the "
+            "target" + (": a system copy replaces the one the wheel ships." if to_system else "."),
+            "Remove the other copy's folder from LD_LIBRARY_PATH / the loader path for this application, "
+            f"or reinstall {bp.owner} so its own copy is loaded.",
+            base=f"{bp.where}/{key}",
+            target=f"{tp.where}/{key}",
+            severity="error" if to_system else None,
+        )
+
+
+@difference_rule(
+    "ENV-NATIVE-CHANGED",
+    family=FAMILY,
+    severity="warning",
+    title="a shared library at the same place is a different file",
+    why=(
+        "A hand-copied or patched library (a DLL dropped into torch/lib) behaves differently without any "
+        "version change."
+    ),
+    fm=("FM-03",),
+    evidence=("pytorch/pytorch#29279", "zeyad-mansour/lunar#58"),
+)
+def native_changed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    b, t = placed(base), placed(target)
+    b_versions = {canonical(d.name): d.version for d in base.packages if not d.shadowed}
+    t_versions = {canonical(d.name): d.version for d in target.packages if not d.shadowed}
+    for key in sorted(set(b) & set(t)):
+        bp, tp = b[key], t[key]
+        if bp.where != tp.where or not bp.identity or not tp.identity or bp.identity == tp.identity:
+            continue
+        owner = canonical(tp.owner)
+        if _is_wheel(tp.owner) and b_versions.get(owner) != t_versions.get(owner):
+            continue  # the package changed version: ENV-PKG-VERSION / ENV-TORCH-VERSION say so
+        yield rule.finding(
+            key,
+            f"{key} in {tp.where} is a different file on the target ({tp.owner}) than on the base, with no "
+            "version change to explain it.",
+            f"Reinstall {tp.owner if _is_wheel(tp.owner) else 'the system package that provides it'} "
+            "(`pip install --force-reinstall --no-deps`), or find who replaced the file.",
+            base=bp.identity,
+            target=tp.identity,
+        )
+
+
+def _grouped(
+    keys: list[str], places: dict[str, Placed], other: Manifest
+) -> tuple[dict[str, list[str]], list[str]]:
+    """Libraries by owner, and separately those whose owner distribution is not installed on ``other``
+    (their absence follows from a package change, reported once)."""
+    by_owner: dict[str, list[str]] = {}
+    orphaned: list[str] = []
+    for key in keys:
+        owner = places[key].owner
+        if _is_wheel(owner) and other.package(owner) is None:
+            orphaned.append(key)
+        else:
+            by_owner.setdefault(owner, []).append(key)
+    return by_owner, orphaned
+
+
+def _n(keys: list[str]) -> str:
+    return f"{len(keys)} librar{'y' if len(keys) == 1 else 'ies'}"
+
+
+@difference_rule(
+    "ENV-NATIVE-LOST",
+    family=FAMILY,
+    severity="warning",
+    title="shared libraries loaded on the base are not loaded on the target",
+    why="What the base runs with (CUDA, cuDNN, MKL, an OpenMP runtime) is absent: those code paths are gone.",
+    fm=("FM-01", "FM-02", "FM-11"),
+)
+def native_lost(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    b, t = placed(base), placed(target)
+    by_owner, orphaned = _grouped(sorted(set(b) - set(t)), b, target)
+    for owner, keys in sorted(by_owner.items()):
+        yield rule.finding(
+            owner,
+            f"{_n(keys)} of {owner} loaded on the base {'is' if len(keys) == 1 else 'are'} not loaded on the "
+            f"target: {_list(keys)}.",
+            "Check why the target no longer loads them: another build of "
+            f"{owner if _is_wheel(owner) else 'the system libraries'}, or a library path.",
+            base=_list(keys),
+            target="not loaded",
+        )
+    if orphaned:
+        owners = sorted({b[k].owner for k in orphaned})
+        yield rule.finding(
+            "libraries of packages missing on the target",
+            f"{_n(orphaned)} the base loads come from {len(owners)} package(s) not installed on the target "
+            f"({_list(owners, 4)}): {_list(orphaned)}. Whatever needs them (CUDA kernels, cuDNN, NCCL, ...) "
+            "is unavailable there.",
+            "Install the base's packages on the target from its lock file (the torch build decides most of "
+            "them), or declare the difference intended.",
+            base=_list(orphaned, 3),
+            target="not installed",
+        )
+
+
+@difference_rule(
+    "ENV-NATIVE-ADDED",
+    family=FAMILY,
+    severity="info",
+    title="shared libraries are loaded on the target only",
+    why="New native code in the process: another runtime, another build, another kernel path.",
+    fm=("FM-04", "FM-14"),
+)
+def native_added(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    b, t = placed(base), placed(target)
+    by_owner, orphaned = _grouped(sorted(set(t) - set(b)), t, base)
+    for owner, keys in sorted(by_owner.items()):
+        yield rule.finding(
+            owner,
+            f"{_n(keys)} of {owner} loaded on the target only: {_list(keys)}.",
+            "Expected if the target's build differs on purpose; otherwise align the two environments.",
+            base="not loaded",
+            target=_list(keys),
+        )
+    if orphaned:
+        owners = sorted({t[k].owner for k in orphaned})
+        yield rule.finding(
+            "libraries of packages added on the target",
+            f"{_n(orphaned)} loaded on the target come from {len(owners)} package(s) the base lacks "
+            f"({_list(owners, 4)}): {_list(orphaned)}.",
+            "Expected if the target's build differs on purpose; otherwise align the two environments.",
+            base="not installed",
+            target=_list(orphaned, 3),
+        )
+
+
+# The CUDA libraries the nvidia-* wheels ship and torch expects from them (FM-11).
+_CUDA_LIB = re.compile(
+    r"^lib(cudnn|cublas|cublasLt|cudart|cusparse|cusolver|cufft|curand|nccl|nvJitLink|nvrtc)"
+)
+
+
+@single_rule(
+    "ENV-CUDA-LIB-SHADOWED",
+    family=FAMILY,
+    severity="error",
+    title="a CUDA library is loaded from the system while an nvidia-* wheel ships it",
+    why=(
+        "LD_LIBRARY_PATH or the linker cache wins for transitive dependencies: a system cuDNN/cuBLAS/"
+        "nvJitLink of another version replaces the wheel's ('undefined symbol', 'cuDNN version "
+        "incompatibility')."
+    ),
+    fm=("FM-11",),
+    evidence=("pytorch/pytorch#134929", "pytorch/pytorch#119989", "pytorch/pytorch#188892"),
+)
+def cuda_lib_shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    if m.runtimes is None:
+        return
+    shipped: dict[str, str] = {}
+    for dist in m.packages:
+        if dist.shadowed or not canonical(dist.name).startswith(("nvidia-", "torch")):
+            continue
+        for nf in dist.native_files:
+            shipped.setdefault(library_key(nf.path), dist.name)
+    for lib in sorted(m.runtimes.loaded, key=lambda x: x.path):
+        key = library_key(lib.path)
+        if _is_wheel(lib.owner) or key not in shipped or not _CUDA_LIB.match(key):
+            continue
+        yield rule.finding(
+            key,
+            f"{key} is loaded from {lib.path}, not from {shipped[key]}, which ships it.",
+            "Remove the system CUDA folders from LD_LIBRARY_PATH for this application (and from "
+            "/etc/ld.so.conf.d if they do not belong there), or uninstall the conflicting copy.",
+            base=shipped[key],
+            target=lib.path,
+        )

@@ -1,0 +1,175 @@
+"""OpenMP and BLAS runtimes: duplicates in one process, the masking variable, vendor and version changes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from envcheck.diff.finding import Finding
+from envcheck.diff.rules.base import Rule, difference_rule, single_rule
+from envcheck.diff.rules.native import library_key
+from envcheck.manifest.model import Manifest
+
+FAMILY = "OpenMP and BLAS runtimes"
+
+_FAMILIES = (
+    (re.compile(r"^libiomp5(md)?\b|^libiomp5"), "Intel"),
+    (re.compile(r"^libomp(140)?\b|^libomp[.-]"), "LLVM"),
+    (re.compile(r"^libgomp"), "GNU"),
+    (re.compile(r"^vcomp\d+", re.IGNORECASE), "MSVC"),
+)
+
+
+def omp_family(path: str) -> str | None:
+    """Intel / LLVM / GNU / MSVC for an OpenMP runtime file, None for anything else."""
+    key = library_key(path)
+    for pattern, family in _FAMILIES:
+        if pattern.search(key):
+            return family
+    return None
+
+
+def openmp_runtimes(m: Manifest) -> dict[str, str]:
+    """Distinct OpenMP runtime files in the process -> family, from threadpoolctl or from the loaded list."""
+    if m.runtimes is None:
+        return {}
+    found: dict[str, str] = {}
+    for pool in m.runtimes.threadpools:
+        family = omp_family(pool.filepath)
+        if pool.user_api == "openmp" and family:
+            found[pool.filepath] = family
+    for lib in m.runtimes.loaded:
+        family = omp_family(lib.path)
+        if family:
+            found.setdefault(lib.path, family)
+    return found
+
+
+@single_rule(
+    "ENV-OPENMP-MULTIPLE",
+    family=FAMILY,
+    severity="error",
+    title="two OpenMP runtimes loaded in one process",
+    why=(
+        "'OMP: Error #15 … already initialized' aborts the process; Intel + LLVM on Linux crashes or "
+        "deadlocks; two GNU runtimes oversubscribe the CPU (three times slower)."
+    ),
+    fm=("FM-04", "FM-14"),
+    evidence=(
+        "pytorch/pytorch#44282",
+        "pytorch/pytorch#191367",
+        "pytorch/pytorch#98836",
+        "pytorch/pytorch#72400",
+    ),
+)
+def openmp_multiple(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    runtimes = openmp_runtimes(m)
+    if len(runtimes) < 2:
+        return
+    families = sorted(set(runtimes.values()))
+    only_gnu = families == ["GNU"]
+    yield rule.finding(
+        "OpenMP",
+        f"{len(runtimes)} OpenMP runtimes are loaded ({', '.join(families)}): "
+        + ", ".join(sorted(runtimes))
+        + (
+            ". Two GNU runtimes each start a thread pool: oversubscription and slowdowns."
+            if only_gnu
+            else ". Mixing these initialises OpenMP twice: 'OMP: Error #15', crashes or deadlocks."
+        ),
+        "Keep one OpenMP family in the process: do not mix conda MKL numpy with pip torch (all pip or all "
+        "conda, or `conda install nomkl`), align faiss/scikit-learn builds with torch. Never ship "
+        "KMP_DUPLICATE_LIB_OK=TRUE.",
+        target=", ".join(sorted(runtimes)),
+        severity="warning" if only_gnu else None,
+    )
+
+
+@single_rule(
+    "ENV-KMP-DUPLICATE-LIB-OK",
+    family=FAMILY,
+    severity="warning",
+    title="KMP_DUPLICATE_LIB_OK is set",
+    why=(
+        "It silences Intel's Error #15 instead of fixing the duplicate OpenMP runtime: crashes, deadlocks "
+        "and silently wrong results follow."
+    ),
+    fm=("FM-04",),
+    evidence=("pytorch/pytorch#78490", "pytorch/pytorch#193520", "pytorch/pytorch#149201"),
+)
+def kmp_duplicate(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    value = m.env.get("KMP_DUPLICATE_LIB_OK")
+    if value is None or value.strip().lower() in ("", "0", "false", "no"):
+        return
+    yield rule.finding(
+        "KMP_DUPLICATE_LIB_OK",
+        f"KMP_DUPLICATE_LIB_OK={value} masks a second OpenMP runtime rather than removing it.",
+        "Unset it and remove the duplicate runtime (see ENV-OPENMP-MULTIPLE); threadpoolctl sets it at "
+        "import, so import torch first.",
+        target=value,
+    )
+
+
+def _runtime_set(m: Manifest) -> dict[str, str]:
+    """user_api -> sorted internal APIs with versions (``openblas 0.3.27``)."""
+    if m.runtimes is None:
+        return {}
+    out: dict[str, set[str]] = {}
+    for pool in m.runtimes.threadpools:
+        fam = omp_family(pool.filepath) if pool.user_api == "openmp" else None
+        name = f"{pool.internal_api} ({fam})" if fam else pool.internal_api
+        out.setdefault(pool.user_api, set()).add(name)
+    return {k: ", ".join(sorted(v)) for k, v in out.items()}
+
+
+@difference_rule(
+    "ENV-BLAS-RUNTIME",
+    family=FAMILY,
+    severity="warning",
+    title="the BLAS or OpenMP runtime family differs",
+    why="Another BLAS (MKL vs OpenBLAS) or OpenMP changes float results, speed and thread behaviour.",
+    fm=("FM-14", "FM-18"),
+    evidence=("pytorch/pytorch#37377", "pytorch/pytorch#123097"),
+)
+def blas_runtime(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    b, t = _runtime_set(base), _runtime_set(target)
+    if not b or not t:
+        return
+    for api in sorted(set(b) | set(t)):
+        bv, tv = b.get(api, "none"), t.get(api, "none")
+        if bv != tv:
+            yield rule.finding(
+                f"{api} runtime",
+                f"The {api} runtime is {bv} on the base and {tv} on the target.",
+                "Install the same builds of torch and numpy (same index or channel) on both sides.",
+                base=bv,
+                target=tv,
+            )
+
+
+@difference_rule(
+    "ENV-MKL-ONEDNN-VERSION",
+    family=FAMILY,
+    severity="warning",
+    title="torch's MKL or oneDNN version differs",
+    why="oneDNN and MKL pick kernels by version and CPUID: CPU results drift beyond tight tolerances.",
+    fm=("FM-18", "FM-14"),
+    evidence=("pytorch/pytorch#18218", "pytorch/pytorch#134908", "pytorch/pytorch#123097"),
+)
+def mkl_onednn(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    br, tr = base.torch.runtime, target.torch.runtime
+    if br is None or tr is None:
+        return
+    for name, b, t in (
+        ("MKL", br.mkl_version, tr.mkl_version),
+        ("oneDNN", br.onednn_version, tr.onednn_version),
+    ):
+        if b != t and (b or t):
+            yield rule.finding(
+                f"torch {name}",
+                f"torch uses {name} {b or 'none'} on the base and {t or 'none'} on the target: CPU "
+                "numerics may drift.",
+                "Use the same torch build on both sides, and compare outputs with `envcheck verify`.",
+                base=b or "none",
+                target=t or "none",
+            )

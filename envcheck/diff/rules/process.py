@@ -1,0 +1,158 @@
+"""Process model: start method, threads against the CPU quota, and a probe that did not finish."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from envcheck.diff.finding import Finding
+from envcheck.diff.rules.base import Rule, difference_rule, single_rule
+from envcheck.manifest.model import Manifest
+
+FAMILY = "process model"
+
+
+@difference_rule(
+    "ENV-MP-START-METHOD",
+    family=FAMILY,
+    severity="warning",
+    title="the multiprocessing start method differs (fork / spawn / forkserver)",
+    why=(
+        "spawn re-imports __main__: DataLoader workers fail without the `if __name__ == '__main__'` guard; "
+        "fork after CUDA initialisation fails ('Cannot re-initialize CUDA in forked subprocess')."
+    ),
+    fm=("FM-22",),
+    evidence=("pytorch/tutorials#1661", "pyg-team/pytorch_geometric#3363", "vllm-project/vllm#8893"),
+)
+def mp_start_method(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    b, t = base.python.mp_start_method, target.python.mp_start_method
+    if b and t and b != t:
+        yield rule.finding(
+            "multiprocessing start method",
+            f"Worker processes start with {b} on the base and {t} on the target.",
+            "Guard the entry point with `if __name__ == '__main__':`, keep worker state picklable, and test "
+            f"a DataLoader with num_workers>0 under {t}.",
+            base=b,
+            target=t,
+        )
+
+
+def effective_cpus(m: Manifest) -> float | None:
+    """The CPUs this process may use: affinity, then the cgroup quota (fractional), whichever is lower."""
+    if m.platform is None:
+        return None
+    cpu = m.platform.cpu
+    limits = [float(x) for x in (cpu.affinity_cpus, cpu.logical_cpus) if x]
+    if cpu.cgroup_cpu_quota:
+        limits.append(cpu.cgroup_cpu_quota)
+    return min(limits) if limits else None
+
+
+@single_rule(
+    "ENV-THREADS-OVER-QUOTA",
+    family=FAMILY,
+    severity="warning",
+    title="torch uses more threads than the CPUs this process may use",
+    why=(
+        "torch sizes its pool from the host's cores, not the container's quota: CFS throttling makes "
+        "inference many times slower, silently."
+    ),
+    fm=("FM-23",),
+    evidence=("kserve/kserve#1031", "Unity-Technologies/ml-agents#4471", "pytorch/pytorch#18013"),
+)
+def threads_over_quota(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    rt = m.torch.runtime
+    cpus = effective_cpus(m)
+    if rt is None or rt.num_threads is None or cpus is None:
+        return
+    allowed = max(1, math.ceil(cpus))
+    if rt.num_threads > allowed:
+        yield rule.finding(
+            "torch.get_num_threads()",
+            f"torch runs {rt.num_threads} intra-op threads but the process may use {cpus:g} CPU(s).",
+            f"Set OMP_NUM_THREADS={allowed} (or call torch.set_num_threads({allowed})) in the service.",
+            base=f"{cpus:g} CPUs",
+            target=str(rt.num_threads),
+        )
+
+
+@difference_rule(
+    "ENV-THREADS-CHANGED",
+    family=FAMILY,
+    severity="info",
+    title="torch's thread counts differ",
+    why="Reductions split differently (last-bit differences) and throughput changes.",
+    fm=("FM-23", "FM-18"),
+)
+def threads_changed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    br, tr = base.torch.runtime, target.torch.runtime
+    if br is None or tr is None:
+        return
+    b = (br.num_threads, br.num_interop_threads)
+    t = (tr.num_threads, tr.num_interop_threads)
+    if None not in b and None not in t and b != t:
+        yield rule.finding(
+            "torch threads",
+            f"torch runs {b[0]} intra-op / {b[1]} inter-op threads on the base, {t[0]} / {t[1]} on the "
+            "target.",
+            "Pin OMP_NUM_THREADS (and torch.set_num_threads) in the service if results must match bit for "
+            "bit.",
+            base=f"{b[0]}/{b[1]}",
+            target=f"{t[0]}/{t[1]}",
+        )
+
+
+@single_rule(
+    "ENV-PROBE-FAILED",
+    family=FAMILY,
+    severity="error",
+    title="the probe crashed, hung or failed to import torch",
+    why=(
+        "What the probe could not do, the application cannot either: a segfault, SIGILL or OMP abort at "
+        "import."
+    ),
+    fm=("FM-02", "FM-04", "FM-15", "FM-13"),
+    evidence=("pytorch/pytorch#37577", "pytorch/pytorch#131662"),
+)
+def probe_failed(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    o = m.meta.probe
+    if o.status in ("ok", "not-run"):
+        return
+    where = f" during {o.stage}" if o.stage else ""
+    detail = {
+        "crashed": f"crashed{where} ({o.signal or f'exit code {o.exit_code}'})",
+        "timeout": f"hung{where} and was killed after {o.timeout_s:g} s" if o.timeout_s else f"hung{where}",
+        "error": f"failed{where}: {o.exception}",
+    }.get(o.status, o.status)
+    tail = (o.stderr_tail or "").strip().splitlines()
+    yield rule.finding(
+        o.stage or "probe",
+        f"The probe {detail}" + (f"; last output: {tail[-1][:200]}" if tail else "."),
+        "Run `python -c 'import torch'` in this environment to see the failure; the other findings "
+        "(native tree, OpenMP, glibc, CPU) usually name the cause.",
+        target=o.status,
+    )
+
+
+@difference_rule(
+    "ENV-CONTAINER",
+    family=FAMILY,
+    severity="info",
+    title="one side runs in a container, the other not (or another kind)",
+    why="Containers bring a small /dev/shm (DataLoader bus errors), CPU quotas and no GPU without --gpus.",
+    fm=("FM-22", "FM-23", "FM-05"),
+    evidence=("nianticlabs/simplerecon#3", "NVIDIA/nvidia-docker#1234"),
+)
+def container(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    b, t = base.platform, target.platform
+    if b is None or t is None or sorted(b.container) == sorted(t.container):
+        return
+    yield rule.finding(
+        "container",
+        f"Container signals: {', '.join(sorted(b.container)) or 'none'} on the base, "
+        f"{', '.join(sorted(t.container)) or 'none'} on the target.",
+        "In containers give DataLoader workers shared memory (`--shm-size` / `--ipc=host`), set thread "
+        "counts to the CPU quota, and pass GPUs with `--gpus`.",
+        base=", ".join(sorted(b.container)) or "none",
+        target=", ".join(sorted(t.container)) or "none",
+    )

@@ -1,0 +1,314 @@
+"""torch build and variant: version, CUDA/CPU/ROCm variant, C++ ABI, build identity, several trees."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from envcheck.diff.finding import Finding
+from envcheck.diff.rules.base import Rule, difference_rule, single_rule
+from envcheck.manifest.model import Backends, Manifest
+
+FAMILY = "torch build and variant"
+
+_FAMILY_INSTALL = (
+    "Install torch, torchvision and torchaudio together in one command from the index of the wanted "
+    "variant (e.g. `pip install torch==X torchvision==Y --index-url <PyTorch cuXXX or cpu index>`), "
+    "and pin them in a constraints or lock file."
+)
+
+
+def _torch_version(m: Manifest) -> str | None:
+    if m.torch.static is not None and m.torch.static.version:
+        return m.torch.static.version
+    if m.torch.runtime is not None:
+        return m.torch.runtime.version
+    dist = m.package("torch")
+    return dist.version if dist else None
+
+
+@difference_rule(
+    "ENV-TORCH-MISSING",
+    family=FAMILY,
+    severity="error",
+    title="torch is installed on the base but not on the target",
+    why="Nothing that imports torch can run on the target.",
+    fm=("FM-25",),
+)
+def torch_missing(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    b, t = _torch_version(base), _torch_version(target)
+    if b and not t:
+        yield rule.finding(
+            "torch",
+            f"torch {b} is installed on the base; the target has no torch: `import torch` fails.",
+            f"Install torch=={b} on the target. " + _FAMILY_INSTALL,
+            base=b,
+            target="not installed",
+        )
+
+
+@difference_rule(
+    "ENV-TORCH-VERSION",
+    family=FAMILY,
+    severity="error",
+    title="torch version differs",
+    why=(
+        "Extensions and companions (torchvision, torchaudio, flash-attn) link torch's unstable C++ ABI and "
+        "break on any other version; defaults and numerics of high-level modules change between releases."
+    ),
+    fm=("FM-07", "FM-26", "FM-09"),
+    evidence=("pytorch/audio#3335", "pytorch/vision#4222", "pytorch/pytorch#105837"),
+)
+def torch_version(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    b, t = _torch_version(base), _torch_version(target)
+    if not b or not t:
+        return
+    b_release, t_release = b.split("+", 1)[0], t.split("+", 1)[0]
+    if b_release == t_release:
+        return
+    yield rule.finding(
+        "torch",
+        f"torch {b_release} on the base, {t_release} on the target: compiled extensions and companion "
+        "packages built for one do not load against the other, and model outputs may change.",
+        f"Install torch=={b_release} on the target (or re-validate the model on {t_release}). "
+        + _FAMILY_INSTALL,
+        base=b,
+        target=t,
+    )
+
+
+_GPU_VARIANTS = ("cu", "rocm", "xpu")
+
+
+def _kind(variant: str) -> str:
+    return next((v for v in _GPU_VARIANTS if variant.startswith(v)), variant)
+
+
+@difference_rule(
+    "ENV-TORCH-VARIANT",
+    family=FAMILY,
+    severity="error",
+    title="torch build variant differs (CUDA / ROCm / CPU-only)",
+    why=(
+        "`torch==X` is satisfied by `+cpu` and `+cu121` alike; a CPU-only build raises 'Torch not compiled "
+        "with CUDA enabled' and cannot load CUDA checkpoints without map_location."
+    ),
+    fm=("FM-01", "FM-10"),
+    evidence=("pytorch/pytorch#51858", "pytorch/pytorch#43493", "pytorch/pytorch.github.io#757"),
+)
+def torch_variant(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    bs, ts = base.torch.static, target.torch.static
+    if bs is None or ts is None or bs.variant == ts.variant:
+        return
+    b_kind, t_kind = _kind(bs.variant), _kind(ts.variant)
+    if b_kind == t_kind == "cu":
+        return  # same family, another CUDA release: ENV-CUDA-VERSION says it with the right severity
+    if b_kind in _GPU_VARIANTS and t_kind == "cpu":
+        message = (
+            f"The base runs a {bs.variant} (GPU) build of torch, the target a CPU-only build: "
+            "`.cuda()` and `device='cuda'` raise 'Torch not compiled with CUDA enabled', CUDA checkpoints "
+            "need `map_location='cpu'`, and every CUDA library the base loads is absent."
+        )
+    elif b_kind == "cpu":
+        message = (
+            f"The base runs a CPU-only build of torch, the target a {ts.variant} build: it needs a matching "
+            "NVIDIA driver, loads a different set of native libraries, and may pick other kernels."
+        )
+    else:
+        message = f"torch is built for {bs.variant} on the base and {ts.variant} on the target."
+    yield rule.finding(
+        "torch",
+        message,
+        f"Install the {bs.variant} build on the target from the PyTorch {bs.variant} wheel index, pinned "
+        "with its local label (`torch==X+"
+        + bs.variant
+        + "`), or declare the difference intended in the policy "
+        "if the target is meant to differ.",
+        base=bs.variant,
+        target=ts.variant,
+    )
+
+
+@difference_rule(
+    "ENV-TORCH-BUILD",
+    family=FAMILY,
+    severity="warning",
+    title="the same torch version from a different build (git hash, debug flag)",
+    why="Another build of the same version can differ in compiler, flags and bundled libraries.",
+    fm=("FM-18", "FM-25"),
+)
+def torch_build(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    bs, ts = base.torch.static, target.torch.static
+    if bs is None or ts is None or bs.version != ts.version:
+        return
+    if bs.git_version and ts.git_version and bs.git_version != ts.git_version:
+        yield rule.finding(
+            "torch.version.git_version",
+            f"Both sides report torch {bs.version} but from different source commits: a rebuild or a "
+            "different distributor (conda vs pip).",
+            "Install torch from the same index or channel on both machines.",
+            base=bs.git_version,
+            target=ts.git_version,
+        )
+    if bs.debug is not None and ts.debug is not None and bs.debug != ts.debug:
+        yield rule.finding(
+            "torch.version.debug",
+            "One side runs a debug build of torch: much slower, with other assertions.",
+            "Install a release build on both machines.",
+            base=str(bs.debug).lower(),
+            target=str(ts.debug).lower(),
+        )
+
+
+@difference_rule(
+    "ENV-TORCH-CXX11-ABI",
+    family=FAMILY,
+    severity="error",
+    title="torch's _GLIBCXX_USE_CXX11_ABI differs",
+    why="Extensions built against one C++ ABI fail with 'undefined symbol' against the other.",
+    fm=("FM-07",),
+    evidence=("pytorch/pytorch#51039", "pytorch/pytorch#17492", "Dao-AILab/flash-attention#853"),
+)
+def torch_cxx11_abi(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    br, tr = base.torch.runtime, target.torch.runtime
+    if (
+        br is None
+        or tr is None
+        or br.cxx11_abi is None
+        or tr.cxx11_abi is None
+        or br.cxx11_abi == tr.cxx11_abi
+    ):
+        return
+    yield rule.finding(
+        "torch._C._GLIBCXX_USE_CXX11_ABI",
+        "Compiled extensions (flash-attn, torch-scatter, your own) built for the base's C++ ABI fail to load "
+        "on the target with 'undefined symbol'.",
+        "Install the same torch build on both sides and rebuild or reinstall the extensions for it.",
+        base=str(br.cxx11_abi).lower(),
+        target=str(tr.cxx11_abi).lower(),
+    )
+
+
+# Backends whose loss changes what the model can do (not merely a different machine).
+_BACKENDS: tuple[tuple[str, str], ...] = (
+    ("cuda_available", "CUDA usable"),
+    ("distributed_available", "torch.distributed"),
+    ("nccl_available", "NCCL"),
+    ("gloo_available", "Gloo"),
+    ("mkldnn_available", "oneDNN (mkldnn)"),
+    ("mkl_available", "MKL"),
+    ("openmp_available", "OpenMP"),
+    ("mps_available", "MPS"),
+    ("xpu_available", "XPU"),
+)
+
+
+@difference_rule(
+    "ENV-BACKEND-LOST",
+    family=FAMILY,
+    severity="warning",
+    title="a torch backend available on the base is unavailable on the target",
+    why=(
+        "Code paths silently change: no NCCL means no multi-GPU all_reduce ('Distributed package doesn't "
+        "have NCCL built in'); no oneDNN/MKL changes CPU kernels and speed."
+    ),
+    fm=("FM-16", "FM-24", "FM-18"),
+    evidence=("torchgeo/torchgeo#1198", "meta-llama/codellama#70"),
+)
+def backend_lost(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    br, tr = base.torch.runtime, target.torch.runtime
+    if br is None or tr is None:
+        return
+    for attr, label in _BACKENDS:
+        b: bool | None = getattr(br.backends, attr)
+        t: bool | None = getattr(tr.backends, attr)
+        if b and t is False:
+            yield rule.finding(
+                f"torch.backends: {label}",
+                f"{label} works on the base and not on the target; code that uses it fails or falls back.",
+                "Install a torch build with this backend on the target, or make the application check "
+                "for it and fall back explicitly.",
+                base="available",
+                target="unavailable",
+                severity="error" if attr == "cuda_available" and _gpu_build(tr.backends) else None,
+            )
+
+
+def _gpu_build(backends: Backends) -> bool:
+    return bool(backends.cuda_built)
+
+
+@single_rule(
+    "ENV-TORCH-TREES",
+    family=FAMILY,
+    severity="error",
+    title="more than one torch tree on sys.path",
+    why=(
+        "Python imports the first tree while pip, extensions or native libraries may belong to the other: "
+        "'undefined symbol', wrong versions, leftover DLLs."
+    ),
+    fm=("FM-25",),
+    evidence=("pytorch/pytorch#29544", "pytorch/pytorch#56126", "patientx-cfz/comfyui-rocm#131"),
+)
+def torch_trees(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    trees = m.torch.trees
+    if len(trees) > 1:
+        yield rule.finding(
+            "torch",
+            f"{len(trees)} torch trees on sys.path: {', '.join(trees)}. `import torch` takes the first; "
+            "anything installed against another one breaks.",
+            "Uninstall the extra copies (check the user site `~/.local` and PYTHONPATH; "
+            "`PYTHONNOUSERSITE=1` isolates a venv), then reinstall torch once.",
+            target=", ".join(trees),
+        )
+
+
+@single_rule(
+    "ENV-TORCH-SHADOWED",
+    family=FAMILY,
+    severity="error",
+    title="a distribution is installed twice and one copy shadows the other",
+    why="pip reports one version while Python imports another; the loser's native files still sit there.",
+    fm=("FM-25",),
+    evidence=("cloveranon/Clover-Edition#128",),
+)
+def shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    for dist in m.packages:
+        if not dist.shadowed:
+            continue
+        winner = m.package(dist.name)
+        yield rule.finding(
+            dist.name,
+            f"{dist.name} {dist.version} is shadowed by "
+            + (f"{winner.version} " if winner else "")
+            + "found earlier on sys.path; tools that read metadata and the interpreter disagree.",
+            f"Remove the extra copy of {dist.name} (`pip uninstall` it from the shadowed location) so one "
+            "version remains.",
+            target=dist.version,
+            severity="error" if dist.name.lower().startswith("torch") else "warning",
+        )
+
+
+@single_rule(
+    "ENV-GPU-UNUSED",
+    family=FAMILY,
+    severity="error",
+    title="an NVIDIA GPU is present but torch is a CPU-only build",
+    why="'Torch not compiled with CUDA enabled': the GPU sits idle and `.cuda()` raises.",
+    fm=("FM-01",),
+    evidence=("pytorch/pytorch#51858", "facebookresearch/detectron2#460"),
+)
+def gpu_unused(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    static = m.torch.static
+    if static is None or m.gpu is None or not m.gpu.found or not m.gpu.gpus:
+        return
+    if static.cuda or static.hip:
+        return
+    names = ", ".join(sorted({g.name for g in m.gpu.gpus}))
+    yield rule.finding(
+        "torch",
+        f"The machine has {len(m.gpu.gpus)} NVIDIA GPU(s) ({names}) but torch {static.version} is built "
+        f"without CUDA ({static.variant}).",
+        "Install a CUDA build the driver supports from the PyTorch cuXXX wheel index "
+        "(`pip install torch --index-url <cuXXX index>`), or declare CPU-only intended in the policy.",
+        target=static.variant,
+    )

@@ -1,0 +1,109 @@
+"""Text report for people: findings grouped by severity, one block per finding.
+
+Plain text unless ``color`` is set (the CLI sets it for a terminal without ``NO_COLOR``); only then is rich
+imported, so piping a report stays fast and free of escape codes.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+
+from envcheck.diff.finding import Finding, Severity
+from envcheck.report.interface import (
+    PLURAL,
+    ReportContext,
+    ReportFormat,
+    Summary,
+    by_severity,
+    summarize,
+)
+
+WIDTH = 100
+_STYLE: dict[Severity, str] = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def _wrap(label: str, text: str) -> list[str]:
+    return textwrap.wrap(
+        text,
+        width=WIDTH,
+        initial_indent=f"    {label:<8}",
+        subsequent_indent=" " * 12,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [f"    {label}"]
+
+
+def _heading(f: Finding) -> str:
+    where = f"  [{f.machine}]" if f.machine else ""
+    return f"  {f.rule}  {f.subject}{where}"
+
+
+def _block(f: Finding) -> list[str]:
+    lines = [_heading(f)]
+    if f.base is not None or f.target is not None:
+        lines += _wrap("base", f.base if f.base is not None else "-")
+        lines += _wrap("target", f.target if f.target is not None else "-")
+    lines += _wrap("why", f.message)
+    lines += _wrap("remedy", f.remedy)
+    if f.intended:
+        lines += _wrap("intended", f.intended)
+    return lines
+
+
+class TextFormat(ReportFormat):
+    def render(self, findings: Sequence[Finding], context: ReportContext) -> str:
+        summary = summarize(findings, context.fail_on)
+        if context.color:
+            return self._rich(findings, context, summary)
+        lines = [context.title, summary.line(context.fail_on)]
+        if not findings:
+            lines += ["", "No differences that matter."]
+        for severity, group in by_severity(findings):
+            lines += ["", f"{PLURAL[severity].upper()} ({len(group)})"]
+            for f in group:
+                lines += _block(f)
+        return "\n".join(lines) + "\n"
+
+    @staticmethod
+    def _rich(findings: Sequence[Finding], context: ReportContext, summary: Summary) -> str:
+        import io
+
+        from rich.console import Console
+        from rich.table import Table
+        from rich.text import Text
+
+        buffer = io.StringIO()
+        console = Console(file=buffer, force_terminal=True, color_system="standard", width=WIDTH + 20)
+        console.print(Text(context.title, style="bold"))
+        console.print(
+            Text(summary.line(context.fail_on), style="bold green" if summary.passed else "bold red")
+        )
+        if not findings:
+            console.print("No differences that matter.")
+        for severity, group in by_severity(findings):
+            table = Table(
+                title=f"{PLURAL[severity].upper()} ({len(group)})",
+                title_style=_STYLE[severity],
+                title_justify="left",
+                show_lines=True,
+                expand=True,
+            )
+            table.add_column("rule", style=_STYLE[severity], no_wrap=True)
+            table.add_column("subject")
+            table.add_column("base → target")
+            table.add_column("why / remedy", ratio=3)
+            for f in group:
+                change = (
+                    f"{f.base if f.base is not None else '-'}\n→ {f.target if f.target is not None else '-'}"
+                )
+                detail = Text(f.message)
+                detail.append("\nremedy: ", style="bold")
+                detail.append(f.remedy)
+                if f.intended:
+                    detail.append("\nintended: ", style="bold green")
+                    detail.append(f.intended)
+                subject = f.subject + (f"\n[{f.machine}]" if f.machine else "")
+                table.add_row(f.rule, subject, change, detail)
+            console.print(table)
+        return buffer.getvalue()
