@@ -171,6 +171,9 @@ def test_a_venv_without_torch_is_a_fact_not_an_error(
     assert manifest.torch.runtime is None
     assert manifest.meta.probe.status == "ok"
     assert "torch      not installed" in stdout
+    # Neither packaging nor pip is in that venv: the wheel tags are derived by envcheck instead.
+    assert manifest.python.wheel_tags[0].startswith("cp3")
+    assert manifest.packages == []
 
 
 @needs_torch

@@ -42,7 +42,18 @@ def torch_variant(version: str | None, cuda: str | None, hip: str | None) -> str
 
 
 def python_info(raw: Mapping[str, Any]) -> PythonInfo:
-    return decode(PythonInfo, raw, source=SOURCE, location="python")
+    info = decode(PythonInfo, raw, source=SOURCE, location="python")
+    if info.wheel_tags or info.implementation != "CPython":
+        return info
+    # The target has neither packaging nor pip: derive its tags here, from its version and this host's
+    # platform tags (the target runs on this machine).
+    from dataclasses import replace
+
+    from packaging import tags
+
+    version = tuple(int(p) for p in info.version.split(".")[:2])
+    wanted = list(tags.cpython_tags(python_version=version, platforms=list(tags.platform_tags())))
+    return replace(info, wheel_tags=[str(t) for t in wanted[:12]])
 
 
 def platform_info(raw: Mapping[str, Any]) -> PlatformInfo:
