@@ -62,7 +62,10 @@ class Cpu:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PlatformInfo:
-    """Operating system, kernel, libc, CPU and container hints of the target machine."""
+    """Operating system, kernel, libc, CPU and container hints of the target machine.
+
+    ``shm_bytes`` is the size of ``/dev/shm``: Docker's 64 MB default kills DataLoader workers with a bus
+    error (FM-22)."""
 
     system: str
     release: str
@@ -72,6 +75,7 @@ class PlatformInfo:
     libc: Libc
     cpu: Cpu
     container: list[str]
+    shm_bytes: int | None = None
     hostname: str | None = volatile(None)
 
 

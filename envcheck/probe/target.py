@@ -310,6 +310,14 @@ def container_hints():
     return sorted(set(hints))
 
 
+def shm_size():
+    try:
+        st = os.statvfs("/dev/shm")
+    except (OSError, AttributeError):
+        return None
+    return st.f_frsize * st.f_blocks
+
+
 def distro():
     text = read("/etc/os-release")
     if text:
@@ -335,6 +343,7 @@ def platform_facts():
         "libc": {"name": libc_name or None, "version": libc_version or None},
         "cpu": cpu_facts(),
         "container": container_hints(),
+        "shm_bytes": shm_size(),
         "hostname": uname.node,
     }
 
