@@ -12,6 +12,7 @@ import typer
 
 from envcheck import __version__
 from envcheck.commands import diff as diff_commands
+from envcheck.commands import scan as scan_commands
 from envcheck.commands import snapshot as snapshot_commands
 
 app = typer.Typer(
@@ -41,7 +42,7 @@ def _root(
 
 app.command("snapshot")(snapshot_commands.snapshot)
 app.command("show")(snapshot_commands.show)
-# [scan] registration goes here
+app.command("scan")(scan_commands.scan)
 app.command("diff")(diff_commands.diff)
 app.command("doctor")(diff_commands.doctor)
 app.command("rules")(diff_commands.rules)

@@ -1,1 +1,42 @@
 """``envcheck scan``: the static native tree of a wheel, an unpacked tree or a site-packages folder."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated
+
+import typer
+
+from envcheck.commands._common import EXIT_FINDINGS, EXIT_OK, handles_errors, write_output
+
+
+class ScanFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+@handles_errors
+def scan(
+    path: Annotated[str, typer.Argument(help="A .whl file, an unpacked tree or a site-packages folder.")],
+    output_format: Annotated[ScanFormat, typer.Option("--format", help="Report format.")] = ScanFormat.text,
+    output: Annotated[str | None, typer.Option("-o", "--output", help="Write the report to a file.")] = None,
+) -> None:
+    """Resolve the native libraries of a wheel or folder (any platform) the way its loader would.
+
+    Prints the tree, what the target machine must provide (OS libraries, redistributable runtimes) and what
+    is missing inside the tree. Exit 1 when something that should be inside the tree is missing.
+    """
+    import json
+
+    from envcheck.manifest.codec import encode
+    from envcheck.native import scan_path
+    from envcheck.native.scan import format_text
+
+    section = scan_path(path)
+    if output_format is ScanFormat.json:
+        text = json.dumps(encode(section), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    else:
+        text = format_text(section, path)
+    write_output(text, output)
+    missing = any(d.kind == "missing" for n in section.nodes or [] for d in n.dependencies or [])
+    raise typer.Exit(EXIT_FINDINGS if missing else EXIT_OK)

@@ -139,11 +139,15 @@ class OpenMPRuntime:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Requirement:
-    """A library the target machine must provide (an OS library or a redistributable runtime), and which
-    files in the tree need it."""
+    """A library the target machine must provide (an OS library, a redistributable runtime, the GPU
+    driver, the interpreter), the runtime it belongs to (``Microsoft Visual C++ 2015-2022
+    Redistributable``), how many files need it directly and, except for plain OS libraries (which nearly
+    every file needs), which ones."""
 
     name: str
     kind: DependencyKind
+    runtime: str | None
+    count: int
     needed_by: list[str]
 
 

@@ -1,15 +1,256 @@
-"""Static native dependency trees (ELF / PE / Mach-O), resolved the way each platform's loader would."""
+"""Static native dependency trees (ELF / PE / Mach-O), resolved the way each platform's loader would.
+
+Public API:
+
+- ``scan_for_snapshot(manifest, options)``: the ``native`` section of a snapshot (the environment's tree,
+  resolved against this machine);
+- ``reconcile_loaded(native, runtimes)``: the same section with the static-vs-loaded disagreements;
+- ``scan_path(path)``: the tree of a wheel, an unpacked tree or a site-packages folder of any platform,
+  resolved only inside it (``envcheck scan``).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from envcheck.collect.snapshot import SnapshotOptions
-    from envcheck.manifest.model import Manifest
-    from envcheck.manifest.native import NativeSection
+    from envcheck.manifest.model import Manifest, Runtimes
+    from envcheck.manifest.native import LoadedDisagreement, NativeSection
+    from envcheck.native.interface import Probe, Resolver
+    from envcheck.native.tree import Catalog, RootFile
+
+__all__ = ["reconcile_loaded", "scan_for_snapshot", "scan_path"]
 
 
 def scan_for_snapshot(manifest: Manifest, options: SnapshotOptions) -> NativeSection | None:
-    """The ``native`` section of a snapshot (None until the native-tree scanner lands)."""
-    return None
+    """The ``native`` section of a snapshot: every native file every distribution's RECORD lists, plus the
+    interpreter's shared library, through the transitive closure into system libraries, resolved by the
+    loader of this machine with the target's environment variables (``manifest.env``). With
+    ``options.verify_files`` every RECORD-listed file is re-hashed (``modified`` when it differs) and the
+    folders holding them are searched for native files no RECORD lists (``foreign``).
+
+    Never raises: a scanner failure becomes ``NativeSection(skipped=reason)``.
+    """
+    from envcheck.manifest.native import NativeSection
+
+    try:
+        return _snapshot_tree(manifest, verify_files=options.verify_files)
+    except Exception as e:  # partial failure is data (STYLE 6): the snapshot goes on  # noqa: BLE001
+        return NativeSection(skipped=f"native scan failed: {type(e).__name__}: {e}")
+
+
+def _snapshot_tree(manifest: Manifest, *, verify_files: bool) -> NativeSection:
+    from envcheck.native.tree import Catalog, RootFile, Walker, is_extension
+
+    catalog = Catalog()
+    roots: list[RootFile] = []
+    for dist in manifest.packages:
+        location = dist.location
+        site = os.path.normcase(os.path.normpath(location))
+        if site not in catalog.site_dirs:
+            catalog.site_dirs.append(site)
+        for f in dist.native_files:
+            full = os.path.normpath(os.path.join(location, f.path))
+            root = RootFile(
+                path=full,
+                key=f"{dist.name}:{f.path}",
+                owner=dist.name,
+                role="extension" if is_extension(full) else "library",
+                record_sha256=f.sha256,
+            )
+            catalog.add(root)
+            roots.append(root)
+    catalog.site_dirs.sort(key=len, reverse=True)
+    if verify_files:
+        roots += _foreign_files(roots, catalog)
+    python = manifest.python
+    if python.shared_library and os.path.exists(python.shared_library):
+        catalog.interpreter = python.shared_library
+        roots.append(
+            RootFile(
+                path=python.shared_library,
+                key=f"interpreter:{os.path.basename(python.shared_library)}",
+                owner="interpreter",
+                role="interpreter",
+            )
+        )
+    system = manifest.platform.system if manifest.platform else os.uname().sysname
+    walker = Walker(catalog, {}, host=True, executable=_executable(python.executable))
+    walker.resolvers = _host_resolvers(system, manifest, walker.probe)
+    return walker.walk(roots, verify_files=verify_files)
+
+
+def _executable(path: str) -> str | None:
+    try:
+        return os.path.realpath(path) if path else None
+    except OSError:
+        return None
+
+
+def _host_resolvers(system: str, manifest: Manifest, probe: Probe) -> dict[str, Resolver]:
+    """This machine's loader for its own format; the other formats resolved as in a scan (tree only)."""
+    from envcheck.native.linux import LinuxResolver
+    from envcheck.native.macos import MacosResolver
+    from envcheck.native.windows import WindowsResolver
+
+    env = manifest.env
+    python = manifest.python
+    resolvers: dict[str, Resolver] = {
+        "elf": LinuxResolver(host=system == "Linux", probe=probe, ld_library_path=env.get("LD_LIBRARY_PATH")),
+        "pe": WindowsResolver(host=False, probe=probe, dll_directories=_torch_dll_dirs(manifest)),
+        "macho": MacosResolver(host=False, probe=probe),
+    }
+    if system == "Windows":
+        root = os.environ.get("SystemRoot", r"C:\Windows")
+        resolvers["pe"] = WindowsResolver(
+            host=True,
+            probe=probe,
+            dll_directories=_torch_dll_dirs(manifest),
+            application_dir=python.base_exec_prefix,
+            system32=os.path.join(root, "System32"),
+        )
+    elif system == "Darwin":
+        resolvers["macho"] = MacosResolver(
+            host=True,
+            probe=probe,
+            executable=python.executable,
+            dyld_library_path=env.get("DYLD_LIBRARY_PATH"),
+            fallback_path=env.get("DYLD_FALLBACK_LIBRARY_PATH"),
+        )
+    return resolvers
+
+
+def _torch_dll_dirs(manifest: Manifest) -> list[str]:
+    """The folders ``os.add_dll_directory`` adds before extensions load: torch's ``__init__``
+    (``_load_dll_libraries``) adds ``torch\\lib``, ``sys.exec_prefix\\Library\\bin``,
+    ``sys.base_exec_prefix\\Library\\bin`` and the user base's ``Library\\bin``; delvewheel's patched
+    ``__init__`` adds ``<name>.libs``."""
+    python = manifest.python
+    dirs = [os.path.join(t, "lib") for t in manifest.torch.trees]
+    dirs += [os.path.join(python.exec_prefix, "Library", "bin"), os.path.join(python.base_exec_prefix, "Library", "bin")]
+    if python.user_site:
+        user_base = os.path.dirname(os.path.dirname(python.user_site))
+        dirs.append(os.path.join(user_base, "Library", "bin"))
+    for site in sorted({d.location for d in manifest.packages}):
+        dirs += _libs_dirs(site)
+    return list(dict.fromkeys(dirs))
+
+
+def _libs_dirs(site: str) -> list[str]:
+    try:
+        return sorted(os.path.join(site, e) for e in os.listdir(site) if e.endswith(".libs"))
+    except OSError:
+        return []
+
+
+def _foreign_files(roots: list[RootFile], catalog: Catalog) -> list[RootFile]:
+    """Native files in the folders of RECORD-listed native files that no RECORD lists (``--verify-files``)."""
+    from envcheck.native.tree import NATIVE_SUFFIX, RootFile, is_extension
+
+    out = []
+    folders = sorted({os.path.dirname(r.path) for r in roots})
+    for folder in folders:
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            full = os.path.join(folder, name)
+            if not NATIVE_SUFFIX.search(name) or catalog.owned.get(os.path.normcase(full)) is not None:
+                continue
+            if not os.path.isfile(full):
+                continue
+            key, owner, _role, _sha, _foreign = catalog.describe(full)
+            root = RootFile(
+                path=full,
+                key=key,
+                owner=owner,
+                role="extension" if is_extension(full) else "library",
+                foreign=True,
+            )
+            catalog.add(root)
+            out.append(root)
+    return out
+
+
+def scan_path(path: str) -> NativeSection:
+    """The tree of a wheel (``.whl``), an unpacked tree or a site-packages folder, for any platform,
+    resolved only inside it: what lies outside is what the target machine must provide.
+
+    Raises ``UsageError`` when ``path`` does not exist or is not a wheel or a folder.
+    """
+    from envcheck.native.scan import scan_target
+
+    return scan_target(path)
+
+
+# Python imports every extension module with dlopen / LoadLibraryEx: those are not "dlopened" findings.
+_LIBRARY = re.compile(r"\.(so(\.\d+)*|dll|dylib)$", re.I)
+
+
+def reconcile_loaded(native: NativeSection, runtimes: Runtimes) -> NativeSection:
+    """``native`` with ``loaded`` set to where the live process disagrees with the static tree:
+    ``elsewhere`` (the name resolved statically to one file, another was mapped — LD_LIBRARY_PATH
+    shadowing the wheel's cuDNN), ``missing-loaded`` (static MISSING, yet loaded), ``dlopened`` (mapped but
+    absent from the tree: opened at run time). Extension modules (imported with dlopen by Python itself)
+    are not reported. Never raises.
+    """
+    from envcheck.manifest.native import LoadedDisagreement
+    from envcheck.native.binary import BinaryError, read_binary
+    from envcheck.native.tree import is_extension
+
+    nodes = native.nodes or []
+    real_to_key: dict[str, str] = {}
+    for n in nodes:
+        try:
+            real_to_key[os.path.realpath(n.path)] = n.key
+        except OSError:
+            continue
+    by_key = {n.key: n for n in nodes}
+    # name a binary asks for -> keys it resolved to (None: MISSING)
+    wanted: dict[str, set[str | None]] = {}
+    for n in nodes:
+        for d in n.dependencies or ():
+            wanted.setdefault(os.path.basename(d.name).lower(), set()).add(d.target)
+    out: list[LoadedDisagreement] = []
+    for lib in runtimes.loaded:
+        path = lib.path
+        name = os.path.basename(path)
+        if not _LIBRARY.search(name) or is_extension(path):
+            continue
+        try:
+            real = os.path.realpath(path)
+        except OSError:
+            real = path
+        if real in real_to_key:
+            continue
+        soname = name
+        try:
+            info = read_binary(path)
+            soname = os.path.basename(info.soname) if info.soname else name
+        except BinaryError:
+            pass
+        targets = wanted.get(soname.lower()) or wanted.get(name.lower())
+        if not targets:
+            out.append(LoadedDisagreement(kind="dlopened", name=soname, loaded=path, loaded_owner=lib.owner))
+            continue
+        resolved = sorted(t for t in targets if t is not None)
+        if not resolved:
+            out.append(LoadedDisagreement(kind="missing-loaded", name=soname, loaded=path, loaded_owner=lib.owner))
+            continue
+        expected = resolved[0]
+        out.append(
+            LoadedDisagreement(
+                kind="elsewhere",
+                name=soname,
+                loaded=path,
+                loaded_owner=lib.owner,
+                expected=by_key[expected].key if expected in by_key else expected,
+            )
+        )
+    out.sort(key=lambda d: (d.kind, d.name, d.loaded))
+    return dataclasses.replace(native, loaded=out)

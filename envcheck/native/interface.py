@@ -1,0 +1,54 @@
+"""The resolver interface: one implementation per platform loader (``linux``, ``windows``, ``macos``)."""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from envcheck.manifest.native import Resolution
+from envcheck.native.binary import BinaryInfo, Needed
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """A binary the loader has mapped (or would map): where it is and what its headers say."""
+
+    path: str
+    info: BinaryInfo
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """Where one needed library resolves (``path`` None: not found) and by which loader rule."""
+
+    path: str | None
+    how: Resolution
+    via: str | None = None
+
+
+# Reads a candidate's headers (cached by the walker); None when it is not a readable binary.
+Probe = Callable[[str], BinaryInfo | None]
+
+
+class Resolver(ABC):
+    """Resolves the needed libraries of one image the way one platform's loader would.
+
+    ``host`` true: resolve against this machine (a snapshot); false: only inside the scanned tree, so a
+    library outside it is ``expected-on-machine`` (``envcheck scan`` of a wheel for any platform).
+    """
+
+    loader: str
+
+    def __init__(self, *, host: bool, probe: Probe) -> None:
+        self.host = host
+        self.probe = probe
+
+    @abstractmethod
+    def resolve(self, needed: Needed, importer: Image, chain: Sequence[Image], root: Image) -> Found:
+        """Resolve ``needed`` for ``importer``; ``chain`` lists the images that loaded it, nearest first
+        (ending with the executable when known); ``root`` is the file the load started from."""
+
+    def is_file(self, path: str) -> bool:
+        return os.path.isfile(path)

@@ -1,0 +1,477 @@
+"""The walk: from the root files (every RECORD native file, the interpreter's library) through the full
+transitive closure of needed libraries, each edge resolved by the loader of the importer's format.
+
+Each file is read once (results cached by path), each node resolved once (under the first root that
+reaches it, roots in key order, so the tree is deterministic), cycles end at an already-visited node.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Literal
+
+from envcheck.manifest.native import (
+    DependencyKind,
+    Integrity,
+    MissingChain,
+    NativeDependency,
+    NativeNode,
+    NativeSection,
+    OpenMPRuntime,
+    Requirement,
+)
+from envcheck.native.binary import BinaryError, BinaryInfo, read_binary
+from envcheck.native.elf import version_key
+from envcheck.native.interface import Found, Image, Resolver
+from envcheck.native.oslibs import classify_name, openmp_family
+
+Role = Literal["extension", "library", "interpreter"]
+
+# Hashing a file no RECORD vouches for is bounded: a multi-GB system library must not stall a snapshot.
+MAX_HASH_BYTES = 512 * 1024 * 1024
+NATIVE_SUFFIX = re.compile(r"\.(so(\.\d+)*|pyd|dll|dylib)$", re.I)
+# Python extension modules: PEP 3149 tags (.cpython-311-x86_64-linux-gnu.so, .abi3.so), Windows .pyd,
+# and the untagged ``_foo.so`` a few build systems still produce (``lib*.so`` are libraries).
+_EXTENSION = re.compile(r"(\.(cpython|pypy|graalpy)[-\w]*\.(so|dylib)|\.abi3\.(so|dylib)|\.pyd)$", re.I)
+
+
+def is_extension(path: str) -> bool:
+    """Whether ``path`` is a Python extension module (where an ``import`` starts)."""
+    name = os.path.basename(path)
+    if _EXTENSION.search(name):
+        return True
+    return name.endswith(".so") and not name.startswith("lib")
+
+
+@dataclass(frozen=True, slots=True)
+class RootFile:
+    """A file the walk starts from: its absolute path, its key, owner, and what RECORD says about it."""
+
+    path: str
+    key: str
+    owner: str
+    role: Role
+    record_sha256: str | None = None
+    foreign: bool = False
+
+
+@dataclass(slots=True)
+class Catalog:
+    """Names any path the walk meets: RECORD-owned files, unowned files under site-packages, the
+    interpreter's library, and system files (their absolute path)."""
+
+    owned: dict[str, RootFile] = field(default_factory=dict)
+    site_dirs: list[str] = field(default_factory=list)
+    interpreter: str | None = None
+    display: Callable[[str], str] = field(default=lambda p: p)
+
+    def add(self, root: RootFile) -> None:
+        self.owned.setdefault(_norm(root.path), root)
+
+    def describe(self, path: str) -> tuple[str, str, Role | None, str | None, bool]:
+        """``(key, owner, role, RECORD sha256, foreign)`` of ``path``."""
+        hit = self.owned.get(_norm(path))
+        if hit is not None:
+            return hit.key, hit.owner, hit.role, hit.record_sha256, hit.foreign
+        if self.interpreter is not None and _same_file(path, self.interpreter):
+            return f"interpreter:{os.path.basename(self.interpreter)}", "interpreter", "interpreter", None, False
+        normal = _norm(path)
+        for site in self.site_dirs:
+            if normal.startswith(site + os.sep):
+                rel = os.path.relpath(normal, site).replace(os.sep, "/")
+                return f"unowned:{rel}", "unowned", None, None, True
+        return path, "system", None, None, False
+
+
+def _norm(path: str) -> str:
+    return os.path.normcase(os.path.normpath(path))
+
+
+def _same_file(a: str, b: str) -> bool:
+    if os.path.basename(a).split(".")[0] != os.path.basename(b).split(".")[0]:
+        return False
+    try:
+        return os.path.realpath(a) == os.path.realpath(b)
+    except OSError:
+        return False
+
+
+@dataclass(slots=True)
+class _Node:
+    key: str
+    path: str
+    owner: str
+    role: Role
+    record_sha256: str | None
+    foreign: bool
+    info: BinaryInfo | None = None
+    error: str | None = None
+    deps: list[NativeDependency] = field(default_factory=list)
+
+
+class Walker:
+    """One walk over a catalog with one resolver per binary format."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        resolvers: Mapping[str, Resolver],
+        *,
+        host: bool,
+        scan_root: str | None = None,
+        executable: str | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.resolvers = resolvers
+        self.host = host
+        self.scan_root = _norm(scan_root) if scan_root else None
+        self._infos: dict[str, BinaryInfo | BinaryError] = {}
+        self.executable: Image | None = None
+        if executable:
+            info = self.probe(executable)
+            if info is not None:
+                self.executable = Image(executable, info)
+
+    def read(self, path: str) -> BinaryInfo | BinaryError:
+        """The headers of ``path``, read once."""
+        cached = self._infos.get(path)
+        if cached is None:
+            try:
+                cached = read_binary(path)
+            except BinaryError as e:
+                cached = e
+            self._infos[path] = cached
+        return cached
+
+    def probe(self, path: str) -> BinaryInfo | None:
+        info = self.read(path)
+        return info if isinstance(info, BinaryInfo) else None
+
+    def walk(self, roots: Iterable[RootFile], *, verify_files: bool) -> NativeSection:
+        """Resolve the closure of ``roots`` into a ``NativeSection`` (never raises for a bad file: the
+        reason is recorded on its node)."""
+        ordered = sorted(roots, key=lambda r: r.key)
+        nodes: dict[str, _Node] = {}
+        by_path: dict[str, str] = {}
+        queue: deque[tuple[str, tuple[Image, ...], Image | None]] = deque()
+        for root in ordered:
+            if _norm(root.path) in by_path:
+                continue
+            node = _Node(root.key, root.path, root.owner, root.role, root.record_sha256, root.foreign)
+            nodes[root.key] = node
+            by_path[_norm(root.path)] = root.key
+            info = self._load(node)
+            # Sonames of every root are known before resolving (ld.so's already-loaded fallback).
+            resolver = self.resolvers.get(info.format) if info else None
+            if info is not None and info.format == "elf" and resolver is not None:
+                sonames: dict[str, str] = getattr(resolver, "sonames", {})
+                sonames.setdefault(info.soname or os.path.basename(root.path), root.path)
+        # Extension modules first: an import starts there, so a library both loaded by an extension and
+        # listed in RECORD is resolved in the context of that import (its loader chain, its load folder).
+        start = (self.executable,) if self.executable else ()
+        waves = [[r for r in ordered if r.role == "extension"], [r for r in ordered if r.role != "extension"]]
+        seen: set[str] = set()
+        for wave in waves:
+            queue.extend((r.path, start, None) for r in wave)
+            self._drain(queue, nodes, by_path, seen)
+        return self._section(nodes, ordered, verify_files=verify_files)
+
+    def _drain(
+        self,
+        queue: deque[tuple[str, tuple[Image, ...], Image | None]],
+        nodes: dict[str, _Node],
+        by_path: dict[str, str],
+        seen: set[str],
+    ) -> None:
+        while queue:
+            path, chain, root_image = queue.popleft()
+            key = by_path[_norm(path)]
+            if key in seen:
+                continue
+            seen.add(key)
+            node = nodes[key]
+            info = node.info
+            if info is None:
+                continue
+            image = Image(path, info)
+            root = root_image or image
+            resolver = self.resolvers.get(info.format)
+            if resolver is None:
+                continue
+            for needed in info.needed:
+                found = resolver.resolve(needed, image, chain, root)
+                dep, target_path = self._edge(needed.name, needed.delay_load, needed.weak, found, node, info)
+                node.deps.append(dep)
+                if target_path is None or dep.target is None:
+                    continue
+                if dep.target not in nodes:
+                    _key, owner, role, sha, foreign = self.catalog.describe(target_path)
+                    child = _Node(dep.target, target_path, owner, role or "library", sha, foreign)
+                    nodes[dep.target] = child
+                    by_path[_norm(target_path)] = dep.target
+                    self._load(child)
+                else:
+                    by_path.setdefault(_norm(target_path), dep.target)
+                if dep.target not in seen:
+                    queue.append((target_path, (image, *chain), root))
+
+    def _load(self, node: _Node) -> BinaryInfo | None:
+        if not os.path.lexists(node.path):
+            node.error = "listed in RECORD but not on disk" if node.record_sha256 is not None else "not on disk"
+            return None
+        info = self.read(node.path)
+        if isinstance(info, BinaryError):
+            node.error = str(info)
+            return None
+        node.info = info
+        return info
+
+    def _edge(
+        self, name: str, delay: bool, weak: bool, found: Found, importer: _Node, info: BinaryInfo
+    ) -> tuple[NativeDependency, str | None]:
+        provider_kind = classify_name(name, info.format)
+        if found.path is not None:
+            key, owner, _role, _sha, _foreign = self.catalog.describe(found.path)
+            kind: DependencyKind
+            provider = None
+            if owner == "interpreter":
+                kind = "interpreter"
+            elif owner == importer.owner and owner not in ("system", "unowned"):
+                kind = "bundled"
+            elif owner == "unowned":
+                kind = "bundled"
+            elif owner != "system":
+                kind, provider = "distribution", owner
+            elif provider_kind is not None:
+                kind = provider_kind[0]
+            else:
+                kind = "os"
+            dep = NativeDependency(
+                name=name, target=key, how=found.how, kind=kind, via=found.via, provider=provider,
+                delay_load=delay, weak=weak,
+            )
+            return dep, found.path
+        how = found.how
+        if how in ("api-set", "known-dll", "system-image"):
+            return NativeDependency(name=name, target=None, how=how, kind="os", delay_load=delay, weak=weak), None
+        if provider_kind is not None:
+            how = "missing" if self.host else "expected-on-machine"
+            return (
+                NativeDependency(
+                    name=name, target=None, how=how, kind=provider_kind[0], delay_load=delay, weak=weak
+                ),
+                None,
+            )
+        if how == "expected-on-machine" or (not self.host and self._points_outside(importer, info)):
+            return (
+                NativeDependency(
+                    name=name, target=None, how="expected-on-machine", kind="external", delay_load=delay,
+                    weak=weak,
+                ),
+                None,
+            )
+        return NativeDependency(name=name, target=None, how="missing", kind="missing", delay_load=delay, weak=weak), None
+
+    def _points_outside(self, importer: _Node, info: BinaryInfo) -> bool:
+        """In a scan, an unresolved library is expected from another package when the importer's own
+        search path leads out of the scanned tree (torch's ``$ORIGIN/../../nvidia/cudnn/lib``)."""
+        if self.scan_root is None or info.format == "pe":
+            return False
+        origin = os.path.dirname(importer.path)
+        for entry in (*info.rpath, *info.runpath):
+            folder = entry.replace("${ORIGIN}", origin).replace("$ORIGIN", origin)
+            folder = folder.replace("@loader_path", origin)
+            if "$" in folder or folder.startswith("@"):
+                continue
+            if not _norm(folder).startswith(self.scan_root):
+                return True
+        return False
+
+    # ----------------------------------------------------------------------------------------- section
+
+    def _section(self, nodes: dict[str, _Node], roots: Sequence[RootFile], *, verify_files: bool) -> NativeSection:
+        identities = self._identities(nodes.values(), verify_files=verify_files)
+        out: list[NativeNode] = []
+        for key in sorted(nodes):
+            n = nodes[key]
+            info = n.info
+            identity, integrity, size = identities.get(key, (None, None, None))
+            out.append(
+                NativeNode(
+                    key=key,
+                    path=self.catalog.display(n.path),
+                    owner=n.owner,
+                    role=n.role,
+                    format=info.format if info else None,
+                    machine=info.machine if info else None,
+                    soname=info.soname if info else None,
+                    identity=identity,
+                    integrity=integrity,
+                    size=size,
+                    build_id=info.build_id if info else None,
+                    file_version=info.file_version if info else None,
+                    rpath=list(info.rpath) or None if info else None,
+                    runpath=list(info.runpath) or None if info else None,
+                    version_needs=dict(sorted(info.version_needs.items())) or None if info else None,
+                    version_provides=dict(sorted(info.version_provides.items())) or None if info else None,
+                    dependencies=sorted(n.deps, key=lambda d: (d.name.lower(), d.name)) or None,
+                    error=n.error,
+                )
+            )
+        loaders = {"elf": "ld.so", "pe": "windows", "macho": "dyld"}
+        formats = [nodes[r.key].info.format for r in roots if r.key in nodes and nodes[r.key].info]  # type: ignore[union-attr]
+        loader = loaders[max(set(formats), key=formats.count)] if formats else None
+        return NativeSection(
+            loader=loader,  # type: ignore[arg-type]
+            nodes=out,
+            missing=missing_chains(out, [r.key for r in roots]),
+            requires=requirements(out),
+            openmp=openmp_inventory(out),
+            glibc_required=_glibc_required(out),
+            glibc_provided=next(
+                (n.version_provides.get("GLIBC") for n in out if n.soname == "libc.so.6" and n.version_provides),
+                None,
+            ),
+        )
+
+    def _identities(
+        self, nodes: Iterable[_Node], *, verify_files: bool
+    ) -> dict[str, tuple[str | None, Integrity | None, int | None]]:
+        out: dict[str, tuple[str | None, Integrity | None, int | None]] = {}
+        to_hash: list[_Node] = []
+        for n in nodes:
+            if n.error is not None and n.info is None and not os.path.isfile(n.path):
+                continue
+            if n.record_sha256 and not verify_files:
+                out[n.key] = (f"sha256:{n.record_sha256}", "record", _size(n.path))
+            else:
+                to_hash.append(n)
+        with ThreadPoolExecutor(max_workers=4) as pool:  # hashlib releases the GIL
+            hashes = list(pool.map(lambda n: file_sha256(n.path), to_hash))
+        for n, digest in zip(to_hash, hashes, strict=True):
+            integrity: Integrity
+            if digest is None:
+                integrity = "unhashed"
+            elif n.foreign:
+                integrity = "foreign"
+            elif n.record_sha256:
+                integrity = "verified" if digest == f"sha256:{n.record_sha256}" else "modified"
+            else:
+                integrity = "computed"
+            out[n.key] = (digest, integrity, _size(n.path))
+        return out
+
+
+def _size(path: str) -> int | None:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return None
+
+
+def file_sha256(path: str) -> str | None:
+    """``sha256:<hex>`` of a file, None when unreadable or over ``MAX_HASH_BYTES``."""
+    try:
+        with open(path, "rb") as f:  # noqa: PTH123
+            if os.fstat(f.fileno()).st_size > MAX_HASH_BYTES:
+                return None
+            digest = hashlib.file_digest(f, "sha256")
+            return "sha256:" + digest.hexdigest()
+    except OSError:
+        return None
+
+
+def missing_chains(nodes: Sequence[NativeNode], roots: Sequence[str]) -> list[MissingChain]:
+    """For every dependency that resolved MISSING, the shortest chain that reaches it from an extension
+    module (or, when none reaches it, from a root file, or the importer itself)."""
+    by_key = {n.key: n for n in nodes}
+    missing_edges = {
+        (n.key, d.name) for n in nodes for d in n.dependencies or () if d.how == "missing"
+    }
+    if not missing_edges:
+        return []
+    extensions = sorted(k for k in roots if k in by_key and by_key[k].role == "extension")
+    others = sorted(k for k in roots if k in by_key and by_key[k].role != "extension")
+    found: dict[tuple[str, str], list[str]] = {}
+    for start in (*extensions, *others):
+        if len(found) == len(missing_edges):
+            break
+        parents: dict[str, str | None] = {start: None}
+        queue = deque([start])
+        while queue:
+            key = queue.popleft()
+            for d in by_key[key].dependencies or ():
+                if d.how == "missing" and (key, d.name) not in found:
+                    path = [key]
+                    while parents[path[-1]] is not None:
+                        path.append(parents[path[-1]])  # type: ignore[arg-type]
+                    found[(key, d.name)] = path[::-1]
+                if d.target is not None and d.target in by_key and d.target not in parents:
+                    parents[d.target] = key
+                    queue.append(d.target)
+    for edge in missing_edges:
+        found.setdefault(edge, [edge[0]])
+    out = []
+    for (_importer, name), chain in found.items():
+        names = [os.path.basename(by_key[k].path) for k in chain]
+        out.append(
+            MissingChain(
+                root=chain[0], chain=chain, missing=name, text=" → ".join([*names, name]) + ": MISSING"
+            )
+        )
+    return sorted(out, key=lambda c: (c.root, c.missing, c.chain))
+
+
+def requirements(nodes: Sequence[NativeNode]) -> list[Requirement]:
+    """What the machine must provide, from every edge to an OS library, redistributable, driver or the
+    interpreter (names grouped case-insensitively for Windows)."""
+    groups: dict[tuple[str, str], tuple[str, str, set[str], list[NativeDependency]]] = {}
+    for n in nodes:
+        fmt = n.format or "elf"
+        for d in n.dependencies or ():
+            if d.kind not in ("os", "redistributable", "driver", "interpreter"):
+                continue
+            norm = d.name.lower() if fmt == "pe" else d.name
+            entry = groups.setdefault((d.kind, norm), (d.name, fmt, set(), []))
+            entry[2].add(n.key)
+            entry[3].append(d)
+    out = []
+    for (kind, _norm_name), (name, fmt, needers, _deps) in groups.items():
+        label = classify_name(name, fmt)
+        out.append(
+            Requirement(
+                name=name,
+                kind=kind,  # type: ignore[arg-type]
+                runtime=label[1] if label else None,
+                count=len(needers),
+                needed_by=[] if kind == "os" else sorted(needers),
+            )
+        )
+    return sorted(out, key=lambda r: (r.kind, r.name.lower()))
+
+
+def openmp_inventory(nodes: Sequence[NativeNode]) -> list[OpenMPRuntime]:
+    """Every OpenMP runtime file in the tree, renamed copies included."""
+    out = []
+    for n in nodes:
+        family = openmp_family(os.path.basename(n.path))
+        if family is not None and n.error is None:
+            out.append(OpenMPRuntime(family=family, key=n.key, owner=n.owner, path=n.path))
+    return sorted(out, key=lambda o: (o.family, o.key))
+
+
+def _glibc_required(nodes: Sequence[NativeNode]) -> str | None:
+    best: str | None = None
+    for n in nodes:
+        if n.owner == "system" or not n.version_needs:
+            continue
+        v = n.version_needs.get("GLIBC")
+        if v is not None and (best is None or version_key(v) > version_key(best)):
+            best = v
+    return best

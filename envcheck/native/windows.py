@@ -1,0 +1,95 @@
+"""Windows loader as Python >= 3.8 uses it for extension modules.
+
+Python 3.8 loads an extension with ``LoadLibraryExW(path, NULL, LOAD_LIBRARY_SEARCH_DEFAULT_DIRS |
+LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR)`` and no longer searches PATH or the current directory for its
+dependencies (bpo-36085, "What's New In Python 3.8": "DLL dependencies for extension modules ... are now
+resolved more securely. Only the system paths, the directory containing the DLL or PYD file, and
+directories added with add_dll_directory() are searched"). Microsoft Learn, "Dynamic-link library search
+order" (standard order for unpackaged apps, with the LOAD_LIBRARY_SEARCH flags):
+
+1. API set names (``api-ms-win-*``, ``ext-ms-*``) are mapped by the OS's API set schema, never searched;
+2. KnownDLLs load from System32 whatever the search path says;
+3. LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR: the folder of the DLL passed to LoadLibraryEx — for a whole import
+   that is the ``.pyd``'s folder, also for its dependencies' dependencies (the flags apply to the load
+   operation, not to each DLL);
+4. LOAD_LIBRARY_SEARCH_APPLICATION_DIR: the folder of ``python.exe`` (the base interpreter's: a venv's
+   ``python.exe`` is a launcher that starts the base one);
+5. LOAD_LIBRARY_SEARCH_USER_DIRS: ``os.add_dll_directory`` folders. torch's ``__init__`` adds
+   ``torch\\lib``, ``sys.exec_prefix\\Library\\bin``, ``sys.base_exec_prefix\\Library\\bin`` and the user
+   base's ``Library\\bin``; delvewheel-repaired wheels add their ``<name>.libs`` folder;
+6. LOAD_LIBRARY_SEARCH_SYSTEM32.
+
+Names are case-insensitive.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from envcheck.native.binary import Needed
+from envcheck.native.interface import Found, Image, Probe, Resolver
+from envcheck.native.oslibs import WINDOWS_KNOWN_DLLS, is_api_set
+
+
+class WindowsResolver(Resolver):
+    """The search above. ``application_dir`` and ``system32`` are None when scanning for another machine."""
+
+    loader = "windows"
+
+    def __init__(
+        self,
+        *,
+        host: bool,
+        probe: Probe,
+        dll_directories: Sequence[str] = (),
+        application_dir: str | None = None,
+        system32: str | None = None,
+    ) -> None:
+        super().__init__(host=host, probe=probe)
+        self.dll_directories = list(dll_directories)
+        self.application_dir = application_dir
+        self.system32 = system32
+        self._listings: dict[str, dict[str, str]] = {}
+
+    def resolve(self, needed: Needed, importer: Image, chain: Sequence[Image], root: Image) -> Found:
+        name = needed.name
+        low = name.lower()
+        if is_api_set(low):
+            return Found(None, "api-set", None)
+        if low in WINDOWS_KNOWN_DLLS:
+            if self.system32:
+                hit = self._find(self.system32, low)
+                if hit:
+                    return Found(hit, "known-dll", None)
+            return Found(None, "known-dll", None)
+        load_dir = os.path.dirname(root.path)
+        hit = self._find(load_dir, low)
+        if hit:
+            return Found(hit, "loader-dir", None)
+        if self.application_dir:
+            hit = self._find(self.application_dir, low)
+            if hit:
+                return Found(hit, "loader-dir", "application")
+        for folder in self.dll_directories:
+            hit = self._find(folder, low)
+            if hit:
+                return Found(hit, "dll-directory", folder)
+        if self.system32:
+            hit = self._find(self.system32, low)
+            if hit:
+                return Found(hit, "system32", None)
+        return Found(None, "missing", None)
+
+    def _find(self, folder: str, low_name: str) -> str | None:
+        """Case-insensitive look-up, one directory listing per folder (the tree may be on a case-sensitive
+        file system when a Windows wheel is scanned on Linux)."""
+        listing = self._listings.get(folder)
+        if listing is None:
+            try:
+                listing = {e.lower(): os.path.join(folder, e) for e in os.listdir(folder)}
+            except OSError:
+                listing = {}
+            self._listings[folder] = listing
+        hit = listing.get(low_name)
+        return hit if hit is not None and os.path.isfile(hit) else None
