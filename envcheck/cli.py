@@ -14,6 +14,7 @@ from envcheck import __version__
 from envcheck.commands import diff as diff_commands
 from envcheck.commands import scan as scan_commands
 from envcheck.commands import snapshot as snapshot_commands
+from envcheck.commands import verify as verify_commands
 
 app = typer.Typer(
     name="envcheck",
@@ -46,7 +47,8 @@ app.command("scan")(scan_commands.scan)
 app.command("diff")(diff_commands.diff)
 app.command("doctor")(diff_commands.doctor)
 app.command("rules")(diff_commands.rules)
-# [verify] registration goes here
+app.command("verify")(verify_commands.verify)
+app.command("gate")(verify_commands.gate)
 
 
 def main() -> None:

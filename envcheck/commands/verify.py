@@ -1,1 +1,224 @@
 """``envcheck verify`` and ``envcheck gate``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from envcheck.commands._common import EXIT_FINDINGS, PythonOption, TimeoutOption, handles_errors, write_output
+from envcheck.errors import UsageError
+from envcheck.report.options import (
+    FailOnOption,
+    FormatOption,
+    JunitOption,
+    OutputOption,
+    PolicyOption,
+    ReportFormatChoice,
+    SeverityChoice,
+)
+
+if TYPE_CHECKING:
+    from envcheck.diff.finding import Finding
+    from envcheck.manifest.model import Manifest
+    from envcheck.manifest.verify import VerifySection
+
+ChecksOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--checks",
+        help="A Python file of your own check_* functions (e.g. your model's forward pass on a fixed input).",
+        envvar="ENVCHECK_CHECKS",
+        show_default=False,
+    ),
+]
+CompileOption = Annotated[
+    bool,
+    typer.Option("--compile", help="Also run the torch.compile check (a cold compile takes ~30 s)."),
+]
+
+
+@contextmanager
+def _progress() -> Iterator[Callable[[str], None] | None]:
+    """A one-line live display on stderr when it is a terminal; nothing otherwise (CI logs stay clean)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    width = 0
+
+    def show(line: str) -> None:
+        nonlocal width
+        text = f"verify: {line}"
+        sys.stderr.write("\r" + text.ljust(width))
+        sys.stderr.flush()
+        width = max(width, len(text))
+
+    try:
+        yield show
+    finally:
+        sys.stderr.write("\r" + " " * width + "\r")
+        sys.stderr.flush()
+
+
+def _run(python: str | None, timeout: float, checks: Path | None, compile_: bool) -> VerifySection:
+    from envcheck.verify import run_suite
+
+    with _progress() as progress:
+        return run_suite(python, timeout=timeout, checks_file=checks, progress=progress, compile=compile_)
+
+
+def _goldens(manifest: Manifest, path: Path) -> VerifySection | None:
+    section = manifest.verify
+    if section is None or section.skipped is not None or not section.results:
+        return None
+    return section
+
+
+def _tally(section: VerifySection) -> str:
+    counts: dict[str, int] = {}
+    for r in section.results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    wall = f" in {section.wall_s:.1f} s" if section.wall_s is not None else ""
+    return f"{len(section.results)} checks{wall}: {parts}"
+
+
+def _report(
+    findings: list[Finding],
+    *,
+    title: str,
+    fmt: ReportFormatChoice,
+    output: str | None,
+    fail_on: SeverityChoice,
+    junit: Path | None,
+    rules: list[str],
+) -> None:
+    from envcheck.diff.finding import at_or_above
+    from envcheck.report import render
+    from envcheck.report.options import use_color
+
+    severity = fail_on.severity
+    rules = sorted(set(rules) | {f.rule for f in findings})
+    text = render(
+        findings, fmt.format_name, title=title, fail_on=severity, color=use_color(fmt, output), rules=rules
+    )
+    write_output(text, output)
+    if junit is not None:
+        write_output(render(findings, "junit", title=title, fail_on=severity, rules=rules), str(junit))
+    if any(at_or_above(f, severity) for f in findings):
+        raise typer.Exit(EXIT_FINDINGS)
+
+
+@handles_errors
+def verify(
+    against: Annotated[
+        Path | None,
+        typer.Option("--against", help="Compare with the goldens stored in this manifest.", show_default=False),
+    ] = None,
+    checks: ChecksOption = None,
+    compile_: CompileOption = False,
+    fmt: FormatOption = ReportFormatChoice.text,
+    output: OutputOption = None,
+    fail_on: FailOnOption = SeverityChoice.error,
+    policy: PolicyOption = None,
+    junit: JunitOption = None,
+    python: PythonOption = None,
+    timeout: TimeoutOption = 120.0,
+) -> None:
+    """Run the import-and-verify smoke suite in isolated processes; with --against, compare with goldens.
+
+    Each check runs on seeded inputs; a crash, hang or exception in one is reported (crashed / timeout /
+    error) and the others still run. Tolerances: envcheck/verify/compare.py. Exit codes: 0 clean,
+    1 findings at or above --fail-on, 2 usage or input error.
+    """
+    from envcheck.diff.policy import load_policy
+    from envcheck.manifest.io import load
+    from envcheck.verify import compare, outcomes
+    from envcheck.verify.compare import VERIFY_RULES
+
+    rules_policy = load_policy(policy, Path.cwd())
+    golden = None
+    if against is not None:
+        golden = _goldens(load(against), against)
+        if golden is None:
+            raise UsageError(
+                f"{against} holds no verify goldens",
+                tip="Record them with `envcheck snapshot` (without --no-verify) on the reference machine.",
+            )
+    current = _run(python, timeout, checks, compile_)
+    typer.echo(_tally(current), err=True)
+    findings = compare(golden, current) if golden is not None else outcomes(current)
+    findings = sorted(set(rules_policy.apply(findings)), key=lambda f: f.sort_key())
+    title = "envcheck verify" + (f" against {against}" if against is not None else "")
+    _report(findings, title=title, fmt=fmt, output=output, fail_on=fail_on, junit=junit, rules=list(VERIFY_RULES))
+
+
+@handles_errors
+def gate(
+    manifest: Annotated[Path, typer.Argument(help="The lockfile manifest recorded on the reference machine.")],
+    checks: ChecksOption = None,
+    compile_: CompileOption = False,
+    fmt: FormatOption = ReportFormatChoice.text,
+    output: OutputOption = None,
+    fail_on: FailOnOption = SeverityChoice.error,
+    policy: PolicyOption = None,
+    junit: JunitOption = None,
+    python: PythonOption = None,
+    timeout: TimeoutOption = 120.0,
+) -> None:
+    """The deployment gate: diff this machine against MANIFEST and verify against its goldens, one report.
+
+    Findings are ranked errors first, so the top of the report is what to fix first. Exit codes: 0 clean,
+    1 findings at or above --fail-on, 2 usage or input error.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from envcheck.collect.snapshot import SnapshotOptions, take_snapshot
+    from envcheck.diff import engine
+    from envcheck.diff.catalog import rule_ids
+    from envcheck.diff.finding import Finding
+    from envcheck.diff.policy import load_policy
+    from envcheck.manifest.io import load
+    from envcheck.native import scan_for_snapshot
+    from envcheck.verify import compare, outcomes
+    from envcheck.verify.compare import VERIFY_RULES
+
+    rules_policy = load_policy(policy, Path.cwd())
+    base = load(manifest)
+    golden = _goldens(base, manifest)
+    # The snapshot and the suite are separate target processes: run them side by side.
+    with ThreadPoolExecutor(1) as pool:
+        live_job = pool.submit(
+            take_snapshot, SnapshotOptions(python=python, timeout=timeout), native=scan_for_snapshot
+        )
+        current = _run(python, timeout, checks, compile_)
+        live = live_job.result()
+    typer.echo(_tally(current), err=True)
+    findings = engine.diff(base, live) + engine.doctor(live)
+    if golden is not None:
+        findings += compare(golden, current)
+    else:
+        findings += outcomes(current)
+        findings.append(
+            Finding(
+                rule="VERIFY-NO-GOLDEN",
+                severity="warning",
+                subject="verify",
+                message=f"{manifest} holds no verify goldens: the suite ran, but numerics were not compared",
+                remedy="Record the manifest with `envcheck snapshot` (without --no-verify).",
+            )
+        )
+    findings = sorted(set(rules_policy.apply(findings)), key=lambda f: f.sort_key())
+    _report(
+        findings,
+        title=f"envcheck gate: this machine against {manifest}",
+        fmt=fmt,
+        output=output,
+        fail_on=fail_on,
+        junit=junit,
+        rules=[*rule_ids(), *VERIFY_RULES],
+    )

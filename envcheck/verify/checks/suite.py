@@ -1,0 +1,401 @@
+# mypy: ignore-errors
+# ruff: noqa: UP, PTH, RUF, SIM105, PLW0603, PLW2901
+"""The smoke-suite harness: runs *inside the target interpreter* (stdlib + torch, numpy if present, Py 3.8).
+
+Started by ``envcheck.verify.runner`` through ``envcheck.probe.runner`` as ``suite.py OUT CONFIG_JSON``.
+It never imports envcheck. It loads the check families beside it (``cpu.py``, ``training.py``,
+``runtime.py``, ``cuda.py``) by file path, plus the user's checks (``checks_file`` or the
+``envcheck.checks`` entry-point group), imports torch once, runs the checks of one *group* in order and
+rewrites OUT atomically before and after each check. ``current`` names the check in progress, so when the
+process crashes or hangs the runner knows which check did it and reruns the rest in a fresh process.
+
+A check is ``fn(ctx)`` (or ``fn()``) that records outputs with ``ctx.output(name, tensor)`` or returns a
+tensor / number / dict / list / tuple of them, calls ``ctx.skip(reason)`` when it cannot run here, and
+``ctx.fail(message)`` when a self-consistency condition breaks.  Outputs are summarised compactly (shape,
+dtype, sha256 of the bytes, sum, abs-sum and a deterministic sample of at most ``SAMPLE_MAX`` elements).
+"""
+
+import hashlib
+import importlib.util
+import inspect
+import json
+import math
+import os
+import sys
+import time
+import traceback
+
+OUT = None
+_result = {"stage": "start", "done": False, "current": None, "planned": [], "results": []}
+HERE = os.path.dirname(os.path.abspath(__file__))
+FAMILIES = ("runtime", "cpu", "training", "cuda")
+SAMPLE_HEAD = 8
+SAMPLE_STRIDED = 16
+MAX_ERROR_CHARS = 2000
+
+
+def emit():
+    if OUT is None:
+        return
+    tmp = OUT + ".part"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(_result, f, default=str)
+    os.replace(tmp, OUT)
+
+
+class Skip(Exception):
+    pass
+
+
+class Fail(Exception):
+    pass
+
+
+class Check(object):
+    """One check: ``name`` is unique in the suite; ``group`` picks the process it runs in."""
+
+    def __init__(
+        self, name, fn, family, group="main", device="cpu", exact=False, ref=None, tolerance=None, risky=False
+    ):
+        self.name = name
+        self.fn = fn
+        self.family = family
+        self.group = group
+        self.device = device
+        self.exact = exact
+        self.ref = ref
+        self.tolerance = tolerance
+        self.risky = risky
+
+
+class Ctx(object):
+    """What a check sees: torch, numpy (or None), its device, and the recorders."""
+
+    def __init__(self, torch, check, config):
+        self.torch = torch
+        self.check = check
+        self.device = check.device
+        self.config = config
+        self.outputs = {}
+        self.info = {}
+        self.metrics = {}
+        try:
+            import numpy
+        except Exception:
+            numpy = None
+        self.numpy = numpy
+
+    def output(self, name, value):
+        self.outputs[name] = summarise(self.torch, value)
+
+    def skip(self, reason):
+        raise Skip(reason)
+
+    def fail(self, message):
+        raise Fail(message)
+
+    def seed(self, n=0):
+        self.torch.manual_seed(n)
+        return self.torch.Generator().manual_seed(n)
+
+    def randn(self, *shape, **kwargs):
+        """Seeded input with mean 0 and variance 1, made on the CPU so every device gets the same numbers.
+
+        Uniform, not normal: ``torch.randn`` takes a vectorised path that differs by a few ULPs between CPU
+        capabilities (AVX512 vs default), which would blur every operator check with input drift; the
+        uniform stream is the same everywhere (``random_stream`` checks both, bit for bit).
+        """
+        gen = self.torch.Generator().manual_seed(kwargs.pop("seed", 0))
+        dtype = kwargs.pop("dtype", None)
+        device = kwargs.pop("device", None)
+        t = (self.torch.rand(*shape, generator=gen, dtype=self.torch.float32) * 2 - 1) * 1.7320508
+        if dtype is not None:
+            t = t.to(dtype)
+        return t.to(device) if device is not None else t
+
+    def expect_equal(self, name, expected, got):
+        """Fail with the worst element unless ``got`` equals ``expected`` bit for bit."""
+        torch = self.torch
+        if tuple(expected.shape) != tuple(got.shape) or expected.dtype != got.dtype:
+            self.fail(
+                "%s: expected %s %s, got %s %s"
+                % (name, tuple(expected.shape), expected.dtype, tuple(got.shape), got.dtype)
+            )
+        e = expected.detach().cpu().reshape(-1)
+        g = got.detach().cpu().reshape(-1)
+        if torch.equal(e, g) or (
+            e.is_floating_point()
+            and torch.equal(e.isnan(), g.isnan())
+            and torch.equal(e.nan_to_num(), g.nan_to_num())
+        ):
+            return
+        diff = (e.double() - g.double()).abs().nan_to_num(float("inf"))
+        i = int(diff.argmax())
+        self.fail("%s: element %d expected %r, got %r" % (name, i, e[i].item(), g[i].item()))
+
+
+# -------------------------------------------------------------------------------------- summaries
+
+
+def _number(x):
+    x = float(x)
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
+def sample_index(n):
+    """First and last SAMPLE_HEAD elements plus SAMPLE_STRIDED evenly strided ones (deterministic)."""
+    if n <= 2 * SAMPLE_HEAD + SAMPLE_STRIDED:
+        return list(range(n))
+    idx = set(range(SAMPLE_HEAD)) | set(range(n - SAMPLE_HEAD, n))
+    step = n / float(SAMPLE_STRIDED + 1)
+    idx |= {int(step * (k + 1)) for k in range(SAMPLE_STRIDED)}
+    return sorted(idx)
+
+
+def summarise(torch, value):
+    if isinstance(value, bool) or isinstance(value, (int, float)):
+        value = torch.tensor(value, dtype=torch.float64 if isinstance(value, float) else torch.int64)
+    if not isinstance(value, torch.Tensor):
+        raise TypeError("a check output must be a tensor or a number, got %s" % type(value).__name__)
+    t = value.detach()
+    if t.is_sparse or t.is_quantized:
+        t = t.dequantize() if t.is_quantized else t.to_dense()
+    t = t.cpu().contiguous()
+    flat = t.reshape(-1)
+    raw = bytes(flat.view(torch.uint8).tolist()) if flat.numel() and t.dtype != torch.bool else b""
+    if t.dtype == torch.bool:
+        raw = bytes(flat.to(torch.uint8).tolist())
+    if t.is_complex():
+        flat = torch.view_as_real(flat).reshape(-1)
+    wide = flat.double() if (flat.is_floating_point() or flat.dtype == torch.bool) else flat.long().double()
+    index = sample_index(wide.numel())
+    values = wide[index].tolist() if index else []
+    return {
+        "dtype": str(t.dtype).replace("torch.", ""),
+        "shape": list(t.shape),
+        "sha256": hashlib.sha256(raw).hexdigest(),
+        "sum": _number(wide.sum()) if wide.numel() else 0.0,
+        "abs_sum": _number(wide.abs().sum()) if wide.numel() else 0.0,
+        "index": index,
+        "values": [_number(v) for v in values],
+    }
+
+
+def record_return(ctx, value, prefix="out"):
+    if value is None:
+        return
+    if isinstance(value, dict):
+        for k in value:
+            record_return(ctx, value[k], str(k))
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            record_return(ctx, v, "%s%d" % (prefix, i) if prefix != "out" or len(value) > 1 else prefix)
+    else:
+        ctx.output(prefix, value)
+
+
+# ------------------------------------------------------------------------------------------ loading
+
+
+def _load_module(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _custom_from_module(module, prefix):
+    checks = []
+    for attr in sorted(vars(module)):
+        fn = getattr(module, attr)
+        if attr.startswith("check_") and callable(fn) and getattr(fn, "__module__", None) == module.__name__:
+            checks.append(
+                Check(
+                    prefix + attr[len("check_") :],
+                    fn,
+                    "custom",
+                    group="custom",
+                    exact=bool(getattr(fn, "exact", False)),
+                    tolerance=getattr(fn, "tolerance", None),
+                    risky=True,
+                )
+            )
+    return checks
+
+
+def _entry_points():
+    try:
+        from importlib import metadata
+    except ImportError:  # Python 3.7 and older: no entry points
+        return []
+    eps = metadata.entry_points()
+    group = eps.select(group="envcheck.checks") if hasattr(eps, "select") else eps.get("envcheck.checks", [])
+    return sorted(group, key=lambda e: e.name)
+
+
+def _has_entry_points():
+    return bool(_entry_points())
+
+
+def custom_checks(config):
+    """The user's checks: ``check_*`` functions of --checks FILE, then of each ``envcheck.checks`` entry
+    point (a module, or one function named by the entry point)."""
+    checks = []
+    if config.get("checks_file"):
+        module = _load_module(config["checks_file"], "envcheck_user_checks")
+        checks.extend(_custom_from_module(module, "custom/"))
+    if config.get("entry_points", True):
+        for ep in _entry_points():
+            obj = ep.load()
+            if inspect.ismodule(obj):
+                checks.extend(_custom_from_module(obj, "custom/%s/" % ep.name))
+            else:
+                checks.append(
+                    Check(
+                        "custom/" + ep.name,
+                        obj,
+                        "custom",
+                        group="custom",
+                        exact=bool(getattr(obj, "exact", False)),
+                        tolerance=getattr(obj, "tolerance", None),
+                        risky=True,
+                    )
+                )
+    return checks
+
+
+def builtin_checks(torch, config):
+    checks = []
+    for family in FAMILIES:
+        module = _load_module(os.path.join(HERE, family + ".py"), "envcheck_verify_" + family)
+        checks.extend(module.checks(torch, config, Check))
+    return checks
+
+
+# -------------------------------------------------------------------------------------------- running
+
+
+def _call(check, ctx):
+    try:
+        params = inspect.signature(check.fn).parameters
+    except (TypeError, ValueError):
+        params = {"ctx": None}
+    return check.fn(ctx) if len(params) >= 1 else check.fn()
+
+
+def run_one(torch, check, config):
+    ctx = Ctx(torch, check, config)
+    entry = {
+        "name": check.name,
+        "family": check.family,
+        "device": check.device,
+        "exact": check.exact,
+        "ref": check.ref,
+        "tolerance": check.tolerance,
+    }
+    started = time.monotonic()
+    try:
+        record_return(ctx, _call(check, ctx))
+        entry["status"] = "passed"
+    except Skip as e:
+        entry["status"] = "skipped"
+        entry["reason"] = str(e)
+    except Fail as e:
+        entry["status"] = "failed"
+        entry["error"] = str(e)[:MAX_ERROR_CHARS]
+    except Exception as e:
+        entry["status"] = "error"
+        entry["error"] = ("%s: %s" % (type(e).__name__, e))[:MAX_ERROR_CHARS]
+        entry["traceback"] = traceback.format_exc()[-MAX_ERROR_CHARS:]
+    entry["duration_s"] = round(time.monotonic() - started, 4)
+    entry["outputs"] = ctx.outputs
+    entry["info"] = ctx.info
+    entry["metrics"] = ctx.metrics
+    return entry
+
+
+def _progress(path, line):
+    if not path:
+        return
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+
+
+def main(argv):
+    global OUT
+    OUT = argv[1]
+    config = json.loads(argv[2])
+    group = config["group"]
+    exclude = set(config.get("exclude") or ())
+    progress = config.get("progress")
+    _result["group"] = group
+    if (
+        group == "custom"
+        and not config.get("checks_file")
+        and not (config.get("entry_points", True) and _has_entry_points())
+    ):
+        # No custom checks: done without paying for `import torch`.
+        _result["stage"] = "done"
+        _result["done"] = True
+        emit()
+        return 0
+    # import torch is itself the first check of the main group: a crash here is a result, not a mystery.
+    first = group == "main" and "import_torch" not in exclude
+    _result["current"] = "import_torch" if first else group + "/import"
+    _result["stage"] = "import torch"
+    emit()
+    started = time.monotonic()
+    try:
+        import torch
+    except Exception as e:
+        _result["import_error"] = "%s: %s" % (type(e).__name__, e)
+        _result["stage"] = "import torch failed"
+        emit()
+        return 0
+    _result["import_s"] = round(time.monotonic() - started, 4)
+    if config.get("threads"):
+        torch.set_num_threads(int(config["threads"]))
+    _result["stage"] = "load checks"
+    _result["current"] = None
+    emit()
+    if group == "custom":
+        _result["current"] = "custom/load"
+        emit()
+        try:
+            checks = custom_checks(config)
+        except Exception as e:
+            _result["load_error"] = "%s: %s" % (type(e).__name__, e)
+            _result["stage"] = "load checks failed"
+            emit()
+            return 0
+    else:
+        checks = [c for c in builtin_checks(torch, config) if c.group == group]
+    _result["planned"] = [[c.name, c.device] for c in checks]
+    _result["current"] = None
+    emit()
+    for check in checks:
+        if check.name in exclude:
+            continue
+        _result["current"] = check.name
+        _result["stage"] = "check " + check.name
+        emit()
+        _progress(progress, "%s\t%s" % (check.name, check.device))
+        entry = run_one(torch, check, config)
+        if check.name == "import_torch":
+            entry["duration_s"] = _result["import_s"]
+        _result["results"].append(entry)
+        _result["current"] = None
+        emit()
+    _result["stage"] = "done"
+    _result["done"] = True
+    emit()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

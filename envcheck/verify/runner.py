@@ -1,0 +1,231 @@
+"""Run the smoke suite in the target interpreter: one process per group, a fresh one after a crash.
+
+Groups: ``main`` (every built-in check: one ``import torch`` for the whole CPU suite, DESIGN §6),
+``compile`` (``torch.compile``, opt-in, its own process and timeout) and ``custom`` (the user's checks, in
+their own process beside ``main``). When a group's process crashes or hangs, the check it was running
+(``current`` in its result file) gets that outcome and the rest of the group runs again in a fresh process,
+so one bad check never hides the others.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from envcheck.errors import ManifestError, UsageError
+from envcheck.manifest.codec import decode
+from envcheck.manifest.model import ProbeOutcome
+from envcheck.manifest.verify import CheckResult, VerifySection
+from envcheck.probe.runner import TargetRun, run_target
+
+SUITE_SCRIPT = Path(__file__).with_name("checks") / "suite.py"
+COMPILE_OPT_IN = "opt-in: pass --compile (a cold torch.compile takes about 30 s on 2 cores)"
+# A check that keeps crashing the process cannot loop forever: each rerun excludes at least one check.
+_MAX_RERUNS = 64
+
+Progress = Callable[[str], None]
+
+
+def run_suite(
+    python: str | None,
+    *,
+    timeout: float,
+    checks_file: Path | None = None,
+    progress: Progress | None = None,
+    compile: bool = False,
+    entry_points: bool = True,
+    env: dict[str, str] | None = None,
+) -> VerifySection:
+    """Run the suite in ``python`` (default: this interpreter) and return its results.
+
+    ``timeout`` bounds each process (a hung check costs at most that). ``checks_file`` adds the user's
+    ``check_*`` functions; ``entry_points`` adds those of the ``envcheck.checks`` entry-point group.
+    ``compile`` opts into the ``torch.compile`` check. Raises ``UsageError`` if ``checks_file`` does not
+    exist and ``ProbeError`` if the interpreter cannot be started; everything else is a result.
+    """
+    started = time.monotonic()
+    if checks_file is not None and not checks_file.is_file():
+        raise UsageError(
+            f"checks file not found: {checks_file}", tip="Pass a Python file with check_* functions."
+        )
+    base: dict[str, Any] = {"compile": compile, "entry_points": entry_points}
+    if checks_file is not None:
+        base["checks_file"] = str(checks_file.resolve())
+    groups = ["main", "custom"] + (["compile"] if compile else [])
+    with tempfile.TemporaryDirectory(prefix="envcheck-verify-") as tmp, _Poller(progress) as poller:
+        jobs = {}
+        with ThreadPoolExecutor(len(groups)) as pool:
+            for group in groups:
+                progress_file = Path(tmp) / f"{group}.progress"
+                progress_file.touch()
+                poller.watch(progress_file)
+                config = {**base, "group": group, "progress": str(progress_file)}
+                jobs[group] = pool.submit(_run_group, python, config, timeout, env)
+            by_group = {group: job.result() for group, job in jobs.items()}
+    results = by_group["main"][0]
+    if not compile:
+        results.append(
+            CheckResult(
+                name="torch_compile", family="runtime", device="cpu", status="skipped", reason=COMPILE_OPT_IN
+            )
+        )
+    else:
+        results.extend(by_group["compile"][0])
+    results.extend(by_group["custom"][0])
+    options: dict[str, Any] = {"compile": compile}
+    if checks_file is not None:
+        options["checks_file"] = checks_file.name
+    return VerifySection(
+        torch_version=by_group["main"][1],
+        results=results,
+        options=options,
+        wall_s=round(time.monotonic() - started, 3),
+    )
+
+
+def _run_group(
+    python: str | None, config: dict[str, Any], timeout: float, env: dict[str, str] | None
+) -> tuple[list[CheckResult], str | None]:
+    """Run one group to the end, rerunning after each crash or hang; results in plan order."""
+    done: dict[str, CheckResult] = {}
+    plan: list[tuple[str, str]] = []
+    torch_version: str | None = None
+    exclude: list[str] = []
+    for _ in range(_MAX_RERUNS):
+        run = run_target(
+            python,
+            script=SUITE_SCRIPT,
+            args=[json.dumps({**config, "exclude": exclude})],
+            timeout=timeout,
+            env=env,
+        )
+        data = run.data
+        plan = _plan(data) or plan
+        for entry in data.get("results") or []:
+            result = _result(entry)
+            done[result.name] = result
+            if result.name == "import_torch":
+                version = result.info.get("version")
+                torch_version = version if isinstance(version, str) else torch_version
+        if run.outcome.status == "ok":
+            break
+        current = data.get("current") if isinstance(data.get("current"), str) else None
+        names = [name for name, _ in plan]
+        if current is None or current not in names:
+            # It died outside any check (importing torch, loading the checks): nothing more can run.
+            name = current or f"{config['group']}/start"
+            done[name] = _ended(name, "cpu", run, data)
+            if name not in names:
+                plan.insert(0, (name, "cpu"))
+            break
+        done[current] = _ended(current, dict(plan)[current], run, data)
+        exclude = sorted(done)
+        if all(name in done for name in names):
+            break
+    ordered = [done[name] for name, _ in plan if name in done]
+    ordered += [r for name, r in done.items() if name not in {n for n, _ in plan}]
+    return ordered, torch_version
+
+
+def _plan(data: dict[str, Any]) -> list[tuple[str, str]]:
+    planned = data.get("planned")
+    if not isinstance(planned, list):
+        return []
+    out = []
+    for item in planned:
+        if isinstance(item, list) and len(item) == 2 and all(isinstance(x, str) for x in item):
+            out.append((item[0], item[1]))
+    return out
+
+
+def _result(entry: object) -> CheckResult:
+    """Decode one result written by the target; a malformed one becomes an ``error`` result."""
+    name = entry.get("name") if isinstance(entry, dict) and isinstance(entry.get("name"), str) else "?"
+    if isinstance(entry, dict):
+        fields = set(CheckResult.__dataclass_fields__)
+        clean = {k: v for k, v in entry.items() if k in fields}
+        try:
+            return decode(CheckResult, clean, source=f"check {name}")
+        except ManifestError as e:
+            return CheckResult(name=name, family="custom", device="cpu", status="error", error=str(e))
+    return CheckResult(name=name, family="custom", device="cpu", status="error", error="malformed result")
+
+
+def _ended(name: str, device: str, run: TargetRun, data: dict[str, Any]) -> CheckResult:
+    """The result of the check that was running when its process ended abnormally."""
+    outcome: ProbeOutcome = run.outcome
+    family = "runtime" if name == "import_torch" else ("custom" if name.startswith("custom") else "suite")
+    error = None
+    for key in ("import_error", "load_error"):
+        if isinstance(data.get(key), str):
+            error = data[key]
+    if error is not None:
+        return CheckResult(name=name, family=family, device=device, status="error", error=error)
+    if outcome.status == "timeout":
+        return CheckResult(
+            name=name,
+            family=family,
+            device=device,
+            status="timeout",
+            timeout_s=outcome.timeout_s,
+            stderr_tail=outcome.stderr_tail,
+        )
+    return CheckResult(
+        name=name,
+        family=family,
+        device=device,
+        status="error" if outcome.status == "error" else "crashed",
+        error=outcome.exception,
+        signal=outcome.signal,
+        exit_code=outcome.exit_code,
+        stderr_tail=outcome.stderr_tail,
+    )
+
+
+class _Poller:
+    """Reads the progress files the target appends to (``name<TAB>device``) and reports each new line."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self._progress = progress
+        self._files: dict[Path, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> _Poller:
+        if self._progress is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def watch(self, path: Path) -> None:
+        self._files[path] = 0
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.1):
+            self._poll()
+        self._poll()
+
+    def _poll(self) -> None:
+        assert self._progress is not None
+        for path, offset in list(self._files.items()):
+            try:
+                with path.open("rb") as f:
+                    f.seek(offset)
+                    chunk = f.read()
+            except OSError:
+                continue
+            complete = chunk[: chunk.rfind(b"\n") + 1]
+            self._files[path] = offset + len(complete)
+            for line in complete.decode("utf-8", "replace").splitlines():
+                name, _, device = line.partition("\t")
+                self._progress(f"{name} on {device or 'cpu'}")
