@@ -10,9 +10,10 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from envcheck.diff.finding import Finding
+from envcheck.diff.finding import Finding, Severity
 from envcheck.diff.rules.base import Rule, difference_rule, single_rule
 from envcheck.manifest.model import LoadedLibrary, Manifest, canonical
+from envcheck.manifest.native import NativeNode
 
 FAMILY = "native tree"
 
@@ -127,9 +128,12 @@ def loaded_from(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
     evidence=("pytorch/pytorch#29279", "zeyad-mansour/lunar#58"),
 )
 def native_changed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
-    b, t = placed(base), placed(target)
     b_versions = {canonical(d.name): d.version for d in base.packages if not d.shadowed}
     t_versions = {canonical(d.name): d.version for d in target.packages if not d.shadowed}
+    if base.native is not None and target.native is not None and base.native.nodes and target.native.nodes:
+        yield from _nodes_changed(rule, base.native.nodes, target.native.nodes, b_versions, t_versions)
+        return
+    b, t = placed(base), placed(target)
     for key in sorted(set(b) & set(t)):
         bp, tp = b[key], t[key]
         if bp.where != tp.where or not bp.identity or not tp.identity or bp.identity == tp.identity:
@@ -254,8 +258,8 @@ _CUDA_LIB = re.compile(
     evidence=("pytorch/pytorch#134929", "pytorch/pytorch#119989", "pytorch/pytorch#188892"),
 )
 def cuda_lib_shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
-    if m.runtimes is None:
-        return
+    if m.runtimes is None or (m.native is not None and m.native.loaded is not None):
+        return  # reconciled against the native tree: ENV-NATIVE-SHADOWED reports it with the tree's answer
     shipped: dict[str, str] = {}
     for dist in m.packages:
         if dist.shadowed or not canonical(dist.name).startswith(("nvidia-", "torch")):
@@ -273,4 +277,236 @@ def cuda_lib_shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
             "/etc/ld.so.conf.d if they do not belong there), or uninstall the conflicting copy.",
             base=shipped[key],
             target=lib.path,
+        )
+
+
+@single_rule(
+    "ENV-NATIVE-MISSING",
+    family=FAMILY,
+    severity="error",
+    title="a native dependency does not resolve (an import will fail)",
+    why=(
+        "The loader cannot find a library in the import closure: 'DLL load failed', '[WinError 126]', "
+        "'cannot open shared object file'. The message names the first broken module, not the absent file."
+    ),
+    fm=("FM-02", "FM-11", "FM-13"),
+    evidence=("pytorch/pytorch#131662", "pytorch/pytorch#125109", "ContinuumIO/anaconda-issues#13513"),
+)
+def native_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    native = m.native
+    if native is None or not native.missing:
+        return
+    drivers = {r.name for r in native.requires or [] if r.kind == "driver"}
+    by_root: dict[str, list[str]] = {}
+    texts: dict[str, str] = {}
+    imported: set[str] = set()
+    for chain in native.missing:
+        by_root.setdefault(chain.root, []).append(chain.missing)
+        texts.setdefault(chain.root, chain.text)
+        if chain.from_extension:
+            imported.add(chain.root)
+    for root, missing in sorted(by_root.items()):
+        names = sorted(set(missing))
+        short = root.rsplit("/", 1)[-1]
+        if root in imported:
+            yield rule.finding(
+                short,
+                f"Importing {root} fails: {', '.join(names)} cannot be found ({texts[root]}).",
+                f"Install what provides {', '.join(names)} (for Windows runtimes the current VC++ 2015-2022 "
+                "x64 redistributable; never a DLL-download site), or reinstall the package that should "
+                "bundle it.",
+                base=root,
+                target="missing: " + ", ".join(names),
+            )
+        elif set(names) <= drivers:
+            yield rule.finding(
+                short,
+                f"{root} needs the GPU driver ({', '.join(names)}), which this machine lacks: it loads only "
+                "where a driver is installed.",
+                "Nothing to do on a machine without a GPU; on a GPU machine install the NVIDIA driver.",
+                base=root,
+                target="missing: " + ", ".join(names),
+                severity="info",
+            )
+        else:
+            # No extension module links this library: it is a plugin opened on demand (an RDMA transport, an
+            # MPI bootstrap). Only the feature that opens it fails.
+            yield rule.finding(
+                short,
+                f"The plugin {root} cannot load here ({', '.join(names)} missing); only the feature that "
+                "opens it fails.",
+                f"Install {', '.join(names)} only if the application uses that feature.",
+                base=root,
+                target="missing: " + ", ".join(names),
+                severity="info",
+            )
+
+
+def version_tuple(text: str | None) -> tuple[int, ...]:
+    parts: list[int] = []
+    for piece in (text or "").split("."):
+        if not piece.isdigit():
+            break
+        parts.append(int(piece))
+    return tuple(parts)
+
+
+@single_rule(
+    "ENV-SYMBOL-VERSION",
+    family=FAMILY,
+    severity="error",
+    title="a required GLIBC_ / GLIBCXX_ / CXXABI_ version is newer than the machine provides",
+    why='"version `GLIBCXX_3.4.30\' not found (required by …/libtorch_python.so)" at import.',
+    fm=("FM-13",),
+    evidence=("pytorch/pytorch#156215", "mlverse/torch#1414", "pytorch/pytorch#87279"),
+)
+def symbol_version(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    native = m.native
+    if native is None:
+        return
+    provided: dict[str, tuple[int, ...]] = {}
+    if native.glibc_provided:
+        provided["GLIBC"] = version_tuple(native.glibc_provided)
+    for node in native.nodes or []:
+        for family, version in (node.version_provides or {}).items():
+            provided[family] = max(provided.get(family, ()), version_tuple(version))
+    needs: dict[str, tuple[tuple[int, ...], list[str]]] = {}
+    if native.glibc_required:
+        needs["GLIBC"] = (version_tuple(native.glibc_required), [])
+    for node in native.nodes or []:
+        for family, version in (node.version_needs or {}).items():
+            wanted = version_tuple(version)
+            best, files = needs.get(family, ((), []))
+            if wanted > best:
+                needs[family] = (wanted, [node.key])
+            elif wanted == best:
+                files.append(node.key)
+    for family in ("GLIBC", "GLIBCXX", "CXXABI"):
+        if family not in needs or family not in provided:
+            continue
+        wanted, files = needs[family]
+        if wanted <= provided[family]:
+            continue
+        need_text = ".".join(map(str, wanted))
+        have_text = ".".join(map(str, provided[family]))
+        yield rule.finding(
+            f"{family}_{need_text}",
+            f"{_list(sorted(files), 3) or 'a native file'} require(s) {family}_{need_text}; the machine's "
+            f"library provides up to {family}_{have_text}: the import fails with 'version not found'.",
+            "Use a newer base OS (glibc ≥ 2.28 for manylinux_2_28 wheels), or one consistent libstdc++ "
+            "(conda's libstdcxx-ng or the system's), or a torch built for this system.",
+            base=f"{family}_{need_text}",
+            target=f"{family}_{have_text}",
+        )
+
+
+@single_rule(
+    "ENV-NATIVE-SHADOWED",
+    family=FAMILY,
+    severity="error",
+    title="a loaded library is not the file the native tree predicts",
+    why=(
+        "Something else on the loader path (LD_LIBRARY_PATH, a system folder, a copy loaded earlier) "
+        "replaces the file a wheel ships: version mismatches and 'undefined symbol'."
+    ),
+    fm=("FM-11", "FM-03"),
+    evidence=("pytorch/pytorch#134929", "pytorch/pytorch#29279", "pytorch/pytorch#36868"),
+)
+def native_shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    if m.native is None or not m.native.loaded:
+        return
+    for item in sorted(m.native.loaded, key=lambda d: (d.name, d.loaded)):
+        if item.kind != "elsewhere":
+            continue
+        expected = item.expected or "the tree's copy"
+        from_system = not _is_wheel(item.loaded_owner)
+        yield rule.finding(
+            item.name,
+            f"{item.name} was loaded from {item.loaded} ({item.loaded_owner}); the native tree resolves it "
+            f"to {expected}.",
+            "Remove the other copy's folder from LD_LIBRARY_PATH / PATH for this application, or uninstall "
+            "the stray copy, so the wheel's own file is loaded.",
+            base=expected,
+            target=item.loaded,
+            severity=None if from_system else "warning",
+        )
+
+
+def _nodes_changed(
+    rule: Rule,
+    base_nodes: list[NativeNode],
+    target_nodes: list[NativeNode],
+    b_versions: dict[str, str],
+    t_versions: dict[str, str],
+) -> Iterator[Finding]:
+    """Same location-independent key, another file, and no version change of its owner to explain it."""
+    base_by_key = {n.key: n for n in base_nodes}
+    for node in target_nodes:
+        old = base_by_key.get(node.key)
+        if old is None or not old.identity or not node.identity or old.identity == node.identity:
+            continue
+        owner = canonical(node.owner)
+        if _is_wheel(node.owner) and b_versions.get(owner) != t_versions.get(owner):
+            continue
+        if not node.key.startswith(("unowned:",)) and "/" in node.key and node.key.startswith("/"):
+            # A system file (absolute path key): distributions patch their libraries; info, not a warning.
+            severity: Severity | None = "info"
+        else:
+            severity = None
+        yield rule.finding(
+            node.key,
+            f"{node.key} is a different file on the target than on the base"
+            + (" (RECORD no longer matches it)" if node.integrity == "modified" else "")
+            + ", with no version change to explain it.",
+            f"Reinstall {node.owner if _is_wheel(node.owner) else 'the package that provides it'} "
+            "(`pip install --force-reinstall --no-deps`), or find who replaced the file.",
+            base=old.identity,
+            target=node.identity,
+            severity=severity,
+        )
+
+
+_TO_MACHINE = frozenset({"os", "external", "missing", "driver", "redistributable"})
+
+
+@difference_rule(
+    "ENV-NATIVE-RESOLVED-ELSEWHERE",
+    family=FAMILY,
+    severity="warning",
+    title="a native dependency resolves to another file than on the base",
+    why=(
+        "The loader picks another copy: a system cuDNN/cuBLAS/nvJitLink instead of the wheel's "
+        "(LD_LIBRARY_PATH, ld.so.cache), another libstdc++, another OpenMP runtime."
+    ),
+    fm=("FM-11", "FM-13", "FM-03", "FM-14"),
+    evidence=("pytorch/pytorch#134929", "infiniflow/ragflow#4466", "pytorch/pytorch#88882"),
+)
+def resolved_elsewhere(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    if base.native is None or target.native is None or not base.native.nodes or not target.native.nodes:
+        return
+    before: dict[tuple[str, str], tuple[str | None, str]] = {}
+    for node in base.native.nodes:
+        for dep in node.dependencies or []:
+            before[(node.key, dep.name)] = (dep.target, dep.kind)
+    # One finding per dependency name: many files need the same library, the story is the same.
+    changed: dict[str, tuple[str | None, str, str | None, str, list[str]]] = {}
+    for node in target.native.nodes:
+        for dep in node.dependencies or []:
+            old = before.get((node.key, dep.name))
+            if old is None or old[0] == dep.target or dep.kind == "missing":
+                continue  # new files are ENV-NATIVE-ADDED's; missing ones ENV-NATIVE-MISSING's
+            entry = changed.setdefault(dep.name, (old[0], old[1], dep.target, dep.kind, []))
+            entry[4].append(node.key)
+    for name, (old_target, old_kind, new_target, new_kind, needers) in sorted(changed.items()):
+        to_machine = old_kind in ("bundled", "distribution") and new_kind in _TO_MACHINE
+        yield rule.finding(
+            name,
+            f"{name} resolves to {old_target or old_kind} on the base and to {new_target or new_kind} on the "
+            f"target, for {_list(sorted(needers), 3)}"
+            + (": the machine's copy replaces the one a wheel ships." if to_machine else "."),
+            "Remove the folder of the other copy from LD_LIBRARY_PATH (or the loader cache) for this "
+            "application, or reinstall the package whose copy should win.",
+            base=old_target or old_kind,
+            target=new_target or new_kind,
+            severity="error" if to_machine else None,
         )

@@ -64,13 +64,21 @@ def openmp_runtimes(m: Manifest) -> dict[str, str]:
 )
 def openmp_multiple(rule: Rule, m: Manifest) -> Iterator[Finding]:
     runtimes = openmp_runtimes(m)
+    static = False
+    if m.runtimes is None and m.native is not None and m.native.openmp:
+        # No live process to ask (the probe crashed, often of this very abort): the native tree's inventory
+        # says which runtimes the closure would load.
+        names = {"gnu": "GNU", "intel": "Intel", "llvm": "LLVM", "msvc": "MSVC"}
+        runtimes = {o.path: names[o.family] for o in m.native.openmp}
+        static = True
     if len(runtimes) < 2:
         return
     families = sorted(set(runtimes.values()))
     only_gnu = families == ["GNU"]
     yield rule.finding(
         "OpenMP",
-        f"{len(runtimes)} OpenMP runtimes are loaded ({', '.join(families)}): "
+        f"{len(runtimes)} OpenMP runtimes are {'in the native tree' if static else 'loaded'} "
+        f"({', '.join(families)}): "
         + ", ".join(sorted(runtimes))
         + (
             ". Two GNU runtimes each start a thread pool: oversubscription and slowdowns."
@@ -81,7 +89,7 @@ def openmp_multiple(rule: Rule, m: Manifest) -> Iterator[Finding]:
         "conda, or `conda install nomkl`), align faiss/scikit-learn builds with torch. Never ship "
         "KMP_DUPLICATE_LIB_OK=TRUE.",
         target=", ".join(sorted(runtimes)),
-        severity="warning" if only_gnu else None,
+        severity="warning" if only_gnu or (static and len(families) == 1) else None,
     )
 
 

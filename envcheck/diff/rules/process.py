@@ -156,3 +156,32 @@ def container(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]
         base=", ".join(sorted(b.container)) or "none",
         target=", ".join(sorted(t.container)) or "none",
     )
+
+
+# Docker's default /dev/shm is 64 MiB; DataLoader workers pass batches through it.
+SMALL_SHM = 256 * 1024 * 1024
+
+
+@single_rule(
+    "ENV-SHM-SMALL",
+    family=FAMILY,
+    severity="warning",
+    title="/dev/shm is small (Docker's 64 MB default)",
+    why=(
+        "DataLoader workers pass tensors through shared memory: 'DataLoader worker … killed by signal: "
+        "Bus error'."
+    ),
+    fm=("FM-22",),
+    evidence=("nianticlabs/simplerecon#3", "microsoft/RepPoints#18", "codalab/codalab-worksheets#1961"),
+)
+def shm_small(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    p = m.platform
+    if p is None or p.system != "Linux" or p.shm_bytes is None or p.shm_bytes >= SMALL_SHM:
+        return
+    yield rule.finding(
+        "/dev/shm",
+        f"/dev/shm holds {p.shm_bytes // (1024 * 1024)} MiB: DataLoader workers (num_workers > 0) die with a "
+        "bus error on real batches.",
+        "Start the container with `--shm-size=2g` (or `--ipc=host`), or use num_workers=0.",
+        target=f"{p.shm_bytes // (1024 * 1024)} MiB",
+    )
