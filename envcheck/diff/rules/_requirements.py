@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from envcheck.manifest.model import Manifest, canonical
+from envcheck.diff.rules.base import canon
+from envcheck.manifest.model import Manifest
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -23,7 +24,7 @@ _SYS_PLATFORM = {"Linux": "linux", "Windows": "win32", "Darwin": "darwin"}
 def requirement_name(line: str) -> str | None:
     """The canonical project name a ``Requires-Dist`` line names, without parsing the rest."""
     match = _NAME.match(line)
-    return canonical(match.group(1)) if match else None
+    return canon(match.group(1)) if match else None
 
 
 def marker_environment(m: Manifest, extra: str = "") -> dict[str, str]:
@@ -59,6 +60,8 @@ def applicable(m: Manifest, lines: list[str], extras: tuple[str, ...] = ("",)) -
     """Parse ``lines`` and yield the requirements whose marker holds on ``m``'s machine for any of
     ``extras`` (``""`` = no extra). Unparseable lines are skipped: metadata is the distributor's, and a
     broken line is not this rule's finding."""
+    if not lines:
+        return
     from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
     from packaging.requirements import InvalidRequirement, Requirement
 

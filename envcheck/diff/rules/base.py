@@ -12,6 +12,8 @@ id and default severity come from one place.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 from envcheck.diff.finding import Finding, Severity
 
 if TYPE_CHECKING:
-    from envcheck.manifest.model import Manifest
+    from envcheck.manifest.model import Distribution, Manifest
 
 RuleKind = Literal["difference", "single"]
 DifferenceCheck = Callable[["Rule", "Manifest", "Manifest"], Iterable[Finding]]
@@ -169,3 +171,37 @@ def local_label(version: str | None) -> str | None:
 
 def iter_nonempty(*items: str | None) -> Iterator[str]:
     yield from (i for i in items if i)
+
+
+_SEPARATORS = re.compile(r"[-_.]+")
+
+
+@functools.lru_cache(maxsize=16384)
+def canon(name: str) -> str:
+    """PEP 503 normalised project name (cached: rules ask for the same names many times)."""
+    return _SEPARATORS.sub("-", name).lower()
+
+
+# The last manifests' name -> distribution maps. ``Manifest.package`` scans the list on every call; the
+# rules ask thousands of times on a 500-package manifest, which would make them quadratic.
+_INDEX: dict[int, tuple[Manifest, dict[str, Distribution]]] = {}
+
+
+def index(m: Manifest) -> dict[str, Distribution]:
+    """Importable (first, unshadowed) distributions of ``m`` by canonical name."""
+    hit = _INDEX.get(id(m))
+    if hit is not None and hit[0] is m:
+        return hit[1]
+    out: dict[str, Distribution] = {}
+    for d in m.packages:
+        if not d.shadowed:
+            out.setdefault(canon(d.name), d)
+    if len(_INDEX) >= 16:
+        _INDEX.clear()
+    _INDEX[id(m)] = (m, out)
+    return out
+
+
+def pkg(m: Manifest, name: str) -> Distribution | None:
+    """Like ``Manifest.package``, from the cached index."""
+    return index(m).get(canon(name))

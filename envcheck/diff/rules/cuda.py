@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 from envcheck.diff.finding import Finding
 from envcheck.diff.rules._requirements import applicable, requirement_name, satisfies
-from envcheck.diff.rules.base import Rule, difference_rule, release, single_rule
-from envcheck.manifest.model import Manifest, canonical
+from envcheck.diff.rules.base import Rule, canon, difference_rule, pkg, release, single_rule
+from envcheck.manifest.model import Manifest
 
 FAMILY = "CUDA, driver and GPU"
 
@@ -253,7 +253,7 @@ def gpu_arch_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
 def _pinned_nvidia(m: Manifest) -> dict[str, list[tuple[str, str]]]:
     """nvidia-* name -> [(requirement line, required by)] from torch's Requires-Dist, following the extras
     of meta-packages such as ``cuda-toolkit[cublas,...]`` one level down."""
-    torch = m.package("torch")
+    torch = pkg(m, "torch")
     if torch is None:
         return {}
     out: dict[str, list[tuple[str, str]]] = {}
@@ -261,16 +261,16 @@ def _pinned_nvidia(m: Manifest) -> dict[str, list[tuple[str, str]]]:
         line for line in torch.requires if (requirement_name(line) or "").startswith(("nvidia-", "cuda-"))
     ]
     for app in applicable(m, wanted):
-        name = canonical(app.requirement.name)
+        name = canon(app.requirement.name)
         if name.startswith("nvidia-"):
             out.setdefault(name, []).append((app.line, "torch"))
             continue
-        meta = m.package(name)
+        meta = pkg(m, name)
         if meta is None or not app.requirement.extras:
             continue
         lines = [line for line in meta.requires if (requirement_name(line) or "").startswith("nvidia-")]
         for sub in applicable(m, lines, tuple(sorted(app.requirement.extras))):
-            out.setdefault(canonical(sub.requirement.name), []).append((sub.line, f"torch → {meta.name}"))
+            out.setdefault(canon(sub.requirement.name), []).append((sub.line, f"torch → {meta.name}"))
     return out
 
 
@@ -290,7 +290,7 @@ def nvidia_pins(rule: Rule, m: Manifest) -> Iterator[Finding]:
     from packaging.requirements import Requirement
 
     for name, pins in sorted(_pinned_nvidia(m).items()):
-        dist = m.package(name)
+        dist = pkg(m, name)
         for line, by in pins:
             req = Requirement(line)
             if dist is None:
@@ -332,7 +332,7 @@ _CUDA_MAJOR_BY_VERSION = ("nvidia-cuda-runtime", "nvidia-cuda-nvrtc", "nvidia-cu
 def nvidia_mixed(rule: Rule, m: Manifest) -> Iterator[Finding]:
     majors: dict[str, list[str]] = {}
     for dist in m.packages:
-        name = canonical(dist.name)
+        name = canon(dist.name)
         if not name.startswith("nvidia-") or dist.shadowed:
             continue
         suffix = _CU_SUFFIX.search(name)

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from envcheck.diff.finding import Finding, Severity
-from envcheck.diff.rules.base import Rule, difference_rule, single_rule
-from envcheck.manifest.model import LoadedLibrary, Manifest, canonical
+from envcheck.diff.rules.base import Rule, canon, difference_rule, pkg, single_rule
+from envcheck.manifest.model import LoadedLibrary, Manifest
 from envcheck.manifest.native import NativeNode
 
 FAMILY = "native tree"
@@ -46,11 +46,26 @@ def _roots(m: Manifest) -> list[tuple[str, str]]:
     return sorted(((n, r.rstrip("/")) for n, r in roots if r), key=lambda x: -len(x[1]))
 
 
+_PLACED: dict[int, tuple[Manifest, dict[str, Placed]]] = {}
+
+
 def placed(m: Manifest) -> dict[str, Placed]:
-    """Loaded libraries by key, located relative to their owner or to the interpreter's prefixes."""
+    """Loaded libraries by key, located relative to their owner or to the interpreter's prefixes (cached
+    for the last manifests: four rules ask)."""
+    hit = _PLACED.get(id(m))
+    if hit is not None and hit[0] is m:
+        return hit[1]
+    out = _placed(m)
+    if len(_PLACED) >= 16:
+        _PLACED.clear()
+    _PLACED[id(m)] = (m, out)
+    return out
+
+
+def _placed(m: Manifest) -> dict[str, Placed]:
     if m.runtimes is None:
         return {}
-    locations = {canonical(d.name): d.location.rstrip("/") for d in m.packages if not d.shadowed}
+    locations = {canon(d.name): d.location.rstrip("/") for d in m.packages if not d.shadowed}
     roots = _roots(m)
     out: dict[str, Placed] = {}
     for lib in m.runtimes.loaded:
@@ -61,7 +76,7 @@ def placed(m: Manifest) -> dict[str, Placed]:
 def _place(lib: LoadedLibrary, locations: dict[str, str], roots: list[tuple[str, str]]) -> Placed:
     path = lib.path.replace("\\", "/")
     folder = path.rsplit("/", 1)[0]
-    location = locations.get(canonical(lib.owner))
+    location = locations.get(canon(lib.owner))
     where = folder
     if location and folder.startswith(location + "/"):
         where = f"{{{lib.owner}}}" + _HASHED.sub("", folder[len(location) :])
@@ -128,8 +143,8 @@ def loaded_from(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
     evidence=("pytorch/pytorch#29279", "zeyad-mansour/lunar#58"),
 )
 def native_changed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
-    b_versions = {canonical(d.name): d.version for d in base.packages if not d.shadowed}
-    t_versions = {canonical(d.name): d.version for d in target.packages if not d.shadowed}
+    b_versions = {canon(d.name): d.version for d in base.packages if not d.shadowed}
+    t_versions = {canon(d.name): d.version for d in target.packages if not d.shadowed}
     if base.native is not None and target.native is not None and base.native.nodes and target.native.nodes:
         yield from _nodes_changed(rule, base.native.nodes, target.native.nodes, b_versions, t_versions)
         return
@@ -138,7 +153,7 @@ def native_changed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Fin
         bp, tp = b[key], t[key]
         if bp.where != tp.where or not bp.identity or not tp.identity or bp.identity == tp.identity:
             continue
-        owner = canonical(tp.owner)
+        owner = canon(tp.owner)
         if _is_wheel(tp.owner) and b_versions.get(owner) != t_versions.get(owner):
             continue  # the package changed version: ENV-PKG-VERSION / ENV-TORCH-VERSION say so
         yield rule.finding(
@@ -161,7 +176,7 @@ def _grouped(
     orphaned: list[str] = []
     for key in keys:
         owner = places[key].owner
-        if _is_wheel(owner) and other.package(owner) is None:
+        if _is_wheel(owner) and pkg(other, owner) is None:
             orphaned.append(key)
         else:
             by_owner.setdefault(owner, []).append(key)
@@ -262,7 +277,7 @@ def cuda_lib_shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
         return  # reconciled against the native tree: ENV-NATIVE-SHADOWED reports it with the tree's answer
     shipped: dict[str, str] = {}
     for dist in m.packages:
-        if dist.shadowed or not canonical(dist.name).startswith(("nvidia-", "torch")):
+        if dist.shadowed or not canon(dist.name).startswith(("nvidia-", "torch")):
             continue
         for nf in dist.native_files:
             shipped.setdefault(library_key(nf.path), dist.name)
@@ -445,7 +460,7 @@ def _nodes_changed(
         old = base_by_key.get(node.key)
         if old is None or not old.identity or not node.identity or old.identity == node.identity:
             continue
-        owner = canonical(node.owner)
+        owner = canon(node.owner)
         if _is_wheel(node.owner) and b_versions.get(owner) != t_versions.get(owner):
             continue
         if not node.key.startswith(("unowned:",)) and "/" in node.key and node.key.startswith("/"):

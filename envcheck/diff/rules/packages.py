@@ -6,8 +6,17 @@ from collections.abc import Iterator
 
 from envcheck.diff.finding import Finding
 from envcheck.diff.rules._requirements import applicable, requirement_name, satisfies
-from envcheck.diff.rules.base import Rule, difference_rule, local_label, major, release, single_rule
-from envcheck.manifest.model import Distribution, Manifest, canonical
+from envcheck.diff.rules.base import (
+    Rule,
+    canon,
+    difference_rule,
+    local_label,
+    major,
+    pkg,
+    release,
+    single_rule,
+)
+from envcheck.manifest.model import Distribution, Manifest
 
 FAMILY = "packages"
 
@@ -19,7 +28,7 @@ COMPANIONS = frozenset({"torchvision", "torchaudio", "torchtext", "torchdata", "
 
 
 def _index(m: Manifest) -> dict[str, Distribution]:
-    return {canonical(d.name): d for d in m.packages if not d.shadowed}
+    return {canon(d.name): d for d in m.packages if not d.shadowed}
 
 
 def _dependents(m: Manifest) -> dict[str, set[str]]:
@@ -28,7 +37,7 @@ def _dependents(m: Manifest) -> dict[str, set[str]]:
     for dist in m.packages:
         if dist.shadowed:
             continue
-        owner = canonical(dist.name)
+        owner = canon(dist.name)
         for line in dist.requires:
             name = requirement_name(line)
             if name:
@@ -58,8 +67,13 @@ def pkg_missing(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
         if dist.shadowed:
             continue
         names = [line for line in dist.requires if requirement_name(line) in wanted]
-        for app in applicable(target, names):
-            t_required_by.setdefault(canonical(app.requirement.name), []).append(dist.name)
+        # A line without a marker always applies: no need to import packaging to know it.
+        for line in names:
+            name = requirement_name(line)
+            if ";" not in line and name:
+                t_required_by.setdefault(name, []).append(dist.name)
+        for app in applicable(target, [line for line in names if ";" in line]):
+            t_required_by.setdefault(canon(app.requirement.name), []).append(dist.name)
     b_dependents = _dependents(base)
     for name in missing:
         dist = b_index[name]
@@ -167,7 +181,7 @@ def pkg_version(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
     evidence=("pytorch/pytorch#131668", "pytorch/pytorch#132179", "MIC-DKFZ/nnUNet#2299"),
 )
 def numpy_major(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
-    b, t = base.package("numpy"), target.package("numpy")
+    b, t = pkg(base, "numpy"), pkg(target, "numpy")
     if b is None or t is None or b.version == t.version:
         return
     crossed = major(b.version) != major(t.version)
@@ -197,7 +211,7 @@ def numpy_major(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
     evidence=("pytorch/pytorch#131668", "pytorch/pytorch#132179"),
 )
 def numpy_torch_abi(rule: Rule, m: Manifest) -> Iterator[Finding]:
-    torch, numpy = m.package("torch"), m.package("numpy")
+    torch, numpy = pkg(m, "torch"), pkg(m, "numpy")
     if torch is None or numpy is None or major(numpy.version) in (None, "0", "1"):
         return
     tv = release(torch.version, 3)
@@ -228,11 +242,11 @@ def numpy_torch_abi(rule: Rule, m: Manifest) -> Iterator[Finding]:
     evidence=("pytorch/vision#4222", "pytorch/vision#8985", "ultralytics/yolov5#5511"),
 )
 def companion_pin(rule: Rule, m: Manifest) -> Iterator[Finding]:
-    torch = m.package("torch")
+    torch = pkg(m, "torch")
     if torch is None:
         return
-    for dist in sorted(m.packages, key=lambda d: canonical(d.name)):
-        if dist.shadowed or canonical(dist.name) == "torch":
+    for dist in sorted(m.packages, key=lambda d: canon(d.name)):
+        if dist.shadowed or canon(dist.name) == "torch":
             continue
         lines = [line for line in dist.requires if requirement_name(line) == "torch"]
         for app in applicable(m, lines):
@@ -262,16 +276,16 @@ def companion_pin(rule: Rule, m: Manifest) -> Iterator[Finding]:
     evidence=("pytorch/pytorch#62350",),
 )
 def companion_variant(rule: Rule, m: Manifest) -> Iterator[Finding]:
-    torch = m.package("torch")
+    torch = pkg(m, "torch")
     static = m.torch.static
     if torch is None:
         return
     torch_label = local_label(torch.version) or (static.variant if static else None)
     if not torch_label:
         return
-    for dist in sorted(m.packages, key=lambda d: canonical(d.name)):
+    for dist in sorted(m.packages, key=lambda d: canon(d.name)):
         label = local_label(dist.version)
-        if canonical(dist.name) not in COMPANIONS or dist.shadowed or not label or label == torch_label:
+        if canon(dist.name) not in COMPANIONS or dist.shadowed or not label or label == torch_label:
             continue
         yield rule.finding(
             dist.name,

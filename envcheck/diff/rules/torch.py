@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from envcheck.diff.finding import Finding
-from envcheck.diff.rules.base import Rule, difference_rule, single_rule
+from envcheck.diff.rules.base import Rule, difference_rule, pkg, single_rule
 from envcheck.manifest.model import Backends, Manifest
 
 FAMILY = "torch build and variant"
@@ -22,7 +22,7 @@ def _torch_version(m: Manifest) -> str | None:
         return m.torch.static.version
     if m.torch.runtime is not None:
         return m.torch.runtime.version
-    dist = m.package("torch")
+    dist = pkg(m, "torch")
     return dist.version if dist else None
 
 
@@ -275,7 +275,7 @@ def shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
     for dist in m.packages:
         if not dist.shadowed:
             continue
-        winner = m.package(dist.name)
+        winner = pkg(m, dist.name)
         yield rule.finding(
             dist.name,
             f"{dist.name} {dist.version} is shadowed by "
