@@ -15,6 +15,7 @@ tensor / number / dict / list / tuple of them, calls ``ctx.skip(reason)`` when i
 dtype, sha256 of the bytes, sum, abs-sum and a deterministic sample of at most ``SAMPLE_MAX`` elements).
 """
 
+import faulthandler
 import hashlib
 import importlib.util
 import inspect
@@ -329,6 +330,8 @@ def _progress(path, line):
 def main(argv):
     global OUT
     OUT = argv[1]
+    # A segfault or abort in native code then leaves the Python stack in the stderr tail the runner keeps.
+    faulthandler.enable()
     config = json.loads(argv[2])
     group = config["group"]
     exclude = set(config.get("exclude") or ())

@@ -1,0 +1,155 @@
+"""The real suite in real interpreters: goldens, reruns, induced drift, crashes, the CLI and the gate."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from envcheck.cli import app
+from envcheck.manifest.codec import decode, encode, volatile_paths
+from envcheck.manifest.verify import VerifySection
+from envcheck.verify import compare, run_suite
+from conftest import needs_torch
+
+pytestmark = [needs_torch, pytest.mark.slow]
+
+DATA = Path(__file__).with_name("data")
+BAD_CHECKS = DATA / "bad_checks.py"
+TIMEOUT = 120.0
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    except OSError:
+        return set()
+    return {flag for line in text.splitlines() if line.startswith("flags") for flag in line.split(":")[1].split()}
+
+
+@pytest.fixture(scope="module")
+def golden() -> VerifySection:
+    return run_suite(sys.executable, timeout=TIMEOUT)
+
+
+def _serious(findings: list) -> list:  # type: ignore[type-arg]
+    return [f for f in findings if f.severity in ("error", "warning") and f.rule != "VERIFY-SPEED"]
+
+
+def test_every_check_passes_or_says_why_not(golden: VerifySection) -> None:
+    names = [r.name for r in golden.results]
+    for expected in ("import_torch", "random_stream", "matmul_bf16", "attention", "optim_adamw", "gloo_all_reduce"):
+        assert expected in names
+    assert len(names) == len(set(names))
+    for r in golden.results:
+        assert r.status in ("passed", "skipped"), (r.name, r.status, r.error, r.stderr_tail)
+        if r.status == "skipped":
+            assert r.reason
+    import torch
+
+    if not torch.cuda.is_available():
+        cuda = [r for r in golden.results if r.family == "cuda"]
+        assert cuda and all(r.status == "skipped" and r.reason for r in cuda)
+
+
+def test_goldens_are_small_and_round_trip(golden: VerifySection) -> None:
+    data = encode(golden)
+    text = json.dumps(data, sort_keys=True)
+    assert len(text) < 200_000
+    assert decode(VerifySection, json.loads(text)) == golden
+
+
+def _strip_volatile(data: dict) -> dict:  # type: ignore[type-arg]
+    for r in data["results"]:
+        r.pop("metrics", None)
+        r.pop("duration_s", None)
+    data.pop("wall_s", None)
+    return data
+
+
+def test_same_environment_passes_against_its_own_goldens(golden: VerifySection) -> None:
+    again = run_suite(sys.executable, timeout=TIMEOUT)
+    assert _serious(compare(golden, again)) == []
+    assert [f for f in compare(golden, again) if f.rule == "VERIFY-WITHIN-TOLERANCE"] == []
+    # Two runs differ only in the fields the manifest marks volatile.
+    assert {p.removeprefix("verify.") for p in volatile_paths(VerifySection, "verify")} == {
+        "results[].metrics",
+        "results[].duration_s",
+        "wall_s",
+    }
+    assert _strip_volatile(encode(golden)) == _strip_volatile(encode(again))
+
+
+@pytest.mark.skipif(
+    not {"avx512_bf16", "amx_bf16"} & _cpu_flags(), reason="needs a CPU with bf16 units for oneDNN's BF16 math"
+)
+def test_onednn_bf16_math_is_caught_in_conv_only(golden: VerifySection) -> None:
+    # A real numerics setting of a real library: oneDNN's documented default floating-point math mode.
+    env = {**os.environ, "ONEDNN_DEFAULT_FPMATH_MODE": "BF16"}
+    findings = compare(golden, run_suite(sys.executable, timeout=TIMEOUT, env=env))
+    failing = {f.subject for f in findings if f.rule == "VERIFY-NUMERICS"}
+    assert "conv2d.conv" in failing
+    assert not any(s.startswith(("matmul_fp64", "random_stream", "softmax")) for s in failing)
+    (conv,) = [f for f in findings if f.subject == "conv2d.conv"]
+    assert "worst element" in conv.message and "ULP" in conv.message
+
+
+def test_default_cpu_capability_breaks_the_bit_exact_random_stream(golden: VerifySection) -> None:
+    capability = next(r for r in golden.results if r.name == "import_torch").info.get("cpu_capability")
+    if capability in (None, "DEFAULT"):
+        pytest.skip("the CPU already runs torch's default kernels")
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
+    findings = compare(golden, run_suite(sys.executable, timeout=TIMEOUT, env=env))
+    errors = {f.subject for f in findings if f.severity == "error"}
+    # torch.randn's vectorised path differs by a few ULPs from the scalar one; the operator checks use
+    # uniform inputs, so their differences stay within tolerance.
+    assert "random_stream.randn" in errors
+    assert all(s.startswith("random_stream.") for s in errors)
+    assert any(f.rule == "VERIFY-INFO" and f.subject == "import_torch.cpu_capability" for f in findings)
+
+
+def test_crash_hang_and_raise_in_custom_checks_hide_nothing() -> None:
+    section = run_suite(sys.executable, timeout=25.0, checks_file=BAD_CHECKS)
+    status = {r.name: r for r in section.results}
+    assert status["custom/a_forward"].status == "passed"
+    assert status["custom/b_raises"].status == "error"
+    assert "the model file is missing" in (status["custom/b_raises"].error or "")
+    assert status["custom/c_segfaults"].status == "crashed"
+    assert status["custom/c_segfaults"].signal == "SIGSEGV"
+    assert "check_c_segfaults" in (status["custom/c_segfaults"].stderr_tail or "")
+    assert status["custom/d_hangs"].status == "timeout"
+    assert status["custom/e_after"].status == "passed"
+    assert status["custom/e_after"].tolerance is not None
+    assert status["matmul_fp32"].status == "passed"
+
+
+def test_verify_cli_against_goldens_and_gate(golden: VerifySection, tmp_path: Path) -> None:
+    from envcheck.collect.snapshot import SnapshotOptions, take_snapshot
+    from envcheck.manifest.io import save
+    from envcheck.native import scan_for_snapshot
+
+    manifest = take_snapshot(SnapshotOptions(python=sys.executable), native=scan_for_snapshot)
+    path = tmp_path / "lock.json"
+    save(manifest.replace(verify=golden), path)
+    runner = CliRunner()
+    junit = tmp_path / "verify.xml"
+    ok = runner.invoke(app, ["verify", "--against", str(path), "--format", "json", "--junit", str(junit)])
+    assert ok.exit_code == 0, ok.output
+    assert junit.read_text(encoding="utf-8").startswith("<?xml")
+
+    raising = tmp_path / "raising_checks.py"
+    raising.write_text("def check_broken():\n    raise ValueError('bad weights')\n", encoding="utf-8")
+    gated = runner.invoke(app, ["gate", str(path), "--checks", str(raising), "--format", "json"])
+    assert gated.exit_code == 1, gated.output
+    report = json.loads(gated.stdout[gated.stdout.index("{") :])
+    assert any(f["rule"] == "VERIFY-ERROR" and f["subject"] == "custom/broken" for f in report["findings"])
+
+    no_goldens = tmp_path / "plain.json"
+    save(manifest, no_goldens)
+    refused = runner.invoke(app, ["verify", "--against", str(no_goldens)])
+    assert refused.exit_code == 2
+    assert "holds no verify goldens" in refused.output
