@@ -30,7 +30,7 @@ def scan(
 
     from envcheck.manifest.codec import encode
     from envcheck.native import scan_path
-    from envcheck.native.scan import format_text
+    from envcheck.native.scan import format_text, missing_inside
 
     section = scan_path(path)
     if output_format is ScanFormat.json:
@@ -38,5 +38,6 @@ def scan(
     else:
         text = format_text(section, path)
     write_output(text, output)
-    missing = any(d.kind == "missing" for n in section.nodes or [] for d in n.dependencies or [])
-    raise typer.Exit(EXIT_FINDINGS if missing else EXIT_OK)
+    # Exit 1 for what should be inside the tree and is not: a MISSING library of the tree's own (not the OS
+    # or a runtime the machine provides) or one of its files that cannot be read.
+    raise typer.Exit(EXIT_FINDINGS if missing_inside(section) else EXIT_OK)

@@ -117,14 +117,17 @@ class NativeNode:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class MissingChain:
-    """An import that will fail: from the extension module (or root library) down to the absent file,
-    as node keys, then the missing name. ``text`` is the chain for people
-    (``_C.cpython-311-x86_64-linux-gnu.so → libtorch_python.so → libc10.so: MISSING``)."""
+    """A dependency that resolves MISSING, with the chain that reaches it: from the extension module whose
+    import will fail (``from_extension`` true), else from the library itself (a plugin only ever dlopened,
+    e.g. an optional transport of nvshmem). ``chain`` holds node keys, ``missing`` the absent name, ``text``
+    the chain for people (``_C.cpython-311-x86_64-linux-gnu.so → libtorch_python.so → libc10.so: MISSING``).
+    """
 
     root: str
     chain: list[str]
     missing: str
     text: str
+    from_extension: bool
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

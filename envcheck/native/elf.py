@@ -18,6 +18,7 @@ Versioning" (Elfxx_Verneed / Elfxx_Vernaux / Elfxx_Verdef / Elfxx_Verdaux).
 
 from __future__ import annotations
 
+import functools
 import mmap
 import re
 import struct
@@ -201,20 +202,27 @@ def _build_id(mm: mmap.mmap, notes: list[tuple[int, int, int]], end: str) -> str
     return None
 
 
+@functools.lru_cache(maxsize=4096)
+def _split_version(version_name: str) -> tuple[str, str] | None:
+    m = _VERSION.match(version_name)
+    return (m.group(1), m.group(2)) if m else None
+
+
 def _round(n: int, to: int) -> int:
     return (n + to - 1) // to * to
 
 
 def _keep_highest(into: dict[str, str], version_name: str) -> None:
-    m = _VERSION.match(version_name)
-    if m is None:  # GLIBC_PRIVATE and version nodes that are not numbered
+    split = _split_version(version_name)
+    if split is None:  # GLIBC_PRIVATE and version nodes that are not numbered
         return
-    family, version = m.group(1), m.group(2)
+    family, version = split
     old = into.get(family)
     if old is None or version_key(version) > version_key(old):
         into[family] = version
 
 
+@functools.lru_cache(maxsize=4096)
 def version_key(version: str) -> tuple[int, ...]:
     """``"2.34"`` -> ``(2, 34)``, for comparing symbol versions."""
     return tuple(int(p) for p in version.split(".") if p.isdigit())

@@ -198,3 +198,16 @@ def format_text(section: NativeSection, target: str) -> str:
         lines.append("files that could not be read:")
         lines += [f"    {n.key}: {n.error}" for n in broken]
     return "\n".join(lines) + "\n"
+
+
+def missing_inside(section: NativeSection) -> bool:
+    """Whether something that should be inside the scanned tree is missing or unreadable."""
+    from envcheck.native.tree import broken
+
+    by_key = {n.key: n for n in section.nodes or []}
+    for n in section.nodes or []:
+        for d in n.dependencies or ():
+            why = broken(d, by_key)
+            if why is not None and (d.kind == "missing" or why.startswith("UNREADABLE")):
+                return True
+    return False

@@ -7,12 +7,10 @@ reaches it, roots in key order, so the tree is deterministic), cycles end at an 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -28,13 +26,12 @@ from envcheck.manifest.native import (
 )
 from envcheck.native.binary import BinaryError, BinaryInfo, read_binary
 from envcheck.native.elf import version_key
+from envcheck.native.hashing import Hasher
 from envcheck.native.interface import Found, Image, Resolver
 from envcheck.native.oslibs import classify_name, openmp_family
 
 Role = Literal["extension", "library", "interpreter"]
 
-# Hashing a file no RECORD vouches for is bounded: a multi-GB system library must not stall a snapshot.
-MAX_HASH_BYTES = 512 * 1024 * 1024
 NATIVE_SUFFIX = re.compile(r"\.(so(\.\d+)*|pyd|dll|dylib)$", re.I)
 # Python extension modules: PEP 3149 tags (.cpython-311-x86_64-linux-gnu.so, .abi3.so), Windows .pyd,
 # and the untagged ``_foo.so`` a few build systems still produce (``lib*.so`` are libraries).
@@ -157,6 +154,9 @@ class Walker:
         """Resolve the closure of ``roots`` into a ``NativeSection`` (never raises for a bad file: the
         reason is recorded on its node)."""
         ordered = sorted(roots, key=lambda r: r.key)
+        self._verify = verify_files
+        # Files without a RECORD digest are hashed in the background while the walk reads headers.
+        self._hasher = Hasher(use_cache=not verify_files)
         nodes: dict[str, _Node] = {}
         by_path: dict[str, str] = {}
         queue: deque[tuple[str, tuple[Image, ...], Image | None]] = deque()
@@ -180,7 +180,10 @@ class Walker:
         for wave in waves:
             queue.extend((r.path, start, None) for r in wave)
             self._drain(queue, nodes, by_path, seen)
-        return self._section(nodes, ordered, verify_files=verify_files)
+        try:
+            return self._section(nodes, ordered)
+        finally:
+            self._hasher.close()
 
     def _drain(
         self,
@@ -225,6 +228,8 @@ class Walker:
         if not os.path.lexists(node.path):
             node.error = "listed in RECORD but not on disk" if node.record_sha256 is not None else "not on disk"
             return None
+        if not node.record_sha256 or self._verify:
+            self._hasher.submit(node.path)
         info = self.read(node.path)
         if isinstance(info, BinaryError):
             node.error = str(info)
@@ -295,8 +300,8 @@ class Walker:
 
     # ----------------------------------------------------------------------------------------- section
 
-    def _section(self, nodes: dict[str, _Node], roots: Sequence[RootFile], *, verify_files: bool) -> NativeSection:
-        identities = self._identities(nodes.values(), verify_files=verify_files)
+    def _section(self, nodes: dict[str, _Node], roots: Sequence[RootFile]) -> NativeSection:
+        identities = self._identities(nodes.values())
         out: list[NativeNode] = []
         for key in sorted(nodes):
             n = nodes[key]
@@ -340,21 +345,15 @@ class Walker:
             ),
         )
 
-    def _identities(
-        self, nodes: Iterable[_Node], *, verify_files: bool
-    ) -> dict[str, tuple[str | None, Integrity | None, int | None]]:
+    def _identities(self, nodes: Iterable[_Node]) -> dict[str, tuple[str | None, Integrity | None, int | None]]:
         out: dict[str, tuple[str | None, Integrity | None, int | None]] = {}
-        to_hash: list[_Node] = []
         for n in nodes:
-            if n.error is not None and n.info is None and not os.path.isfile(n.path):
+            if n.info is None and not os.path.isfile(n.path):
                 continue
-            if n.record_sha256 and not verify_files:
+            if n.record_sha256 and not self._verify:
                 out[n.key] = (f"sha256:{n.record_sha256}", "record", _size(n.path))
-            else:
-                to_hash.append(n)
-        with ThreadPoolExecutor(max_workers=4) as pool:  # hashlib releases the GIL
-            hashes = list(pool.map(lambda n: file_sha256(n.path), to_hash))
-        for n, digest in zip(to_hash, hashes, strict=True):
+                continue
+            digest = self._hasher.result(n.path)
             integrity: Integrity
             if digest is None:
                 integrity = "unhashed"
@@ -375,54 +374,58 @@ def _size(path: str) -> int | None:
         return None
 
 
-def file_sha256(path: str) -> str | None:
-    """``sha256:<hex>`` of a file, None when unreadable or over ``MAX_HASH_BYTES``."""
-    try:
-        with open(path, "rb") as f:  # noqa: PTH123
-            if os.fstat(f.fileno()).st_size > MAX_HASH_BYTES:
-                return None
-            digest = hashlib.file_digest(f, "sha256")
-            return "sha256:" + digest.hexdigest()
-    except OSError:
-        return None
+def broken(dep: NativeDependency, by_key: Mapping[str, NativeNode]) -> str | None:
+    """Why this dependency will fail to load (``MISSING`` or ``UNREADABLE (reason)``), None when it loads.
+    A weak Mach-O import that is absent does not fail (dyld: LC_LOAD_WEAK_DYLIB)."""
+    if dep.how == "missing" and not dep.weak:
+        return "MISSING"
+    target = by_key.get(dep.target) if dep.target is not None else None
+    if target is not None and target.error is not None:
+        return f"UNREADABLE ({target.error})"
+    return None
 
 
 def missing_chains(nodes: Sequence[NativeNode], roots: Sequence[str]) -> list[MissingChain]:
-    """For every dependency that resolved MISSING, the shortest chain that reaches it from an extension
-    module (or, when none reaches it, from a root file, or the importer itself)."""
+    """For every dependency that will not load (MISSING, or a file that cannot be read), the shortest chain
+    that reaches it from an extension module (or, when none reaches it, from a root file, or the importer
+    itself)."""
     by_key = {n.key: n for n in nodes}
-    missing_edges = {
-        (n.key, d.name) for n in nodes for d in n.dependencies or () if d.how == "missing"
+    reasons = {
+        (n.key, d.name): why for n in nodes for d in n.dependencies or () if (why := broken(d, by_key))
     }
-    if not missing_edges:
+    if not reasons:
         return []
     extensions = sorted(k for k in roots if k in by_key and by_key[k].role == "extension")
     others = sorted(k for k in roots if k in by_key and by_key[k].role != "extension")
     found: dict[tuple[str, str], list[str]] = {}
     for start in (*extensions, *others):
-        if len(found) == len(missing_edges):
+        if len(found) == len(reasons):
             break
         parents: dict[str, str | None] = {start: None}
         queue = deque([start])
         while queue:
             key = queue.popleft()
             for d in by_key[key].dependencies or ():
-                if d.how == "missing" and (key, d.name) not in found:
+                if (key, d.name) in reasons and (key, d.name) not in found:
                     path = [key]
-                    while parents[path[-1]] is not None:
-                        path.append(parents[path[-1]])  # type: ignore[arg-type]
+                    while (parent := parents[path[-1]]) is not None:
+                        path.append(parent)
                     found[(key, d.name)] = path[::-1]
                 if d.target is not None and d.target in by_key and d.target not in parents:
                     parents[d.target] = key
                     queue.append(d.target)
-    for edge in missing_edges:
+    for edge in reasons:
         found.setdefault(edge, [edge[0]])
     out = []
-    for (_importer, name), chain in found.items():
+    for (importer, name), chain in found.items():
         names = [os.path.basename(by_key[k].path) for k in chain]
         out.append(
             MissingChain(
-                root=chain[0], chain=chain, missing=name, text=" → ".join([*names, name]) + ": MISSING"
+                root=chain[0],
+                chain=chain,
+                missing=name,
+                text=" → ".join([*names, name]) + f": {reasons[(importer, name)]}",
+                from_extension=by_key[chain[0]].role == "extension",
             )
         )
     return sorted(out, key=lambda c: (c.root, c.missing, c.chain))
