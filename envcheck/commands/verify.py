@@ -117,7 +117,9 @@ def _report(
 def verify(
     against: Annotated[
         Path | None,
-        typer.Option("--against", help="Compare with the goldens stored in this manifest.", show_default=False),
+        typer.Option(
+            "--against", help="Compare with the goldens stored in this manifest.", show_default=False
+        ),
     ] = None,
     checks: ChecksOption = None,
     compile_: CompileOption = False,
@@ -154,12 +156,16 @@ def verify(
     findings = compare(golden, current) if golden is not None else outcomes(current)
     findings = sorted(set(rules_policy.apply(findings)), key=lambda f: f.sort_key())
     title = "envcheck verify" + (f" against {against}" if against is not None else "")
-    _report(findings, title=title, fmt=fmt, output=output, fail_on=fail_on, junit=junit, rules=list(VERIFY_RULES))
+    _report(
+        findings, title=title, fmt=fmt, output=output, fail_on=fail_on, junit=junit, rules=list(VERIFY_RULES)
+    )
 
 
 @handles_errors
 def gate(
-    manifest: Annotated[Path, typer.Argument(help="The lockfile manifest recorded on the reference machine.")],
+    manifest: Annotated[
+        Path, typer.Argument(help="The lockfile manifest recorded on the reference machine.")
+    ],
     checks: ChecksOption = None,
     compile_: CompileOption = False,
     fmt: FormatOption = ReportFormatChoice.text,
@@ -177,7 +183,8 @@ def gate(
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from envcheck.collect.snapshot import SnapshotOptions, take_snapshot
+    from envcheck.collect.launch import SnapshotOptions
+    from envcheck.collect.snapshot import take_snapshot
     from envcheck.diff import engine
     from envcheck.diff.catalog import rule_ids
     from envcheck.diff.finding import Finding

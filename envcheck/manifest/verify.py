@@ -72,7 +72,8 @@ class CheckResult:
     tolerance: Tolerance | None = None
     outputs: dict[str, OutputSummary] = field(default_factory=dict)
     info: dict[str, JsonValue] = field(default_factory=dict)
-    metrics: dict[str, float] = volatile(default_factory=dict)
+    # volatile() is dataclasses.field() with metadata: a fresh dict per instance, not a shared default.
+    metrics: dict[str, float] = volatile(default_factory=dict)  # noqa: RUF009
     duration_s: float | None = volatile(None)
 
 

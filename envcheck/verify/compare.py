@@ -99,7 +99,7 @@ def tolerance(check: str, dtype: str, *, cross_device: bool, custom: Tol | None 
     """The band for an output of ``check`` in ``dtype`` (the one place tolerances are decided)."""
     if custom is not None:
         return custom
-    base_name = check.split("/")[-1]
+    base_name = check.rsplit("/", maxsplit=1)[-1]
     if base_name in CHECK_TOLERANCE and not cross_device:
         return CHECK_TOLERANCE[base_name]
     table = CROSS_DEVICE if cross_device else SAME_DEVICE
@@ -124,7 +124,7 @@ def ulp_distance(expected: float, got: float, dtype: str) -> int | None:
 
 def _ordered(value: float, float_fmt: str, int_fmt: str) -> int:
     """Map a float's bits onto integers whose order and spacing follow the float's (sign-magnitude)."""
-    (bits,) = struct.unpack(int_fmt, struct.pack(float_fmt, value))
+    bits: int = struct.unpack(int_fmt, struct.pack(float_fmt, value))[0]
     width = struct.calcsize(int_fmt) * 8
     return bits if bits >= 0 else -(bits + (1 << (width - 1)))
 
@@ -210,7 +210,7 @@ def compare_output(golden: OutputSummary, current: OutputSummary, tol: Tol, *, e
 
 
 def _kind(device: str) -> str:
-    return device.split(":")[0]
+    return device.split(":", maxsplit=1)[0]
 
 
 def _custom_tol(result: CheckResult) -> Tol | None:
@@ -221,7 +221,7 @@ def compare_check(golden: CheckResult, current: CheckResult) -> list[Finding]:
     """Numerical findings for one check that ran on both sides."""
     cross = _kind(golden.device) != _kind(current.device)
     findings: list[Finding] = []
-    where = "against a golden from another device kind" if cross else ""
+    where = " against a golden from another device kind" if cross else ""
     for name, g in sorted(golden.outputs.items()):
         c = current.outputs.get(name)
         subject = f"{current.name}.{name}"
@@ -253,7 +253,8 @@ def compare_check(golden: CheckResult, current: CheckResult) -> list[Finding]:
                     "VERIFY-NUMERICS",
                     "error",
                     subject,
-                    f"{g.dtype} output on {current.device} differs beyond tolerance ({band}) {where}: {detail}",
+                    f"{g.dtype} output on {current.device} differs beyond tolerance ({band})"
+                    f"{where}: {detail}",
                     "The backend computes differently from the golden machine: compare the VERIFY-INFO "
                     "settings (CPU capability, TF32, oneDNN, engine) and the native-library diff.",
                     base,
@@ -266,7 +267,7 @@ def compare_check(golden: CheckResult, current: CheckResult) -> list[Finding]:
                     "VERIFY-WITHIN-TOLERANCE",
                     "info",
                     subject,
-                    f"{g.dtype} output on {current.device} differs from the golden within tolerance ({band}) "
+                    f"{g.dtype} output on {current.device} differs from the golden within tolerance ({band})"
                     f"{where}: {detail}",
                     "Expected drift (another CPU path, library or thread count); nothing to do.",
                     base,

@@ -146,7 +146,8 @@ def _plan(data: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _result(entry: object) -> CheckResult:
     """Decode one result written by the target; a malformed one becomes an ``error`` result."""
-    name = entry.get("name") if isinstance(entry, dict) and isinstance(entry.get("name"), str) else "?"
+    raw_name = entry.get("name") if isinstance(entry, dict) else None
+    name = raw_name if isinstance(raw_name, str) else "?"
     if isinstance(entry, dict):
         fields = set(CheckResult.__dataclass_fields__)
         clean = {k: v for k, v in entry.items() if k in fields}

@@ -59,7 +59,9 @@ def test_identical_bytes_pass_and_within_tolerance_is_reported_apart() -> None:
 
 
 def test_beyond_tolerance_names_the_worst_element() -> None:
-    verdict = compare_output(summary([1.0, 2.0, 3.0]), summary([1.0, 2.01, 3.0]), Tol(1.3e-6, 1e-5), exact=False)
+    verdict = compare_output(
+        summary([1.0, 2.0, 3.0]), summary([1.0, 2.01, 3.0]), Tol(1.3e-6, 1e-5), exact=False
+    )
     assert verdict.kind == "beyond"
     assert verdict.worst is not None
     assert (verdict.worst.index, verdict.worst.expected, verdict.worst.got) == (1, 2.0, 2.01)
@@ -130,7 +132,9 @@ def test_outcomes_become_findings() -> None:
 
 def test_golden_check_missing_here_is_a_warning_with_the_local_reason() -> None:
     golden = VerifySection(results=[result("cuda:0/conv2d", [1.0], device="cuda:0")])
-    current = VerifySection(results=[result("cuda/conv2d", status="skipped", reason="no CUDA device", device="cuda")])
+    current = VerifySection(
+        results=[result("cuda/conv2d", status="skipped", reason="no CUDA device", device="cuda")]
+    )
     findings = {(f.rule, f.severity, f.subject) for f in compare(golden, current)}
     assert ("VERIFY-SKIPPED", "warning", "cuda:0/conv2d") in findings
 

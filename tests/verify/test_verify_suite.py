@@ -8,13 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import needs_torch
 from typer.testing import CliRunner
 
 from envcheck.cli import app
 from envcheck.manifest.codec import decode, encode, volatile_paths
 from envcheck.manifest.verify import VerifySection
 from envcheck.verify import compare, run_suite
-from conftest import needs_torch
 
 pytestmark = [needs_torch, pytest.mark.slow]
 
@@ -28,7 +28,9 @@ def _cpu_flags() -> set[str]:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8")
     except OSError:
         return set()
-    return {flag for line in text.splitlines() if line.startswith("flags") for flag in line.split(":")[1].split()}
+    return {
+        flag for line in text.splitlines() if line.startswith("flags") for flag in line.split(":")[1].split()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +44,14 @@ def _serious(findings: list) -> list:  # type: ignore[type-arg]
 
 def test_every_check_passes_or_says_why_not(golden: VerifySection) -> None:
     names = [r.name for r in golden.results]
-    for expected in ("import_torch", "random_stream", "matmul_bf16", "attention", "optim_adamw", "gloo_all_reduce"):
+    for expected in (
+        "import_torch",
+        "random_stream",
+        "matmul_bf16",
+        "attention",
+        "optim_adamw",
+        "gloo_all_reduce",
+    ):
         assert expected in names
     assert len(names) == len(set(names))
     for r in golden.results:
@@ -85,7 +94,8 @@ def test_same_environment_passes_against_its_own_goldens(golden: VerifySection) 
 
 
 @pytest.mark.skipif(
-    not {"avx512_bf16", "amx_bf16"} & _cpu_flags(), reason="needs a CPU with bf16 units for oneDNN's BF16 math"
+    not {"avx512_bf16", "amx_bf16"} & _cpu_flags(),
+    reason="needs a CPU with bf16 units for oneDNN's BF16 math",
 )
 def test_onednn_bf16_math_is_caught_in_conv_only(golden: VerifySection) -> None:
     # A real numerics setting of a real library: oneDNN's documented default floating-point math mode.
@@ -128,7 +138,8 @@ def test_crash_hang_and_raise_in_custom_checks_hide_nothing() -> None:
 
 
 def test_verify_cli_against_goldens_and_gate(golden: VerifySection, tmp_path: Path) -> None:
-    from envcheck.collect.snapshot import SnapshotOptions, take_snapshot
+    from envcheck.collect.launch import SnapshotOptions
+    from envcheck.collect.snapshot import take_snapshot
     from envcheck.manifest.io import save
     from envcheck.native import scan_for_snapshot
 

@@ -1,5 +1,4 @@
 # mypy: ignore-errors
-# ruff: noqa: UP, PTH, RUF
 """Operator checks on the CPU (target side, Python 3.8, stdlib + torch). Inputs are seeded and small; the
 same inputs are used by the CUDA checks that name one of these as their ``ref``."""
 

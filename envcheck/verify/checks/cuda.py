@@ -1,5 +1,5 @@
 # mypy: ignore-errors
-# ruff: noqa: UP, PTH, RUF
+# ruff: noqa: UP031
 """CUDA checks on every visible device (target side, Python 3.8, stdlib + torch).
 
 Without a usable device each check is one ``skipped`` result (device ``cuda``) with the reason. Checks with

@@ -1,5 +1,5 @@
 # mypy: ignore-errors
-# ruff: noqa: UP, PTH, RUF, SIM105
+# ruff: noqa: UP031, PTH118, PTH119, PTH123, PLW0108, E731
 """Runtime checks (target side, Python 3.8, stdlib + torch): import, NumPy, the random stream,
 serialisation, TorchScript, torch.export, ONNX, quantization, DataLoader workers, Gloo, torch.compile,
 and the speed sanity check. Loaded by ``suite.py``; ``checks()`` lists them."""
@@ -309,7 +309,7 @@ def speed_matmul(ctx):
         elapsed = (time.perf_counter() - started) / 4
         best = elapsed if best is None else min(best, elapsed)
     ctx.info["threads"] = torch.get_num_threads()
-    ctx.metrics["gflops"] = round(2.0 * n ** 3 / best / 1e9, 3)
+    ctx.metrics["gflops"] = round(2.0 * n**3 / best / 1e9, 3)
 
 
 def checks(torch, config, Check):

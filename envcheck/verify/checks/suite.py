@@ -1,5 +1,5 @@
 # mypy: ignore-errors
-# ruff: noqa: UP, PTH, RUF, SIM105, PLW0603, PLW2901
+# ruff: noqa: UP004, UP031, PTH100, PTH105, PTH118, PTH120, PTH123, PLW0603, SIM101
 """The smoke-suite harness: runs *inside the target interpreter* (stdlib + torch, numpy if present, Py 3.8).
 
 Started by ``envcheck.verify.runner`` through ``envcheck.probe.runner`` as ``suite.py OUT CONFIG_JSON``.

@@ -1,5 +1,5 @@
 # mypy: ignore-errors
-# ruff: noqa: UP, PTH, RUF
+# ruff: noqa: UP031
 """Autograd, optimizer and autocast checks (target side, Python 3.8, stdlib + torch)."""
 
 
