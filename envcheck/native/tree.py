@@ -71,6 +71,17 @@ class Catalog:
     def add(self, root: RootFile) -> None:
         self.owned.setdefault(_norm(root.path), root)
 
+    def relative(self, folder: str | None) -> str | None:
+        """A search folder inside site-packages as a path relative to it (``torch/lib``), so two
+        environments at different places compare equal; other folders unchanged."""
+        if folder is None or not os.path.isabs(folder):
+            return folder
+        normal = _norm(folder)
+        for site in self.site_dirs:
+            if normal == site or normal.startswith(site + os.sep):
+                return os.path.relpath(normal, site).replace(os.sep, "/")
+        return folder
+
     def describe(self, path: str) -> tuple[str, str, Role | None, str | None, bool]:
         """``(key, owner, role, RECORD sha256, foreign)`` of ``path``."""
         hit = self.owned.get(_norm(path))
@@ -258,7 +269,7 @@ class Walker:
             else:
                 kind = "os"
             dep = NativeDependency(
-                name=name, target=key, how=found.how, kind=kind, via=found.via, provider=provider,
+                name=name, target=key, how=found.how, kind=kind, via=self._via(found), provider=provider,
                 delay_load=delay, weak=weak,
             )
             return dep, found.path
@@ -282,6 +293,10 @@ class Walker:
                 None,
             )
         return NativeDependency(name=name, target=None, how="missing", kind="missing", delay_load=delay, weak=weak), None
+
+    def _via(self, found: Found) -> str | None:
+        # os.add_dll_directory folders are inside the environment: named relative to site-packages.
+        return self.catalog.relative(found.via) if found.how == "dll-directory" else found.via
 
     def _points_outside(self, importer: _Node, info: BinaryInfo) -> bool:
         """In a scan, an unresolved library is expected from another package when the importer's own
