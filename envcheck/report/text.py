@@ -27,8 +27,8 @@ def _wrap(label: str, text: str) -> list[str]:
     return textwrap.wrap(
         text,
         width=WIDTH,
-        initial_indent=f"    {label:<8}",
-        subsequent_indent=" " * 12,
+        initial_indent=f"    {label:<9}",
+        subsequent_indent=" " * 13,
         break_long_words=False,
         break_on_hyphens=False,
     ) or [f"    {label}"]

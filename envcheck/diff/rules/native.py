@@ -213,8 +213,8 @@ def native_lost(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
         yield rule.finding(
             "libraries of packages missing on the target",
             f"{_n(orphaned)} the base loads come from {len(owners)} package(s) not installed on the target "
-            f"({_list(owners, 4)}): {_list(orphaned)}. Whatever needs them (CUDA kernels, cuDNN, NCCL, ...) "
-            "is unavailable there.",
+            f"({_list(owners, 20)}): {_list(orphaned, 40)}. Whatever needs them (CUDA kernels, cuDNN, "
+            "NCCL, ...) is unavailable there.",
             "Install the base's packages on the target from its lock file (the torch build decides most of "
             "them), or declare the difference intended.",
             base=_list(orphaned, 3),
@@ -246,7 +246,7 @@ def native_added(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findi
         yield rule.finding(
             "libraries of packages added on the target",
             f"{_n(orphaned)} loaded on the target come from {len(owners)} package(s) the base lacks "
-            f"({_list(owners, 4)}): {_list(orphaned)}.",
+            f"({_list(owners, 20)}): {_list(orphaned, 40)}.",
             "Expected if the target's build differs on purpose; otherwise align the two environments.",
             base="not installed",
             target=_list(orphaned, 3),

@@ -32,14 +32,26 @@ def envcheck() -> list[str]:
 
 
 def snapshot(python: str, label: str, out: Path) -> None:
-    subprocess.run([*envcheck(), "snapshot", "--python", python, "--label", label, "-o", str(out)], check=True)
+    subprocess.run(
+        [*envcheck(), "snapshot", "--python", python, "--label", label, "-o", str(out)], check=True
+    )
     print(f"wrote {out.relative_to(HERE)}")
 
 
 def twins(base_python: str, work: Path) -> tuple[str, str]:
     wheels = work / "wheels"
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--no-deps", "-d", str(wheels), TWIN_WHEEL],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--only-binary=:all:",
+            "--no-deps",
+            "-d",
+            str(wheels),
+            TWIN_WHEEL,
+        ],
         check=True,
     )
     pythons = []
@@ -47,7 +59,17 @@ def twins(base_python: str, work: Path) -> tuple[str, str]:
         subprocess.run([base_python, "-m", "venv", str(where)], check=True)
         python = where / "bin" / "python"
         subprocess.run(
-            [str(python), "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheels), TWIN_WHEEL],
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-index",
+                "--find-links",
+                str(wheels),
+                TWIN_WHEEL,
+            ],
             check=True,
         )
         pythons.append(str(python))
@@ -55,10 +77,14 @@ def twins(base_python: str, work: Path) -> tuple[str, str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dev", default="/root/venvs/dev/bin/python")
     parser.add_argument("--cuda", default="/root/venvs/cuda/bin/python")
-    parser.add_argument("--base-python", default=sys.base_prefix + "/bin/python3", help="makes the twin venvs")
+    parser.add_argument(
+        "--base-python", default=sys.base_prefix + "/bin/python3", help="makes the twin venvs"
+    )
     args = parser.parse_args()
     snapshot(args.dev, "dev-cpu", HERE / "dev-cpu.json")
     snapshot(args.dev, "dev-cpu", HERE / "dev-cpu-again.json")

@@ -1,0 +1,252 @@
+"""Every single-environment rule: triggered by a realistic edit of a real manifest, silent on the real one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import Edit, dist_entry, manifest
+
+from envcheck.diff.catalog import all_rules, get_rule
+from envcheck.diff.engine import doctor
+from envcheck.diff.finding import Severity
+
+GiB = 1024**3
+
+
+def gpu(capability: str, *, cuda_driver: int = 13000, driver: str = "580.65.06") -> Edit:
+    def edit(d: dict[str, Any]) -> None:
+        d["gpu"] = {
+            "found": True,
+            "source": "nvml",
+            "reason": None,
+            "driver_version": driver,
+            "cuda_driver_version": cuda_driver,
+            "gpus": [
+                {
+                    "index": 0,
+                    "name": "NVIDIA Test GPU",
+                    "uuid": None,
+                    "memory_total": 24 * GiB,
+                    "compute_capability": capability,
+                }
+            ],
+        }
+
+    return edit
+
+
+def second_torch_tree(d: dict[str, Any]) -> None:
+    d["torch"]["trees"].append("/root/.local/lib/python3.11/site-packages/torch")
+
+
+def shadowed_torch(d: dict[str, Any]) -> None:
+    old = dict(dist_entry(d, "torch"), version="2.12.0+cpu", shadowed=True)
+    old["location"] = "/root/.local/lib/python3.11/site-packages"
+    d["packages"].append(old)
+
+
+def old_torch_with_numpy2(d: dict[str, Any]) -> None:
+    dist_entry(d, "torch")["version"] = "2.2.2+cpu"
+
+
+def companion(version: str, pin: str) -> Edit:
+    def edit(d: dict[str, Any]) -> None:
+        entry = dict(dist_entry(d, "filelock"), name="torchvision", version=version, requires=["numpy", pin])
+        entry["native_files"] = []
+        d["packages"].append(entry)
+
+    return edit
+
+
+def cudnn_version(version: str) -> Edit:
+    def edit(d: dict[str, Any]) -> None:
+        dist_entry(d, "nvidia-cudnn-cu13")["version"] = version
+
+    return edit
+
+
+def nccl_cu12(d: dict[str, Any]) -> None:
+    d["packages"].append(dict(dist_entry(d, "nvidia-nccl-cu13"), name="nvidia-nccl-cu12", version="2.27.3"))
+
+
+def system_cudnn(d: dict[str, Any]) -> None:
+    lib = next(x for x in d["runtimes"]["loaded"] if x["path"].endswith("/libcudnn.so.9"))
+    lib["path"], lib["owner"] = "/usr/lib/x86_64-linux-gnu/libcudnn.so.9", "system"
+
+
+def libc10_missing(d: dict[str, Any]) -> None:
+    d["native"]["missing"] = [
+        {
+            "root": "torch:torch/_C.cpython-311-x86_64-linux-gnu.so",
+            "chain": ["torch:torch/_C.cpython-311-x86_64-linux-gnu.so", "torch:torch/lib/libtorch_python.so"],
+            "missing": "libc10.so",
+            "text": "_C.cpython-311-x86_64-linux-gnu.so → libtorch_python.so → libc10.so: MISSING",
+            "from_extension": True,
+        }
+    ]
+
+
+def glibcxx_too_new(d: dict[str, Any]) -> None:
+    node = next(n for n in d["native"]["nodes"] if n["key"] == "torch:torch/lib/libtorch_python.so")
+    node["version_needs"]["GLIBCXX"] = "3.4.32"
+
+
+def gomp_from_system(d: dict[str, Any]) -> None:
+    d["native"]["loaded"] = [
+        {
+            "kind": "elsewhere",
+            "name": "libgomp.so.1",
+            "loaded": "/usr/lib/x86_64-linux-gnu/libgomp.so.1",
+            "loaded_owner": "system",
+            "expected": "torch:torch/lib/libgomp.so.1",
+        }
+    ]
+
+
+def old_glibc(d: dict[str, Any]) -> None:
+    d["platform"]["libc"]["version"] = "2.27"
+
+
+def intel_openmp_too(d: dict[str, Any]) -> None:
+    path = "/opt/conda/lib/libiomp5.so"
+    d["runtimes"]["loaded"].append({"path": path, "owner": "system", "identity": None})
+    d["runtimes"]["threadpools"].append(
+        {
+            "user_api": "openmp",
+            "internal_api": "openmp",
+            "filepath": path,
+            "version": None,
+            "num_threads": 2,
+            "owner": "system",
+        }
+    )
+
+
+def env(name: str, value: str) -> Edit:
+    def edit(d: dict[str, Any]) -> None:
+        d["env"][name] = value
+
+    return edit
+
+
+def deterministic_on_gpu(d: dict[str, Any]) -> None:
+    d["torch"]["runtime"]["numerics"]["deterministic_algorithms"] = True
+    d["torch"]["runtime"]["backends"]["cuda_available"] = True
+
+
+def cpu_quota(d: dict[str, Any]) -> None:
+    d["platform"]["cpu"]["cgroup_cpu_quota"] = 1.0
+
+
+def probe_crashed(d: dict[str, Any]) -> None:
+    d["meta"]["probe"] = {
+        "status": "crashed",
+        "stage": "import torch",
+        "signal": "SIGILL",
+        "exit_code": -4,
+        "stderr_tail": "Illegal instruction (core dumped)",
+    }
+
+
+def docker_shm(d: dict[str, Any]) -> None:
+    d["platform"]["shm_bytes"] = 64 * 1024 * 1024
+
+
+# rule id -> (manifest, edits, expected severity, expected subject)
+TRIGGERS: dict[str, tuple[str, tuple[Edit, ...], Severity, str]] = {
+    "ENV-TORCH-TREES": ("dev-cpu", (second_torch_tree,), "error", "torch"),
+    "ENV-TORCH-SHADOWED": ("dev-cpu", (shadowed_torch,), "error", "torch"),
+    "ENV-GPU-UNUSED": ("dev-cpu", (gpu("8.9"),), "error", "torch"),
+    "ENV-NUMPY-TORCH-ABI": ("dev-cpu", (old_torch_with_numpy2,), "error", "numpy"),
+    "ENV-COMPANION-PIN": ("dev-cpu", (companion("0.27.0+cpu", "torch==2.12.0"),), "error", "torchvision"),
+    "ENV-COMPANION-VARIANT": (
+        "dev-cpu",
+        (companion("0.28.0+cu130", "torch==2.13.0"),),
+        "error",
+        "torchvision",
+    ),
+    "ENV-DRIVER-TOO-OLD": (
+        "cuda",
+        (gpu("8.9", cuda_driver=12080, driver="570.86.10"),),
+        "error",
+        "NVIDIA driver",
+    ),
+    "ENV-CUDA-NO-DRIVER": ("cuda", (), "info", "NVIDIA driver"),
+    "ENV-GPU-ARCH-MISSING": ("cuda", (gpu("6.1"),), "error", "NVIDIA Test GPU"),
+    "ENV-NVIDIA-PINS": ("cuda", (cudnn_version("9.20.0.48"),), "error", "nvidia-cudnn-cu13"),
+    "ENV-NVIDIA-MIXED-CUDA": ("cuda", (nccl_cu12,), "error", "nvidia-* wheels"),
+    "ENV-CUDA-LIB-SHADOWED": ("cuda", (system_cudnn,), "error", "libcudnn.so.9"),
+    "ENV-NATIVE-MISSING": ("dev-cpu", (libc10_missing,), "error", "_C.cpython-311-x86_64-linux-gnu.so"),
+    "ENV-SYMBOL-VERSION": ("dev-cpu", (glibcxx_too_new,), "error", "GLIBCXX_3.4.32"),
+    "ENV-NATIVE-SHADOWED": ("dev-cpu", (gomp_from_system,), "error", "libgomp.so.1"),
+    "ENV-GLIBC-TOO-OLD": ("dev-cpu", (old_glibc,), "error", "torch"),
+    "ENV-OPENMP-MULTIPLE": ("dev-cpu", (intel_openmp_too,), "error", "OpenMP"),
+    "ENV-KMP-DUPLICATE-LIB-OK": (
+        "dev-cpu",
+        (env("KMP_DUPLICATE_LIB_OK", "TRUE"),),
+        "warning",
+        "KMP_DUPLICATE_LIB_OK",
+    ),
+    "ENV-DETERMINISM-CUBLAS": ("cuda", (deterministic_on_gpu,), "error", "CUBLAS_WORKSPACE_CONFIG"),
+    "ENV-THREADS-OVER-QUOTA": ("dev-cpu", (cpu_quota,), "warning", "torch.get_num_threads()"),
+    "ENV-PROBE-FAILED": ("dev-cpu", (probe_crashed,), "error", "import torch"),
+    "ENV-SHM-SMALL": ("dev-cpu", (docker_shm,), "warning", "/dev/shm"),
+}
+
+
+def test_every_single_environment_rule_has_a_trigger() -> None:
+    singles = {r.id for r in all_rules() if r.kind == "single"}
+    assert singles == set(TRIGGERS)
+
+
+@pytest.mark.parametrize("rule_id", sorted(TRIGGERS))
+def test_rule_triggers_on_an_edited_real_manifest(rule_id: str) -> None:
+    name, edits, severity, subject = TRIGGERS[rule_id]
+    rule = get_rule(rule_id)
+    assert rule is not None
+    found = [f for f in doctor(manifest(name, *edits)) if f.rule == rule_id]
+    assert [(f.severity, f.subject) for f in found][:1] == [(severity, subject)]
+    assert all(f.message and f.remedy for f in found)
+
+
+@pytest.mark.parametrize("rule_id", sorted(TRIGGERS))
+def test_rule_is_silent_on_the_real_manifest(rule_id: str) -> None:
+    # The CPU venv is clean; the CUDA venv is clean too except that it has no driver to run on.
+    clean = "dev-cpu" if rule_id == "ENV-CUDA-NO-DRIVER" else TRIGGERS[rule_id][0]
+    assert [f for f in doctor(manifest(clean)) if f.rule == rule_id] == []
+
+
+def test_driver_of_the_same_major_but_older_minor_is_a_warning() -> None:
+    found = doctor(manifest("cuda", gpu("8.9", cuda_driver=13000 - 0, driver="580.1")))
+    assert not [f for f in found if f.rule == "ENV-DRIVER-TOO-OLD"]
+    newer_torch = manifest(
+        "cuda", gpu("8.9", cuda_driver=13000), lambda d: d["torch"]["static"].update(cuda="13.2")
+    )
+    (f,) = [f for f in doctor(newer_torch) if f.rule == "ENV-DRIVER-TOO-OLD"]
+    assert f.severity == "warning"
+
+
+def test_a_newer_gpu_of_a_built_major_runs_and_ptx_covers_newer_ones() -> None:
+    # sm_89 runs sm_86 cubins (same major); an sm_121 runs sm_120's.
+    for capability in ("8.9", "12.1", "9.0"):
+        found = doctor(manifest("cuda", gpu(capability)))
+        assert not [f for f in found if f.rule == "ENV-GPU-ARCH-MISSING"], capability
+
+
+def test_two_gnu_openmp_runtimes_are_only_a_warning() -> None:
+    def second_gomp(d: dict[str, Any]) -> None:
+        path = "/root/venvs/dev/lib/python3.11/site-packages/scikit_learn.libs/libgomp-a34b3233.so.1.0.0"
+        d["runtimes"]["loaded"].append({"path": path, "owner": "scikit-learn", "identity": None})
+
+    (f,) = [f for f in doctor(manifest("dev-cpu", second_gomp)) if f.rule == "ENV-OPENMP-MULTIPLE"]
+    assert f.severity == "warning"
+
+
+def test_an_optional_plugin_that_cannot_load_is_info() -> None:
+    def plugin(d: dict[str, Any]) -> None:
+        libc10_missing(d)
+        d["native"]["missing"][0]["from_extension"] = False
+
+    (f,) = [f for f in doctor(manifest("dev-cpu", plugin)) if f.rule == "ENV-NATIVE-MISSING"]
+    assert f.severity == "info"
