@@ -9,6 +9,10 @@ Public API:
   resolved only inside it (``envcheck scan``).
 """
 
+# ruff: noqa: PTH110, PTH113, PTH118, PTH119, PTH120, PTH208
+# Paths stay strings (os.path / posixpath): the walk touches thousands of them per snapshot, and a tree
+# may come from another platform, whose paths a host-flavoured pathlib.Path would misread.
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,7 +21,7 @@ import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from envcheck.collect.snapshot import SnapshotOptions
+    from envcheck.collect.launch import SnapshotOptions
     from envcheck.manifest.model import Manifest, Runtimes
     from envcheck.manifest.native import LoadedDisagreement, NativeSection
     from envcheck.native.interface import Probe, Resolver
@@ -39,7 +43,7 @@ def scan_for_snapshot(manifest: Manifest, options: SnapshotOptions) -> NativeSec
 
     try:
         return _snapshot_tree(manifest, verify_files=options.verify_files)
-    except Exception as e:  # partial failure is data (STYLE 6): the snapshot goes on  # noqa: BLE001
+    except Exception as e:  # partial failure is data (STYLE 6): the snapshot goes on
         return NativeSection(skipped=f"native scan failed: {type(e).__name__}: {e}")
 
 
@@ -105,7 +109,7 @@ def _host_resolvers(system: str, manifest: Manifest, probe: Probe) -> dict[str, 
         "macho": MacosResolver(host=False, probe=probe),
     }
     if system == "Windows":
-        root = os.environ.get("SystemRoot", r"C:\Windows")
+        root = os.environ.get("SYSTEMROOT", r"C:\Windows")  # environ is case-insensitive on Windows
         resolvers["pe"] = WindowsResolver(
             host=True,
             probe=probe,
@@ -131,7 +135,10 @@ def _torch_dll_dirs(manifest: Manifest) -> list[str]:
     ``__init__`` adds ``<name>.libs``."""
     python = manifest.python
     dirs = [os.path.join(t, "lib") for t in manifest.torch.trees]
-    dirs += [os.path.join(python.exec_prefix, "Library", "bin"), os.path.join(python.base_exec_prefix, "Library", "bin")]
+    dirs += [
+        os.path.join(python.exec_prefix, "Library", "bin"),
+        os.path.join(python.base_exec_prefix, "Library", "bin"),
+    ]
     if python.user_site:
         user_base = os.path.dirname(os.path.dirname(python.user_site))
         dirs.append(os.path.join(user_base, "Library", "bin"))
@@ -240,7 +247,9 @@ def reconcile_loaded(native: NativeSection, runtimes: Runtimes) -> NativeSection
             continue
         resolved = sorted(t for t in targets if t is not None)
         if not resolved:
-            out.append(LoadedDisagreement(kind="missing-loaded", name=soname, loaded=path, loaded_owner=lib.owner))
+            out.append(
+                LoadedDisagreement(kind="missing-loaded", name=soname, loaded=path, loaded_owner=lib.owner)
+            )
             continue
         expected = resolved[0]
         out.append(

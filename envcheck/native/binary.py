@@ -1,5 +1,9 @@
 """What a reader extracts from one native file, whatever its format, and the dispatch on magic bytes."""
 
+# ruff: noqa: PTH112, PTH123, PTH202
+# Paths stay strings (os.path / posixpath): the walk touches thousands of them per snapshot, and a tree
+# may come from another platform, whose paths a host-flavoured pathlib.Path would misread.
+
 from __future__ import annotations
 
 import os
@@ -41,7 +45,7 @@ class BinaryInfo:
 
 def sniff(path: str) -> Format | None:
     """The format by magic bytes, or None for anything else. Raises OSError when the file cannot be read."""
-    with open(path, "rb") as f:  # noqa: PTH123 - hot path, no Path object per file
+    with open(path, "rb") as f:
         head = f.read(4)
     if head == b"\x7fELF":
         return "elf"
@@ -91,5 +95,5 @@ def read_binary(path: str) -> BinaryInfo:
         raise
     except OSError as e:
         raise BinaryError(f"cannot read: {e.strerror or e}") from e
-    except Exception as e:  # a malformed file can make any parser raise anything  # noqa: BLE001
+    except Exception as e:  # a malformed file can make any parser raise anything
         raise BinaryError(f"malformed {kind.upper()} file: {type(e).__name__}: {e}") from e

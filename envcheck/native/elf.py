@@ -53,7 +53,9 @@ class _Declined(Exception):
 
 
 def read_elf(path: str) -> BinaryInfo:
-    """The loader facts of the ELF file ``path``. Raises ``BinaryError`` (truncated, corrupt) or ``OSError``."""
+    """The loader facts of the ELF file ``path``.
+
+    Raises ``BinaryError`` (truncated, corrupt) or ``OSError``."""
     with open(path, "rb") as f:  # noqa: PTH123 - hot path
         try:
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -251,13 +253,13 @@ def read_elf_reference(path: str) -> BinaryInfo:
                     for tag in sec.iter_tags():
                         kind = tag.entry.d_tag
                         if kind == "DT_NEEDED":
-                            needed.append(Needed(name=tag.needed))
+                            needed.append(Needed(name=tag.needed))  # type: ignore[attr-defined]
                         elif kind == "DT_SONAME":
-                            soname = tag.soname
+                            soname = tag.soname  # type: ignore[attr-defined]
                         elif kind == "DT_RPATH":
-                            rpath += [p for p in tag.rpath.split(":") if p]
+                            rpath += [p for p in tag.rpath.split(":") if p]  # type: ignore[attr-defined]
                         elif kind == "DT_RUNPATH":
-                            runpath += [p for p in tag.runpath.split(":") if p]
+                            runpath += [p for p in tag.runpath.split(":") if p]  # type: ignore[attr-defined]
                 elif isinstance(sec, GNUVerNeedSection):
                     for _verneed, auxes in sec.iter_versions():
                         for aux in auxes:

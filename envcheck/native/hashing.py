@@ -8,6 +8,10 @@ read or written is ignored. Measured: the interpreter's 23 MB libpython alone to
 walk of the torch venv before the cache.
 """
 
+# ruff: noqa: PTH116, PTH123
+# Paths stay strings (os.path / posixpath): the walk touches thousands of them per snapshot, and a tree
+# may come from another platform, whose paths a host-flavoured pathlib.Path would misread.
+
 from __future__ import annotations
 
 import hashlib
@@ -25,10 +29,13 @@ MAX_CACHE_ENTRIES = 20_000
 def file_sha256(path: str) -> str | None:
     """``sha256:<hex>`` of a file, None when unreadable or over ``MAX_HASH_BYTES``."""
     try:
-        with open(path, "rb") as f:  # noqa: PTH123
+        with open(path, "rb") as f:
             if os.fstat(f.fileno()).st_size > MAX_HASH_BYTES:
                 return None
-            return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
+            digest = hashlib.sha256()
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+            return "sha256:" + digest.hexdigest()
     except OSError:
         return None
 
@@ -77,10 +84,10 @@ class Hasher:
         self.submit(path)
         digest = self._futures[path].result()
         stamp = self._stamps.get(path)
-        if self.use_cache and stamp is not None and digest is not None:
-            if self._cache.get(path) != [stamp, digest]:
-                self._cache[path] = [stamp, digest]
-                self._dirty = True
+        fresh = [stamp, digest]
+        if self.use_cache and stamp is not None and digest is not None and self._cache.get(path) != fresh:
+            self._cache[path] = fresh  # type: ignore[assignment]
+            self._dirty = True
         return digest
 
     def close(self) -> None:
@@ -101,7 +108,10 @@ class Hasher:
         return {
             k: v
             for k, v in data.items()
-            if isinstance(k, str) and isinstance(v, list) and len(v) == 2 and all(isinstance(x, str) for x in v)
+            if isinstance(k, str)
+            and isinstance(v, list)
+            and len(v) == 2
+            and all(isinstance(x, str) for x in v)
         }
 
     def _save(self) -> None:

@@ -1,5 +1,9 @@
 """The resolver interface: one implementation per platform loader (``linux``, ``windows``, ``macos``)."""
 
+# ruff: noqa: PTH113
+# Paths stay strings (os.path / posixpath): the walk touches thousands of them per snapshot, and a tree
+# may come from another platform, whose paths a host-flavoured pathlib.Path would misread.
+
 from __future__ import annotations
 
 import os

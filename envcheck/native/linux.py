@@ -20,6 +20,10 @@ nothing but another file in the tree carries that soname (the CUDA libraries tor
 got loaded is compared afterwards by ``reconcile_loaded``.
 """
 
+# ruff: noqa: PTH113
+# Paths stay strings (os.path / posixpath): the walk touches thousands of them per snapshot, and a tree
+# may come from another platform, whose paths a host-flavoured pathlib.Path would misread.
+
 from __future__ import annotations
 
 import os

@@ -10,6 +10,10 @@
   cache, not as files: such a name is the OS's, never MISSING.
 """
 
+# ruff: noqa: PTH111, PTH113
+# Paths stay strings (os.path / posixpath): the walk touches thousands of them per snapshot, and a tree
+# may come from another platform, whose paths a host-flavoured pathlib.Path would misread.
+
 from __future__ import annotations
 
 import os
@@ -54,15 +58,17 @@ class MacosResolver(Resolver):
             rest = name[len("@rpath/") :]
             for image in (importer, *chain):
                 for entry in image.info.rpath:
-                    folder = self._expand(entry, image)
-                    if folder is None:
+                    expanded = self._expand(entry, image)
+                    if expanded is None:
                         continue
-                    hit = posixpath.normpath(posixpath.join(folder, rest))
+                    hit = posixpath.normpath(posixpath.join(expanded, rest))
                     if os.path.isfile(hit):
                         return Found(hit, "lc-rpath", entry)
             return Found(None, "missing", None)
         if name.startswith("@loader_path/"):
-            hit = posixpath.normpath(posixpath.join(posixpath.dirname(importer.path), name[len("@loader_path/") :]))
+            hit = posixpath.normpath(
+                posixpath.join(posixpath.dirname(importer.path), name[len("@loader_path/") :])
+            )
             return Found(hit, "loader-path", None) if os.path.isfile(hit) else Found(None, "missing", None)
         if name.startswith("@executable_path/"):
             if self.executable is None:
@@ -70,7 +76,9 @@ class MacosResolver(Resolver):
             hit = posixpath.normpath(
                 posixpath.join(posixpath.dirname(self.executable), name[len("@executable_path/") :])
             )
-            return Found(hit, "executable-path", None) if os.path.isfile(hit) else Found(None, "missing", None)
+            return (
+                Found(hit, "executable-path", None) if os.path.isfile(hit) else Found(None, "missing", None)
+            )
         if name.startswith(_SYSTEM_PREFIXES):
             if self.host and os.path.isfile(name):
                 return Found(name, "absolute", None)

@@ -144,33 +144,67 @@ WINDOWS_SYSTEM32 = frozenset(
 # name pattern -> (kind, the runtime a person installs or bundles)
 _RUNTIMES: tuple[tuple[re.Pattern[str], ProviderKind, str], ...] = (
     (
-        re.compile(r"^(msvcp140(_\d|_atomic_wait|_codecvt_ids)?|vcruntime140(_1)?|concrt140|vccorlib140)\.dll$", re.I),
+        re.compile(
+            r"^(msvcp140(_\d|_atomic_wait|_codecvt_ids)?|vcruntime140(_1)?|concrt140|vccorlib140)\.dll$", re.I
+        ),
         "redistributable",
         "Microsoft Visual C++ 2015-2022 Redistributable",
     ),
-    (re.compile(r"^vcomp140\.dll$", re.I), "redistributable", "Microsoft Visual C++ OpenMP (vcomp140, VC++ 2015-2022 Redistributable)"),
-    (re.compile(r"^(msvc[pr]1[0-2]0|vcomp1[0-2]0)\.dll$", re.I), "redistributable", "Microsoft Visual C++ 2010-2013 Redistributable"),
-    (re.compile(r"^libiomp5(md)?(\.dll|\.so|\.dylib)$", re.I), "redistributable", "Intel OpenMP runtime"),
-    (re.compile(r"^(libmmd|svml_dispmd|libifcoremd|libirngmd)\.dll$", re.I), "redistributable", "Intel compiler runtime"),
-    (re.compile(r"^libomp(140\.x86_64|140\.aarch64)?(\.dll|\.so(\.5)?|\.dylib)$", re.I), "redistributable", "LLVM OpenMP runtime"),
-    (re.compile(r"^libgomp(-1\.dll|\.so\.1|\.1\.dylib)$", re.I), "redistributable", "GNU OpenMP runtime (libgomp)"),
     (
-        re.compile(r"^(libgfortran\.so\.\d+|libquadmath\.so\.0|libgfortran\.\d+\.dylib|libquadmath\.0\.dylib)$"),
+        re.compile(r"^vcomp140\.dll$", re.I),
+        "redistributable",
+        "Microsoft Visual C++ OpenMP (vcomp140, VC++ 2015-2022 Redistributable)",
+    ),
+    (
+        re.compile(r"^(msvc[pr]1[0-2]0|vcomp1[0-2]0)\.dll$", re.I),
+        "redistributable",
+        "Microsoft Visual C++ 2010-2013 Redistributable",
+    ),
+    (re.compile(r"^libiomp5(md)?(\.dll|\.so|\.dylib)$", re.I), "redistributable", "Intel OpenMP runtime"),
+    (
+        re.compile(r"^(libmmd|svml_dispmd|libifcoremd|libirngmd)\.dll$", re.I),
+        "redistributable",
+        "Intel compiler runtime",
+    ),
+    (
+        re.compile(r"^libomp(140\.x86_64|140\.aarch64)?(\.dll|\.so(\.5)?|\.dylib)$", re.I),
+        "redistributable",
+        "LLVM OpenMP runtime",
+    ),
+    (
+        re.compile(r"^libgomp(-1\.dll|\.so\.1|\.1\.dylib)$", re.I),
+        "redistributable",
+        "GNU OpenMP runtime (libgomp)",
+    ),
+    (
+        re.compile(
+            r"^(libgfortran\.so\.\d+|libquadmath\.so\.0|libgfortran\.\d+\.dylib|libquadmath\.0\.dylib)$"
+        ),
         "redistributable",
         "GNU Fortran runtime",
     ),
     (
-        re.compile(r"^(libgcc_s_seh-1|libgcc_s_dw2-1|libstdc\+\+-6|libwinpthread-1|libgfortran-\d|libquadmath-0)\.dll$", re.I),
+        re.compile(
+            r"^(libgcc_s_seh-1|libgcc_s_dw2-1|libstdc\+\+-6|libwinpthread-1|libgfortran-\d|libquadmath-0)\.dll$",
+            re.I,
+        ),
         "redistributable",
         "GNU (MinGW-w64) runtime",
     ),
     (re.compile(r"^libgcc_s\.1(\.1)?\.dylib$"), "redistributable", "GNU runtime (libgcc_s)"),
     (
-        re.compile(r"^(libcuda\.so(\.1)?|libnvidia-ml\.so(\.1)?|libnvcuvid\.so(\.1)?|libnvidia-[\w.-]+\.so[\d.]*|nvcuda\.dll|nvml\.dll)$", re.I),
+        re.compile(
+            r"^(libcuda\.so(\.1)?|libnvidia-ml\.so(\.1)?|libnvcuvid\.so(\.1)?|libnvidia-[\w.-]+\.so[\d.]*|nvcuda\.dll|nvml\.dll)$",
+            re.I,
+        ),
         "driver",
         "NVIDIA GPU driver",
     ),
-    (re.compile(r"^(python3\d*\.dll|libpython3[\d.]*m?\.so(\.[\d.]+)?|libpython3[\d.]*\.dylib)$", re.I), "interpreter", "the Python interpreter"),
+    (
+        re.compile(r"^(python3\d*\.dll|libpython3[\d.]*m?\.so(\.[\d.]+)?|libpython3[\d.]*\.dylib)$", re.I),
+        "interpreter",
+        "the Python interpreter",
+    ),
 )
 
 

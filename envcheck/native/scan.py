@@ -1,5 +1,9 @@
 """``envcheck scan``'s core: the tree of a wheel or folder of any platform, and its text report."""
 
+# ruff: noqa: PTH100, PTH118, PTH119, PTH120, PTH208
+# Paths stay strings (os.path / posixpath): the walk touches thousands of them per snapshot, and a tree
+# may come from another platform, whose paths a host-flavoured pathlib.Path would misread.
+
 from __future__ import annotations
 
 import csv
@@ -15,7 +19,7 @@ from envcheck.manifest.native import NativeSection
 from envcheck.native.interface import Resolver
 from envcheck.native.linux import LinuxResolver
 from envcheck.native.macos import MacosResolver
-from envcheck.native.tree import NATIVE_SUFFIX, Catalog, RootFile, Walker, is_extension
+from envcheck.native.tree import NATIVE_SUFFIX, Catalog, Role, RootFile, Walker, is_extension
 from envcheck.native.windows import WindowsResolver
 
 MAX_WHEEL_MEMBERS = 200_000
@@ -25,7 +29,9 @@ def scan_target(path: str) -> NativeSection:
     """See ``envcheck.native.scan_path``. Raises ``UsageError`` on a bad path or a corrupt wheel."""
     target = Path(path)
     if not target.exists():
-        raise UsageError(f"{path} does not exist", tip="Give a .whl file, an unpacked tree or a site-packages folder.")
+        raise UsageError(
+            f"{path} does not exist", tip="Give a .whl file, an unpacked tree or a site-packages folder."
+        )
     if target.is_file():
         if target.suffix.lower() != ".whl":
             raise UsageError(
@@ -129,7 +135,7 @@ def scan_folder(root: str, *, display_root: str | None) -> NativeSection:
     return walker.walk(list(roots.values()), verify_files=False)
 
 
-def _role(path: str) -> str:
+def _role(path: str) -> Role:
     return "extension" if is_extension(path) else "library"
 
 
@@ -167,7 +173,7 @@ def format_text(section: NativeSection, target: str) -> str:
             extra = " (delay-load)" if d.delay_load else ""
             lines.append(f"    {d.name} -> {where} [{d.kind}, {d.how}]{extra}")
     lines.append("")
-    requires = [r for r in section.requires or [] if r.kind != "interpreter" or True]
+    requires = section.requires or []
     lines.append("the target machine must provide:")
     if not requires:
         lines.append("    nothing outside the tree")
@@ -175,9 +181,7 @@ def format_text(section: NativeSection, target: str) -> str:
         label = f" - {r.runtime}" if r.runtime else ""
         who = f": needed by {', '.join(r.needed_by)}" if r.needed_by else f" ({r.count} files)"
         lines.append(f"    {r.name} [{r.kind}]{label}{who}")
-    external = sorted(
-        {(d.name, n.key) for n in nodes for d in n.dependencies or () if d.kind == "external"}
-    )
+    external = sorted({(d.name, n.key) for n in nodes for d in n.dependencies or () if d.kind == "external"})
     if external:
         lines.append("")
         lines.append("expected from other packages (outside the scanned tree):")

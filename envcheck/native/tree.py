@@ -5,6 +5,10 @@ Each file is read once (results cached by path), each node resolved once (under 
 reaches it, roots in key order, so the tree is deterministic), cycles end at an already-visited node.
 """
 
+# ruff: noqa: PTH113, PTH117, PTH119, PTH120, PTH202
+# Paths stay strings (os.path / posixpath): the walk touches thousands of them per snapshot, and a tree
+# may come from another platform, whose paths a host-flavoured pathlib.Path would misread.
+
 from __future__ import annotations
 
 import os
@@ -88,7 +92,13 @@ class Catalog:
         if hit is not None:
             return hit.key, hit.owner, hit.role, hit.record_sha256, hit.foreign
         if self.interpreter is not None and _same_file(path, self.interpreter):
-            return f"interpreter:{os.path.basename(self.interpreter)}", "interpreter", "interpreter", None, False
+            return (
+                f"interpreter:{os.path.basename(self.interpreter)}",
+                "interpreter",
+                "interpreter",
+                None,
+                False,
+            )
         normal = _norm(path)
         for site in self.site_dirs:
             if normal.startswith(site + os.sep):
@@ -237,7 +247,9 @@ class Walker:
 
     def _load(self, node: _Node) -> BinaryInfo | None:
         if not os.path.lexists(node.path):
-            node.error = "listed in RECORD but not on disk" if node.record_sha256 is not None else "not on disk"
+            node.error = (
+                "listed in RECORD but not on disk" if node.record_sha256 is not None else "not on disk"
+            )
             return None
         if not node.record_sha256 or self._verify:
             self._hasher.submit(node.path)
@@ -258,9 +270,7 @@ class Walker:
             provider = None
             if owner == "interpreter":
                 kind = "interpreter"
-            elif owner == importer.owner and owner not in ("system", "unowned"):
-                kind = "bundled"
-            elif owner == "unowned":
+            elif (owner == importer.owner and owner not in ("system", "unowned")) or owner == "unowned":
                 kind = "bundled"
             elif owner != "system":
                 kind, provider = "distribution", owner
@@ -269,13 +279,21 @@ class Walker:
             else:
                 kind = "os"
             dep = NativeDependency(
-                name=name, target=key, how=found.how, kind=kind, via=self._via(found), provider=provider,
-                delay_load=delay, weak=weak,
+                name=name,
+                target=key,
+                how=found.how,
+                kind=kind,
+                via=self._via(found),
+                provider=provider,
+                delay_load=delay,
+                weak=weak,
             )
             return dep, found.path
         how = found.how
         if how in ("api-set", "known-dll", "system-image"):
-            return NativeDependency(name=name, target=None, how=how, kind="os", delay_load=delay, weak=weak), None
+            return NativeDependency(
+                name=name, target=None, how=how, kind="os", delay_load=delay, weak=weak
+            ), None
         if provider_kind is not None:
             how = "missing" if self.host else "expected-on-machine"
             return (
@@ -287,12 +305,18 @@ class Walker:
         if how == "expected-on-machine" or (not self.host and self._points_outside(importer, info)):
             return (
                 NativeDependency(
-                    name=name, target=None, how="expected-on-machine", kind="external", delay_load=delay,
+                    name=name,
+                    target=None,
+                    how="expected-on-machine",
+                    kind="external",
+                    delay_load=delay,
                     weak=weak,
                 ),
                 None,
             )
-        return NativeDependency(name=name, target=None, how="missing", kind="missing", delay_load=delay, weak=weak), None
+        return NativeDependency(
+            name=name, target=None, how="missing", kind="missing", delay_load=delay, weak=weak
+        ), None
 
     def _via(self, found: Found) -> str | None:
         # os.add_dll_directory folders are inside the environment: named relative to site-packages.
@@ -355,12 +379,18 @@ class Walker:
             openmp=openmp_inventory(out),
             glibc_required=_glibc_required(out),
             glibc_provided=next(
-                (n.version_provides.get("GLIBC") for n in out if n.soname == "libc.so.6" and n.version_provides),
+                (
+                    n.version_provides.get("GLIBC")
+                    for n in out
+                    if n.soname == "libc.so.6" and n.version_provides
+                ),
                 None,
             ),
         )
 
-    def _identities(self, nodes: Iterable[_Node]) -> dict[str, tuple[str | None, Integrity | None, int | None]]:
+    def _identities(
+        self, nodes: Iterable[_Node]
+    ) -> dict[str, tuple[str | None, Integrity | None, int | None]]:
         out: dict[str, tuple[str | None, Integrity | None, int | None]] = {}
         for n in nodes:
             if n.info is None and not os.path.isfile(n.path):
@@ -460,8 +490,8 @@ def requirements(nodes: Sequence[NativeNode]) -> list[Requirement]:
             entry[2].add(n.key)
             entry[3].append(d)
     out = []
-    for (kind, _norm_name), (name, fmt, needers, _deps) in groups.items():
-        label = classify_name(name, fmt)
+    for (kind, _norm_name), (name, first_fmt, needers, _deps) in groups.items():
+        label = classify_name(name, first_fmt)
         out.append(
             Requirement(
                 name=name,

@@ -22,6 +22,10 @@ order" (standard order for unpackaged apps, with the LOAD_LIBRARY_SEARCH flags):
 Names are case-insensitive.
 """
 
+# ruff: noqa: PTH113, PTH118, PTH120, PTH208
+# Paths stay strings (os.path / posixpath): the walk touches thousands of them per snapshot, and a tree
+# may come from another platform, whose paths a host-flavoured pathlib.Path would misread.
+
 from __future__ import annotations
 
 import os

@@ -72,7 +72,10 @@ def elf_tree(tmp_path_factory: pytest.TempPathFactory) -> ElfTree:
     # getenv makes it need libc.so.6 (and a GLIBC_ symbol version) for real.
     user = '#include <stdlib.h>\nint dep(void); int user(void) { return dep() + (getenv("X") != 0); }'
 
-    for name, tags in (("libuser_rpath.so", "--disable-new-dtags"), ("libuser_runpath.so", "--enable-new-dtags")):
+    for name, tags in (
+        ("libuser_rpath.so", "--disable-new-dtags"),
+        ("libuser_runpath.so", "--enable-new-dtags"),
+    ):
         _cc(
             root / name,
             user,
@@ -136,7 +139,10 @@ def walk_host(
     for f in sorted(folder.rglob("*.so")):
         rel = f.relative_to(folder).as_posix()
         owned[f] = RootFile(
-            path=str(f), key=f"fixture:{rel}", owner="fixture", role="extension" if is_extension(str(f)) else "library"
+            path=str(f),
+            key=f"fixture:{rel}",
+            owner="fixture",
+            role="extension" if is_extension(str(f)) else "library",
         )
         catalog.add(owned[f])
     roots = [owned[f] for f in files]

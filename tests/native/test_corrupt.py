@@ -1,5 +1,8 @@
 """Bad files are recorded per file with the reason, and the walk goes on."""
 
+# ruff: noqa: PTH211
+# Paths are compared as the strings the native tree records.
+
 from __future__ import annotations
 
 import os
@@ -42,7 +45,9 @@ def test_each_bad_file_has_its_reason(corrupt_tree: Path) -> None:
     assert reasons["libgood.so"] is None
     assert "truncated ELF header" in str(reasons["truncated_header.so"])
     assert "truncated ELF" in str(reasons["truncated_phdrs.so"])
-    assert "truncated" in str(reasons["truncated_dynamic.so"]) or "corrupt" in str(reasons["truncated_dynamic.so"])
+    assert "truncated" in str(reasons["truncated_dynamic.so"]) or "corrupt" in str(
+        reasons["truncated_dynamic.so"]
+    )
     assert reasons["empty.so"] == "empty file (0 bytes)"
     assert reasons["lib/libdep.so"] == "empty file (0 bytes)"
     assert reasons["notes.dll"] == "not an ELF, PE or Mach-O file"
@@ -75,7 +80,9 @@ def test_directory_where_a_recorded_file_is_expected(corrupt_tree: Path) -> None
     assert node(section, "pkg:folder.so").error == "is a directory, not a file"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a chmod 000 file anyway; the directory case covers it")
+@pytest.mark.skipif(
+    os.geteuid() == 0, reason="root reads a chmod 000 file anyway; the directory case covers it"
+)
 def test_unreadable_file(tmp_path: Path) -> None:
     f = tmp_path / "locked.so"
     f.write_bytes(b"\x7fELF" + b"\0" * 100)

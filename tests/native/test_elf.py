@@ -1,6 +1,9 @@
 """ELF parsing and ld.so resolution, on shared objects gcc builds in this test run, checked against the real
 loader (``ctypes.CDLL`` in a subprocess) where the loader can say."""
 
+# ruff: noqa: PTH207
+# Paths are compared as the strings the native tree records.
+
 from __future__ import annotations
 
 import glob
@@ -36,7 +39,7 @@ def test_reader_facts(elf_tree: ElfTree) -> None:
     assert info.format == "elf"
     assert info.machine in ("x86_64", "aarch64")
     assert info.soname == "libuser_rpath.so"
-    assert [n.name for n in info.needed][0] == "libdep.so"
+    assert info.needed[0].name == "libdep.so"
     assert info.rpath == ("$ORIGIN/lib",)
     assert info.runpath == ()
     assert info.build_id is not None and len(info.build_id) == 40  # gcc on Debian links --build-id (sha1)
@@ -53,7 +56,9 @@ def test_glibc_version_need_from_a_version_node(elf_tree: ElfTree) -> None:
     # libuser_rpath.so brings in this machine's libc.so.6 (libnewglibc.so alone needs no libc symbol).
     section = walk_host(elf_tree.root, [elf_tree / "libnewglibc.so", elf_tree / "libuser_rpath.so"])
     assert section.glibc_required == "2.99"
-    libc = read_elf(cache_lookup(read_ld_cache(), "libc.so.6", info.machine) or "/lib/x86_64-linux-gnu/libc.so.6")
+    libc = read_elf(
+        cache_lookup(read_ld_cache(), "libc.so.6", info.machine) or "/lib/x86_64-linux-gnu/libc.so.6"
+    )
     assert section.glibc_provided == libc.version_provides["GLIBC"]
     assert tuple(map(int, section.glibc_provided.split("."))) < (2, 99)  # type: ignore[union-attr]
 
@@ -67,7 +72,9 @@ def test_fast_reader_matches_pyelftools(elf_tree: ElfTree) -> None:
         assert read_elf(path) == read_elf_reference(path), path
 
 
-@pytest.mark.skipif(not glob.glob(f"{sys.prefix}/lib/python3*/site-packages/torch/lib/*.so"), reason="torch absent")
+@pytest.mark.skipif(
+    not glob.glob(f"{sys.prefix}/lib/python3*/site-packages/torch/lib/*.so"), reason="torch absent"
+)
 def test_fast_reader_matches_pyelftools_on_torch() -> None:
     for path in sorted(glob.glob(f"{sys.prefix}/lib/python3*/site-packages/torch/lib/*.so*")):
         assert read_elf(path) == read_elf_reference(path), path

@@ -50,7 +50,9 @@ def test_pe_reader_imports_delay_imports_and_version() -> None:
     needed = {n.name: n.delay_load for n in bar.needed}
     assert needed["baz.dll"] is True
     assert needed["foo.dll"] is False
-    assert {"VCRUNTIME140.dll", "api-ms-win-crt-runtime-l1-1-0.dll", "gone.dll", "KERNEL32.dll"} <= set(needed)
+    assert {"VCRUNTIME140.dll", "api-ms-win-crt-runtime-l1-1-0.dll", "gone.dll", "KERNEL32.dll"} <= set(
+        needed
+    )
     assert read_binary(str(PE / "winpkg.libs/foo.dll")).file_version == "1.2.3.4"
 
 
@@ -92,7 +94,9 @@ def test_scan_cli_text_json_and_exit_codes(tmp_path: Path) -> None:
     runner = CliRunner()
     text = runner.invoke(app, ["scan", str(wheel)])
     assert text.exit_code == 1, text.output
-    assert "VCRUNTIME140.dll [redistributable] - Microsoft Visual C++ 2015-2022 Redistributable" in text.output
+    assert (
+        "VCRUNTIME140.dll [redistributable] - Microsoft Visual C++ 2015-2022 Redistributable" in text.output
+    )
     assert "ext.cp311-win_amd64.pyd → bar.dll → gone.dll: MISSING" in text.output
     js = runner.invoke(app, ["scan", str(wheel), "--format", "json"])
     assert js.exit_code == 1
@@ -124,7 +128,11 @@ def test_macho_rpath_loader_path_and_system(tmp_path: Path) -> None:
     mod = node(section, "tree:macpkg/mod.cpython-311-darwin.so")
     assert mod.rpath == ["@loader_path/.dylibs"]
     bar = dep(mod, "@rpath/libbar.dylib")
-    assert (bar.how, bar.via, bar.target) == ("lc-rpath", "@loader_path/.dylibs", "tree:macpkg/.dylibs/libbar.dylib")
+    assert (bar.how, bar.via, bar.target) == (
+        "lc-rpath",
+        "@loader_path/.dylibs",
+        "tree:macpkg/.dylibs/libbar.dylib",
+    )
     system = dep(mod, "/usr/lib/libSystem.B.dylib")
     assert (system.how, system.kind) == ("system-image", "os")
     weak = dep(mod, "@rpath/libweak.dylib")
@@ -145,7 +153,7 @@ def test_macho_rpath_loader_path_and_system(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(
     not os.environ.get("ENVCHECK_WIN_TORCH_WHEEL"),
-    reason="set ENVCHECK_WIN_TORCH_WHEEL to a downloaded torch win_amd64 wheel (pip download --platform win_amd64)",
+    reason="set ENVCHECK_WIN_TORCH_WHEEL to a torch win_amd64 wheel (pip download --platform win_amd64)",
 )
 def test_real_windows_torch_wheel() -> None:
     section = scan_path(os.environ["ENVCHECK_WIN_TORCH_WHEEL"])

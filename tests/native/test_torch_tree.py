@@ -1,6 +1,9 @@
 """The native tree of a real torch venv (the test interpreter's), of a copy of it with libc10.so deleted, and
 static-vs-loaded with the real runtime probe."""
 
+# ruff: noqa: PTH119, PTH207
+# Paths are compared as the strings the native tree records.
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,7 +20,8 @@ import pytest
 from typer.testing import CliRunner
 
 from envcheck.cli import app
-from envcheck.collect.snapshot import SnapshotOptions, take_snapshot
+from envcheck.collect.launch import SnapshotOptions
+from envcheck.collect.snapshot import take_snapshot
 from envcheck.manifest.codec import decode, encode
 from envcheck.manifest.model import LoadedLibrary, Manifest, Runtimes
 from envcheck.manifest.native import NativeSection
@@ -44,7 +48,9 @@ def manifest() -> Manifest:
 
 
 def _torch_c(section: NativeSection) -> str:
-    [key] = [n.key for n in section.nodes or [] if n.key.startswith("torch:torch/_C.") and n.role == "extension"]
+    [key] = [
+        n.key for n in section.nodes or [] if n.key.startswith("torch:torch/_C.") and n.role == "extension"
+    ]
     return key
 
 
@@ -77,7 +83,9 @@ def test_every_edge_from_torch_C_resolves(manifest: Manifest) -> None:
     c = by_key[start]
     python = dep(c, "libtorch_python.so")
     assert (python.target, python.kind) == ("torch:torch/lib/libtorch_python.so", "bundled")
-    assert dep(by_key["torch:torch/lib/libtorch_python.so"], "libc10.so").target == "torch:torch/lib/libc10.so"
+    assert (
+        dep(by_key["torch:torch/lib/libtorch_python.so"], "libc10.so").target == "torch:torch/lib/libc10.so"
+    )
     assert dep(c, "libc.so.6").kind == "os"
     assert c.integrity == "record" and (c.identity or "").startswith("sha256:")
     assert section.missing == []
@@ -99,7 +107,8 @@ def test_deterministic_and_round_trips(manifest: Manifest) -> None:
 @pytest.fixture(scope="module")
 def broken_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A new venv whose site-packages holds a hard-linked copy of torch (and its .dist-info), minus
-    torch/lib/libc10.so. Files are only ever unlinked or replaced in the copy, never written through a link."""
+    torch/lib/libc10.so. Files are only ever unlinked or replaced in the copy, never written through a
+    link."""
     import torch  # noqa: F401 - only to find it; the test interpreter has it
 
     spec = importlib.util.find_spec("torch")
@@ -125,9 +134,12 @@ def test_missing_libc10_chain_in_snapshot_and_scan(broken_venv: Path, manifest: 
     assert section is not None and section.skipped is None
     c = _torch_c(section)
     texts = {ch.text for ch in section.missing or [] if ch.root == c}
-    assert "_C.cpython-311-x86_64-linux-gnu.so → libtorch_python.so → libc10.so: MISSING".replace(
-        "_C.cpython-311-x86_64-linux-gnu.so", os.path.basename(node(section, c).path)
-    ) in texts
+    assert (
+        "_C.cpython-311-x86_64-linux-gnu.so → libtorch_python.so → libc10.so: MISSING".replace(
+            "_C.cpython-311-x86_64-linux-gnu.so", os.path.basename(node(section, c).path)
+        )
+        in texts
+    )
     assert all(ch.from_extension for ch in section.missing or [] if ch.root == c)
     assert node(section, "torch:torch/lib/libc10.so").error == "listed in RECORD but not on disk"
     # Location-independent keys: the copy's torch nodes are the original's, minus nothing but identity.
@@ -205,6 +217,10 @@ def test_static_vs_loaded_with_the_real_probe(tmp_path: Path, monkeypatch: pytes
     ]
     result = reconcile_loaded(section, dataclasses.replace(m.runtimes, loaded=swapped))
     [finding] = [d for d in result.loaded or [] if d.kind != "dlopened"]
-    assert (finding.kind, finding.name, finding.expected) == ("elsewhere", "libc10.so", "torch:torch/lib/libc10.so")
+    assert (finding.kind, finding.name, finding.expected) == (
+        "elsewhere",
+        "libc10.so",
+        "torch:torch/lib/libc10.so",
+    )
     unused = Runtimes(loaded=[], threadpools=[], threadpoolctl=False)
     assert reconcile_loaded(section, unused).loaded == []
