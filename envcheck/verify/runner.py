@@ -190,7 +190,7 @@ def _ended(name: str, device: str, run: TargetRun, data: dict[str, Any]) -> Chec
 
 
 class _Poller:
-    """Reads the progress files the target appends to (``name<TAB>device``) and reports each new line."""
+    """Reads the progress files the target appends to (``name<TAB>device<TAB>i/n``), reports each new line."""
 
     def __init__(self, progress: Progress | None) -> None:
         self._progress = progress
@@ -228,5 +228,7 @@ class _Poller:
             complete = chunk[: chunk.rfind(b"\n") + 1]
             self._files[path] = offset + len(complete)
             for line in complete.decode("utf-8", "replace").splitlines():
-                name, _, device = line.partition("\t")
-                self._progress(f"{name} on {device or 'cpu'}")
+                name, device, count = ([*line.split("\t"), "", ""])[:3]
+                self._progress(
+                    f"[{count}] {name} on {device or 'cpu'}" if count else f"{name} on {device or 'cpu'}"
+                )

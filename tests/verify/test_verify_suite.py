@@ -164,3 +164,25 @@ def test_verify_cli_against_goldens_and_gate(golden: VerifySection, tmp_path: Pa
     refused = runner.invoke(app, ["verify", "--against", str(no_goldens)])
     assert refused.exit_code == 2
     assert "holds no verify goldens" in refused.output
+
+
+def test_entry_point_checks_are_found_in_the_target(tmp_path: Path) -> None:
+    # A real installed distribution, as pip would leave it: a module and a dist-info with entry_points.txt.
+    (tmp_path / "shop_checks.py").write_text(
+        "import torch\n\ndef check_forward():\n    return {'logits': torch.arange(6.0).reshape(2, 3) / 7}\n",
+        encoding="utf-8",
+    )
+    info = tmp_path / "shop_checks-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: shop-checks\nVersion: 1.0\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text("[envcheck.checks]\nshop = shop_checks\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    progress: list[str] = []
+    section = run_suite(sys.executable, timeout=TIMEOUT, env=env, progress=progress.append)
+    (mine,) = [r for r in section.results if r.name == "custom/shop/forward"]
+    assert mine.status == "passed"
+    assert mine.outputs["logits"].shape == [2, 3]
+    assert any("custom/shop/forward" in line for line in progress)
+    assert any(line.startswith("[1/") and "import_torch" in line for line in progress)
