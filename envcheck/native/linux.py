@@ -65,6 +65,9 @@ class LinuxResolver(Resolver):
         self.ld_library_path = [p for p in (ld_library_path or "").replace(";", ":").split(":") if p]
         self.cache = read_ld_cache(cache_file) if host else {}
         self.sonames: dict[str, str] = {}
+        # One listing per search folder instead of one stat per (folder, name): torch's CUDA libraries
+        # carry seven RPATH entries each, tried for every needed name, libc's included.
+        self._listings: dict[str, frozenset[str]] = {}
 
     def resolve(self, needed: Needed, importer: Image, chain: Sequence[Image], root: Image) -> Found:
         name = needed.name
@@ -108,7 +111,17 @@ class LinuxResolver(Resolver):
         folder = expand_origin(entry, posixpath.dirname(owner.path), owner.info.bits, machine)
         if folder is None:
             return None
-        candidate = posixpath.normpath(posixpath.join(folder, name))
+        folder = posixpath.normpath(folder)
+        listing = self._listings.get(folder)
+        if listing is None:
+            try:
+                listing = frozenset(os.listdir(folder))
+            except OSError:
+                listing = frozenset()
+            self._listings[folder] = listing
+        if name not in listing:
+            return None
+        candidate = posixpath.join(folder, name)
         return candidate if self._fits(candidate, machine) else None
 
     def _fits(self, path: str, machine: str) -> bool:
