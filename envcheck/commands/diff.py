@@ -68,10 +68,13 @@ def _report(
 
 @handles_errors
 def diff(
-    base: Annotated[Path, typer.Argument(help="The reference manifest (e.g. the dev box's lock file).")],
+    base: Annotated[
+        Path, typer.Argument(metavar="BASE", help="The reference manifest (e.g. the dev box's lock file).")
+    ],
     targets: Annotated[
         list[Path] | None,
         typer.Argument(
+            metavar="[TARGET]...",
             help="Manifests to compare with BASE (default: a fresh snapshot of this machine).",
             show_default=False,
         ),
@@ -120,7 +123,9 @@ def doctor(
     manifest: Annotated[
         Path | None,
         typer.Argument(
-            help="A manifest to examine (default: a fresh snapshot of this machine).", show_default=False
+            metavar="[MANIFEST]",
+            help="A manifest to examine (default: a fresh snapshot of this machine).",
+            show_default=False,
         ),
     ] = None,
     fmt: FormatOption = ReportFormatChoice.text,
@@ -150,7 +155,7 @@ def doctor(
 @handles_errors
 def rules(
     rule_id: Annotated[
-        str | None, typer.Argument(help="A rule id to explain (default: list them all).")
+        str | None, typer.Argument(metavar="[ID]", help="A rule id to explain (default: list them all).")
     ] = None,
 ) -> None:
     """The rule catalog, or one rule explained with its evidence (failure modes and upstream issues)."""

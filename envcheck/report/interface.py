@@ -44,13 +44,17 @@ class Summary:
     def count(self, severity: Severity) -> int:
         return {"error": self.error, "warning": self.warning, "info": self.info}[severity]
 
-    def line(self, fail_on: Severity) -> str:
-        """``FAIL: 2 errors, 1 warning, 0 info (fail on error; 1 intended)``."""
+    def counts(self) -> str:
+        """``FAIL: 2 errors, 1 warning, 0 info``."""
         parts = ", ".join(
             f"{n} {PLURAL[s] if n != 1 or s == 'info' else s}" for s in SEVERITIES for n in [self.count(s)]
         )
+        return f"{'PASS' if self.passed else 'FAIL'}: {parts}"
+
+    def line(self, fail_on: Severity) -> str:
+        """``FAIL: 2 errors, 1 warning, 0 info (fail on error; 1 intended)``."""
         extra = f"; {self.intended} intended" if self.intended else ""
-        return f"{'PASS' if self.passed else 'FAIL'}: {parts} (fail on {fail_on}{extra})"
+        return f"{self.counts()} (fail on {fail_on}{extra})"
 
 
 def summarize(findings: Sequence[Finding], fail_on: Severity) -> Summary:
@@ -108,3 +112,9 @@ def format_for(name: FormatName) -> ReportFormat:
 def _unknown(name: NoReturn) -> NoReturn:
     # typing.assert_never is 3.11+; this is the same exhaustiveness check on 3.10.
     raise ValueError(f"unknown report format {name!r}")
+
+
+def by_machine(findings: Sequence[Finding], fail_on: Severity) -> list[str]:
+    """Fleet reports: one line per machine with findings (``prod-2: FAIL: 1 error, ...``), sorted."""
+    machines = sorted({f.machine for f in findings if f.machine})
+    return [f"{m}: {summarize([f for f in findings if f.machine == m], fail_on).counts()}" for m in machines]

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from envcheck.diff.finding import Finding, Severity
-from envcheck.report.interface import ReportContext, ReportFormat, by_severity, is_fleet, summarize
+from envcheck.report.interface import (
+    ReportContext,
+    ReportFormat,
+    by_machine,
+    by_severity,
+    is_fleet,
+    summarize,
+)
 
 _HEADINGS: dict[Severity, str] = {"error": "Errors", "warning": "Warnings", "info": "Info"}
 
@@ -21,6 +28,9 @@ class MarkdownFormat(ReportFormat):
     def render(self, findings: Sequence[Finding], context: ReportContext) -> str:
         summary = summarize(findings, context.fail_on)
         lines = [f"## {cell(context.title)}", "", f"**{summary.line(context.fail_on)}**", ""]
+        machines = by_machine(findings, context.fail_on)
+        if machines:
+            lines += [f"- {cell(line)}" for line in machines] + [""]
         if not findings:
             lines += ["No differences that matter.", ""]
         fleet = is_fleet(findings)

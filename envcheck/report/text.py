@@ -15,6 +15,7 @@ from envcheck.report.interface import (
     ReportContext,
     ReportFormat,
     Summary,
+    by_machine,
     by_severity,
     summarize,
 )
@@ -57,6 +58,7 @@ class TextFormat(ReportFormat):
         if context.color:
             return self._rich(findings, context, summary)
         lines = [context.title, summary.line(context.fail_on)]
+        lines += [f"  {line}" for line in by_machine(findings, context.fail_on)]
         if not findings:
             lines += ["", "No differences that matter."]
         for severity, group in by_severity(findings):
@@ -79,6 +81,8 @@ class TextFormat(ReportFormat):
         console.print(
             Text(summary.line(context.fail_on), style="bold green" if summary.passed else "bold red")
         )
+        for line in by_machine(findings, context.fail_on):
+            console.print(f"  {line}", markup=False, highlight=False)
         if not findings:
             console.print("No differences that matter.")
         for severity, group in by_severity(findings):

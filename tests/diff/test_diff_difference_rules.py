@@ -140,6 +140,14 @@ CASES: dict[str, tuple[str, tuple[Edit, ...], str, tuple[Edit, ...], Severity, s
     "ENV-TORCH-MISSING": ("dev-cpu", (), "dev-cpu", (no_torch,), "error", "torch"),
     "ENV-TORCH-VERSION": ("dev-cpu", (), "cuda", (), "error", "torch"),
     "ENV-TORCH-VARIANT": ("cuda", (), "dev-cpu", (), "error", "torch"),
+    "ENV-TORCH-LOAD-DEFAULT": (
+        "dev-cpu",
+        (package("torch", "2.5.1+cpu"), set_path("torch.static.version", "2.5.1+cpu")),
+        "dev-cpu",
+        (),
+        "warning",
+        "torch.load(weights_only)",
+    ),
     "ENV-TORCH-BUILD": (
         "dev-cpu",
         (),

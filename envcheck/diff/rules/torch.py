@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from envcheck.diff.finding import Finding
-from envcheck.diff.rules.base import Rule, difference_rule, pkg, single_rule
+from envcheck.diff.rules.base import Rule, difference_rule, pkg, release, single_rule
 from envcheck.manifest.model import Backends, Manifest
 
 FAMILY = "torch build and variant"
@@ -311,4 +311,32 @@ def gpu_unused(rule: Rule, m: Manifest) -> Iterator[Finding]:
         "Install a CUDA build the driver supports from the PyTorch cuXXX wheel index "
         "(`pip install torch --index-url <cuXXX index>`), or declare CPU-only intended in the policy.",
         target=static.variant,
+    )
+
+
+@difference_rule(
+    "ENV-TORCH-LOAD-DEFAULT",
+    family=FAMILY,
+    severity="warning",
+    title="torch crosses 2.6, where torch.load defaults to weights_only=True",
+    why=(
+        "Checkpoints holding more than tensors (numpy arrays, argparse Namespaces, whole nn.Modules) load on "
+        "the older side and fail on the newer one with 'Weights only load failed'."
+    ),
+    fm=("FM-09",),
+    evidence=("pytorch/torchchat#1356", "Megvii-BaseDetection/YOLOX#1906", "e3nn/e3nn#519"),
+)
+def torch_load_default(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    b, t = release(_torch_version(base), 2), release(_torch_version(target), 2)
+    if b is None or t is None or (b >= (2, 6)) == (t >= (2, 6)):
+        return
+    newer = "target" if t >= (2, 6) else "base"
+    yield rule.finding(
+        "torch.load(weights_only)",
+        f"torch.load defaults to weights_only=True on the {newer} (torch ≥ 2.6) and to False on the other: "
+        "a checkpoint with pickled objects loads on one side only.",
+        "Save checkpoints as tensor state_dicts (or safetensors), pass weights_only explicitly, and register "
+        "trusted classes with torch.serialization.add_safe_globals.",
+        base=".".join(map(str, b)),
+        target=".".join(map(str, t)),
     )
