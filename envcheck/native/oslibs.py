@@ -48,6 +48,9 @@ LINUX_OS = frozenset(
         "libgobject-2.0.so.0",
         "libgthread-2.0.so.0",
         "libglib-2.0.so.0",
+        # auditwheel's policy.json lets manylinux wheels assume zlib too: numpy's own wheel ships a
+        # libgfortran that needs libz.so.1 and does not bundle it.
+        "libz.so.1",
     }
 )
 
@@ -226,7 +229,7 @@ def classify_name(name: str, fmt: str) -> tuple[ProviderKind, str] | None:
             return "os", "macOS"
         return None
     if base in LINUX_OS:
-        return "os", "glibc / GCC runtime of the Linux distribution"
+        return "os", "Linux base libraries a manylinux wheel may assume"
     return None
 
 

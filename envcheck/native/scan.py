@@ -191,11 +191,17 @@ def format_text(section: NativeSection, target: str) -> str:
         lines.append("OpenMP runtimes:")
         lines += [f"    {o.family}: {o.key}" for o in section.openmp]
     lines.append("")
-    if section.missing:
-        lines.append("MISSING inside the tree:")
-        lines += [f"    {c.text}" for c in section.missing]
+    imports = [c for c in section.missing or [] if c.from_extension]
+    plugins = [c for c in section.missing or [] if not c.from_extension]
+    if imports:
+        lines.append("MISSING inside the tree (these imports will fail):")
+        lines += [f"    {c.text}" for c in imports]
     else:
-        lines.append("nothing is missing inside the tree")
+        lines.append("nothing an extension module imports is missing inside the tree")
+    if plugins:
+        lines.append("")
+        lines.append("MISSING for libraries no extension module links (plugins opened on demand):")
+        lines += [f"    {c.text}" for c in plugins]
     broken = [n for n in nodes if n.error]
     if broken:
         lines.append("")
@@ -205,13 +211,9 @@ def format_text(section: NativeSection, target: str) -> str:
 
 
 def missing_inside(section: NativeSection) -> bool:
-    """Whether something that should be inside the scanned tree is missing or unreadable."""
-    from envcheck.native.tree import broken
-
-    by_key = {n.key: n for n in section.nodes or []}
-    for n in section.nodes or []:
-        for d in n.dependencies or ():
-            why = broken(d, by_key)
-            if why is not None and (d.kind == "missing" or why.startswith("UNREADABLE")):
-                return True
-    return False
+    """Whether the scanned tree is broken: an extension module's import will fail (a chain from it ends
+    MISSING or UNREADABLE), or a native file of the tree cannot be read. A missing library of a plugin no
+    extension loads (nvshmem's optional transports, opened with dlopen on demand) is reported, not fatal."""
+    if any(chain.from_extension for chain in section.missing or []):
+        return True
+    return any(n.error is not None for n in section.nodes or [] if n.owner != "system")
