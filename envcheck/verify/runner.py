@@ -26,6 +26,7 @@ from envcheck.probe.runner import TargetRun, run_target
 
 SUITE_SCRIPT = Path(__file__).with_name("checks") / "suite.py"
 COMPILE_OPT_IN = "opt-in: pass --compile (a cold torch.compile takes about 30 s on 2 cores)"
+COMPILE_TIMEOUT = 300.0
 # A check that keeps crashing the process cannot loop forever: each rerun excludes at least one check.
 _MAX_RERUNS = 64
 
@@ -58,6 +59,8 @@ def run_suite(
     if checks_file is not None:
         base["checks_file"] = str(checks_file.resolve())
     groups = ["main", "custom"] + (["compile"] if compile else [])
+    # torch.compile gets its own, longer, timeout: a cold inductor compile takes ~30 s on 2 cores.
+    timeouts = {"compile": max(timeout, COMPILE_TIMEOUT)}
     with tempfile.TemporaryDirectory(prefix="envcheck-verify-") as tmp, _Poller(progress) as poller:
         jobs = {}
         with ThreadPoolExecutor(len(groups)) as pool:
@@ -66,7 +69,7 @@ def run_suite(
                 progress_file.touch()
                 poller.watch(progress_file)
                 config = {**base, "group": group, "progress": str(progress_file)}
-                jobs[group] = pool.submit(_run_group, python, config, timeout, env)
+                jobs[group] = pool.submit(_run_group, python, config, timeouts.get(group, timeout), env)
             by_group = {group: job.result() for group, job in jobs.items()}
     results = by_group["main"][0]
     if not compile:
@@ -106,7 +109,9 @@ def _run_group(
             env=env,
         )
         data = run.data
-        plan = _plan(data) or plan
+        for item in _plan(data):
+            if item not in plan:
+                plan.append(item)
         for entry in data.get("results") or []:
             result = _result(entry)
             done[result.name] = result
@@ -118,16 +123,16 @@ def _run_group(
         current = data.get("current") if isinstance(data.get("current"), str) else None
         names = [name for name, _ in plan]
         if current is None or current not in names:
-            # It died outside any check (importing torch, loading the checks): nothing more can run.
+            # It died outside any check (importing torch, loading the checks, finding the CUDA devices):
+            # a rerun would die the same way, and what ran before it is already recorded.
             name = current or f"{config['group']}/start"
             done[name] = _ended(name, "cpu", run, data)
             if name not in names:
-                plan.insert(0, (name, "cpu"))
+                plan.append((name, "cpu"))
             break
         done[current] = _ended(current, dict(plan)[current], run, data)
+        # The rest of the group (including families not loaded yet) runs in a fresh process.
         exclude = sorted(done)
-        if all(name in done for name in names):
-            break
     ordered = [done[name] for name, _ in plan if name in done]
     ordered += [r for name, r in done.items() if name not in {n for n, _ in plan}]
     return ordered, torch_version
@@ -161,7 +166,8 @@ def _result(entry: object) -> CheckResult:
 def _ended(name: str, device: str, run: TargetRun, data: dict[str, Any]) -> CheckResult:
     """The result of the check that was running when its process ended abnormally."""
     outcome: ProbeOutcome = run.outcome
-    family = "runtime" if name == "import_torch" else ("custom" if name.startswith("custom") else "suite")
+    head = name.split("/", maxsplit=1)[0].split(":", maxsplit=1)[0]
+    family = "runtime" if name == "import_torch" else (head if head in ("custom", "cuda") else "suite")
     error = None
     for key in ("import_error", "load_error"):
         if isinstance(data.get(key), str):

@@ -270,12 +270,9 @@ def custom_checks(config):
     return checks
 
 
-def builtin_checks(torch, config):
-    checks = []
-    for family in FAMILIES:
-        module = _load_module(os.path.join(HERE, family + ".py"), "envcheck_verify_" + family)
-        checks.extend(module.checks(torch, config, Check))
-    return checks
+def family_checks(torch, config, family):
+    module = _load_module(os.path.join(HERE, family + ".py"), "envcheck_verify_" + family)
+    return module.checks(torch, config, Check)
 
 
 # -------------------------------------------------------------------------------------------- running
@@ -364,36 +361,55 @@ def main(argv):
     _result["import_s"] = round(time.monotonic() - started, 4)
     if config.get("threads"):
         torch.set_num_threads(int(config["threads"]))
-    _result["stage"] = "load checks"
-    _result["current"] = None
-    emit()
+    # Checks are loaded family by family, each just before it runs: finding the CUDA devices initialises
+    # the driver, which can crash or hang; by then every CPU result is already on disk.
     if group == "custom":
-        _result["current"] = "custom/load"
+        batches = [("custom/load", lambda: custom_checks(config))]
+    else:
+        batches = [
+            (
+                "cuda/detect" if family == "cuda" else family + "/load",
+                lambda family=family: [c for c in family_checks(torch, config, family) if c.group == group],
+            )
+            for family in FAMILIES
+        ]
+    number = 0
+    total = 0
+    for load_name, load in batches:
+        _result["current"] = load_name
+        _result["stage"] = "load " + load_name
         emit()
         try:
-            checks = custom_checks(config)
+            checks = load()
         except Exception as e:
-            _result["load_error"] = "%s: %s" % (type(e).__name__, e)
-            _result["stage"] = "load checks failed"
-            emit()
-            return 0
-    else:
-        checks = [c for c in builtin_checks(torch, config) if c.group == group]
-    _result["planned"] = [[c.name, c.device] for c in checks]
-    _result["current"] = None
-    emit()
-    todo = [c for c in checks if c.name not in exclude]
-    for number, check in enumerate(todo, 1):
-        _result["current"] = check.name
-        _result["stage"] = "check " + check.name
-        emit()
-        _progress(progress, "%s\t%s\t%d/%d" % (check.name, check.device, number, len(todo)))
-        entry = run_one(torch, check, config)
-        if check.name == "import_torch":
-            entry["duration_s"] = _result["import_s"]
-        _result["results"].append(entry)
+            _result["results"].append(
+                {
+                    "name": load_name,
+                    "family": load_name.split("/")[0],
+                    "device": "cpu",
+                    "status": "error",
+                    "error": ("%s: %s" % (type(e).__name__, e))[:2000],
+                }
+            )
+            _result["planned"].append([load_name, "cpu"])
+            continue
+        _result["planned"].extend([c.name, c.device] for c in checks)
         _result["current"] = None
         emit()
+        todo = [c for c in checks if c.name not in exclude]
+        total += len(todo)
+        for check in todo:
+            number += 1
+            _result["current"] = check.name
+            _result["stage"] = "check " + check.name
+            emit()
+            _progress(progress, "%s\t%s\t%d/%d" % (check.name, check.device, number, total))
+            entry = run_one(torch, check, config)
+            if check.name == "import_torch":
+                entry["duration_s"] = _result["import_s"]
+            _result["results"].append(entry)
+            _result["current"] = None
+            emit()
     _result["stage"] = "done"
     _result["done"] = True
     emit()
