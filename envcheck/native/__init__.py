@@ -223,32 +223,41 @@ def reconcile_loaded(native: NativeSection, runtimes: Runtimes) -> NativeSection
     for n in nodes:
         for d in n.dependencies or ():
             wanted.setdefault(os.path.basename(d.name).lower(), set()).add(d.target)
-    out: list[LoadedDisagreement] = []
+    # Loaded files outside the tree (the stdlib's lib-dynload modules: _ssl needs libssl.so.3) bring their
+    # own static dependencies: those are not dlopen'ed at run time.
+    outside: list[tuple[str, str, str]] = []
+    needed_outside: set[str] = set()
     for lib in runtimes.loaded:
         path = lib.path
         name = os.path.basename(path)
-        if not _LIBRARY.search(name) or is_extension(path):
-            continue
         try:
             real = os.path.realpath(path)
         except OSError:
             real = path
         if real in real_to_key:
             continue
-        soname = name
         try:
             info = read_binary(path)
-            soname = os.path.basename(info.soname) if info.soname else name
         except BinaryError:
-            pass
+            info = None
+        if info is not None:
+            needed_outside.update(os.path.basename(n.name).lower() for n in info.needed)
+        if not _LIBRARY.search(name) or is_extension(path):
+            continue
+        soname = os.path.basename(info.soname) if info is not None and info.soname else name
+        outside.append((path, soname, lib.owner))
+    out: list[LoadedDisagreement] = []
+    for path, soname, owner in outside:
+        name = os.path.basename(path)
         targets = wanted.get(soname.lower()) or wanted.get(name.lower())
         if not targets:
-            out.append(LoadedDisagreement(kind="dlopened", name=soname, loaded=path, loaded_owner=lib.owner))
+            if soname.lower() not in needed_outside:
+                out.append(LoadedDisagreement(kind="dlopened", name=soname, loaded=path, loaded_owner=owner))
             continue
         resolved = sorted(t for t in targets if t is not None)
         if not resolved:
             out.append(
-                LoadedDisagreement(kind="missing-loaded", name=soname, loaded=path, loaded_owner=lib.owner)
+                LoadedDisagreement(kind="missing-loaded", name=soname, loaded=path, loaded_owner=owner)
             )
             continue
         expected = resolved[0]
@@ -257,7 +266,7 @@ def reconcile_loaded(native: NativeSection, runtimes: Runtimes) -> NativeSection
                 kind="elsewhere",
                 name=soname,
                 loaded=path,
-                loaded_owner=lib.owner,
+                loaded_owner=owner,
                 expected=by_key[expected].key if expected in by_key else expected,
             )
         )

@@ -115,7 +115,7 @@ class LinuxResolver(Resolver):
         listing = self._listings.get(folder)
         if listing is None:
             try:
-                listing = frozenset(os.listdir(folder))
+                listing = frozenset(os.listdir(folder))  # noqa: PTH208 - names only, no Path per entry
             except OSError:
                 listing = frozenset()
             self._listings[folder] = listing

@@ -108,6 +108,18 @@ def elf_tree(tmp_path_factory: pytest.TempPathFactory) -> ElfTree:
         cwd=work,
     )
     (root / "lib/libgone.so").unlink()
+    # Its search path leads out of the tree (like torch's $ORIGIN/../../nvidia/cudnn/lib): a scan of the
+    # tree alone expects libexternal.so from another package.
+    _cc(root / "lib/libexternal.so", "int ext(void) { return 1; }", "-Wl,-soname,libexternal.so", cwd=work)
+    _cc(
+        root / "libexternal_user.so",
+        '#include <stdlib.h>\nint ext(void); int external_user(void) { return ext() + (getenv("X") != 0); }',
+        f"-L{root / 'lib'}",
+        "-lexternal",
+        "-Wl,--enable-new-dtags,-rpath,$ORIGIN/../other_package/lib",
+        cwd=work,
+    )
+    (root / "lib/libexternal.so").unlink()
     # A private library that defines its symbol under the version node GLIBC_2.99 (a version script), so
     # the user records a symbol-version need newer than any glibc.
     (work / "fake.map").write_text("GLIBC_2.99 { global: fake_new_symbol; local: *; };\n")

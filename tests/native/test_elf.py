@@ -137,6 +137,22 @@ def test_missing_dependency_chain(elf_tree: ElfTree) -> None:
     assert not chain.from_extension
 
 
+def test_scan_outside_search_path_is_external_not_missing(elf_tree: ElfTree, tmp_path: Path) -> None:
+    from envcheck.native import scan_path
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "libexternal_user.so").write_bytes((elf_tree / "libexternal_user.so").read_bytes())
+    (tree / "libgone_user.so").write_bytes((elf_tree / "libgone_user.so").read_bytes())
+    section = scan_path(str(tree))
+    ext = dep(node(section, "tree:libexternal_user.so"), "libexternal.so")
+    assert (ext.kind, ext.how, ext.target) == ("external", "expected-on-machine", None)
+    gone = dep(node(section, "tree:libgone_user.so"), "libgone.so")
+    assert (gone.kind, gone.how) == ("missing", "missing")  # $ORIGIN/lib is inside the tree
+    libc = dep(node(section, "tree:libexternal_user.so"), "libc.so.6")
+    assert (libc.kind, libc.how) == ("os", "expected-on-machine")
+
+
 def test_ld_so_cache_agrees_with_ldconfig() -> None:
     out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=False)
     if out.returncode != 0:

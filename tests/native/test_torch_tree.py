@@ -27,7 +27,7 @@ from envcheck.manifest.model import LoadedLibrary, Manifest, Runtimes
 from envcheck.manifest.native import NativeSection
 from envcheck.native import reconcile_loaded, scan_for_snapshot
 
-from .conftest import dep, node
+from .conftest import ElfTree, dep, node
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("torch") is None, reason="torch is not installed in the test interpreter"
@@ -182,7 +182,9 @@ def test_verify_files_flags_modified_and_foreign(broken_venv: Path) -> None:
 
 
 @pytest.mark.slow
-def test_static_vs_loaded_with_the_real_probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_static_vs_loaded_with_the_real_probe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, elf_tree: ElfTree
+) -> None:
     """LD_LIBRARY_PATH shadowing torch's libgomp is predicted statically and confirmed by the live process;
     a loaded file elsewhere than predicted is reported."""
     spec = importlib.util.find_spec("torch")
@@ -201,8 +203,8 @@ def test_static_vs_loaded_with_the_real_probe(tmp_path: Path, monkeypatch: pytes
     loaded = {lib.path for lib in m.runtimes.loaded}
     assert str(shadow / "libgomp.so.1") in loaded
     reconciled = reconcile_loaded(section, m.runtimes)
-    assert reconciled.loaded is not None
-    assert [d for d in reconciled.loaded if d.kind != "dlopened"] == []
+    # Everything mapped is in the tree or a static dependency of the interpreter's own modules.
+    assert reconciled.loaded == []
 
     # Fault injected: the process reports libc10.so mapped from another folder than the tree predicts.
     elsewhere = tmp_path / "elsewhere"
@@ -222,5 +224,10 @@ def test_static_vs_loaded_with_the_real_probe(tmp_path: Path, monkeypatch: pytes
         "libc10.so",
         "torch:torch/lib/libc10.so",
     )
+    # A library no file of the tree or of the interpreter needs, yet mapped: opened with dlopen / ctypes.
+    plugin = elf_tree / "lib/libdep.so"
+    opened = [*m.runtimes.loaded, LoadedLibrary(path=str(plugin), owner="system", identity=None)]
+    result = reconcile_loaded(section, dataclasses.replace(m.runtimes, loaded=opened))
+    assert [(d.kind, d.loaded) for d in result.loaded or []] == [("dlopened", str(plugin))]
     unused = Runtimes(loaded=[], threadpools=[], threadpoolctl=False)
     assert reconcile_loaded(section, unused).loaded == []
