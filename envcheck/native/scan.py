@@ -112,6 +112,8 @@ def scan_folder(root: str, *, display_root: str | None) -> NativeSection:
         r = RootFile(path=full, key=f"{dist}:{rel}", owner=dist, role=_role(full), record_sha256=sha)
         catalog.add(r)
         roots.setdefault(os.path.normcase(full), r)
+    # No RECORD at all: an unpacked tree (owner "tree"); else a file no RECORD lists was added by hand.
+    owned_tree = not any(e.endswith(".dist-info") for e in os.listdir(root))
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for name in sorted(filenames):
@@ -119,8 +121,6 @@ def scan_folder(root: str, *, display_root: str | None) -> NativeSection:
             if not NATIVE_SUFFIX.search(name) or os.path.normcase(full) in roots:
                 continue
             rel = os.path.relpath(full, root).replace(os.sep, "/")
-            # No RECORD: an unpacked tree, or a file added by hand to an installed distribution.
-            owned_tree = not any(e.endswith(".dist-info") for e in os.listdir(root))
             r = RootFile(
                 path=full,
                 key=f"tree:{rel}" if owned_tree else f"unowned:{rel}",
