@@ -69,6 +69,17 @@ def test_beyond_tolerance_names_the_worst_element() -> None:
     assert verdict.worst.ulp is not None and verdict.worst.ulp > 1000
 
 
+def test_worst_element_is_named_by_its_tensor_index() -> None:
+    golden = OutputSummary(
+        **{**{f: getattr(summary([0.0] * 6), f) for f in OutputSummary.__slots__}, "shape": [2, 3]}
+    )
+    moved = summary([0.0, 0.0, 0.0, 0.0, 0.5, 0.0])
+    moved = OutputSummary(**{**{f: getattr(moved, f) for f in OutputSummary.__slots__}, "shape": [2, 3]})
+    verdict = compare_output(golden, moved, Tol(1e-6, 1e-6), exact=False)
+    assert verdict.worst is not None
+    assert "worst element [1, 1]" in verdict.worst.describe()
+
+
 def test_exact_checks_accept_no_difference() -> None:
     verdict = compare_output(summary([1.0, 2.0]), summary([1.0, 2.0 + 2.4e-7]), Tol(1, 1), exact=True)
     assert verdict.kind == "beyond"
@@ -143,4 +154,8 @@ def test_speed_drop_is_a_warning_never_an_error() -> None:
     golden = VerifySection(results=[result("speed_matmul", metrics={"gflops": 100.0}, info={"threads": 8})])
     current = VerifySection(results=[result("speed_matmul", metrics={"gflops": 20.0}, info={"threads": 8})])
     (finding,) = compare(golden, current)
-    assert (finding.rule, finding.severity) == ("VERIFY-SPEED", "warning")
+    assert (finding.rule, finding.severity, finding.subject) == (
+        "VERIFY-SPEED",
+        "warning",
+        "speed_matmul.gflops",
+    )
