@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator
 
 from envcheck.diff.finding import Finding
-from envcheck.diff.rules._requirements import applicable, requirement_name, satisfies
+from envcheck.diff.rules._requirements import Req, applicable, requirement_name, satisfies
 from envcheck.diff.rules.base import Rule, canon, difference_rule, pkg, release, single_rule
 from envcheck.manifest.model import Manifest
 
@@ -250,27 +250,27 @@ def gpu_arch_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
         )
 
 
-def _pinned_nvidia(m: Manifest) -> dict[str, list[tuple[str, str]]]:
+def _pinned_nvidia(m: Manifest) -> dict[str, list[tuple[Req, str]]]:
     """nvidia-* name -> [(requirement line, required by)] from torch's Requires-Dist, following the extras
     of meta-packages such as ``cuda-toolkit[cublas,...]`` one level down."""
     torch = pkg(m, "torch")
     if torch is None:
         return {}
-    out: dict[str, list[tuple[str, str]]] = {}
+    out: dict[str, list[tuple[Req, str]]] = {}
     wanted = [
         line for line in torch.requires if (requirement_name(line) or "").startswith(("nvidia-", "cuda-"))
     ]
     for app in applicable(m, wanted):
-        name = canon(app.requirement.name)
+        name = app.requirement.name
         if name.startswith("nvidia-"):
-            out.setdefault(name, []).append((app.line, "torch"))
+            out.setdefault(name, []).append((app.requirement, "torch"))
             continue
         meta = pkg(m, name)
         if meta is None or not app.requirement.extras:
             continue
         lines = [line for line in meta.requires if (requirement_name(line) or "").startswith("nvidia-")]
         for sub in applicable(m, lines, tuple(sorted(app.requirement.extras))):
-            out.setdefault(canon(sub.requirement.name), []).append((sub.line, f"torch → {meta.name}"))
+            out.setdefault(sub.requirement.name, []).append((sub.requirement, f"torch → {meta.name}"))
     return out
 
 
@@ -287,28 +287,25 @@ def _pinned_nvidia(m: Manifest) -> dict[str, list[tuple[str, str]]]:
     evidence=("pytorch/pytorch#134929", "pytorch/pytorch#119932", "pytorch/pytorch#186591"),
 )
 def nvidia_pins(rule: Rule, m: Manifest) -> Iterator[Finding]:
-    from packaging.requirements import Requirement
-
     for name, pins in sorted(_pinned_nvidia(m).items()):
         dist = pkg(m, name)
-        for line, by in pins:
-            req = Requirement(line)
+        for pin, by in pins:
+            req = f"{pin.written}{pin.specifier}"
             if dist is None:
                 yield rule.finding(
                     name,
-                    f"{by} requires {req.name}{req.specifier} but it is not installed: the CUDA library it "
-                    "provides is taken from the system, or missing.",
-                    f"Reinstall torch from one index so pip installs its pinned `{req.name}{req.specifier}`.",
-                    base=f"{req.name}{req.specifier}",
+                    f"{by} requires {req} but it is not installed: the CUDA library it provides is taken "
+                    "from the system, or missing.",
+                    f"Reinstall torch from one index so pip installs its pinned `{req}`.",
+                    base=req,
                     target="missing",
                 )
-            elif not satisfies(dist.version, req):
+            elif not satisfies(dist.version, pin):
                 yield rule.finding(
                     name,
-                    f"{by} requires {req.name}{req.specifier}; {dist.version} is installed.",
-                    f"`pip install '{req.name}{req.specifier}'` (or reinstall torch from one index with a "
-                    "constraints file).",
-                    base=f"{req.name}{req.specifier}",
+                    f"{by} requires {req}; {dist.version} is installed.",
+                    f"`pip install '{req}'` (or reinstall torch from one index with a constraints file).",
+                    base=req,
                     target=dist.version,
                 )
             else:

@@ -73,7 +73,7 @@ def pkg_missing(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
             if ";" not in line and name:
                 t_required_by.setdefault(name, []).append(dist.name)
         for app in applicable(target, [line for line in names if ";" in line]):
-            t_required_by.setdefault(canon(app.requirement.name), []).append(dist.name)
+            t_required_by.setdefault(app.requirement.name, []).append(dist.name)
     b_dependents = _dependents(base)
     for name in missing:
         dist = b_index[name]
@@ -250,7 +250,7 @@ def companion_pin(rule: Rule, m: Manifest) -> Iterator[Finding]:
             continue
         lines = [line for line in dist.requires if requirement_name(line) == "torch"]
         for app in applicable(m, lines):
-            if not str(app.requirement.specifier) or satisfies(torch.version, app.requirement):
+            if not app.requirement.specifier or satisfies(torch.version, app.requirement):
                 continue
             yield rule.finding(
                 dist.name,
