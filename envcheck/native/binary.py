@@ -7,8 +7,13 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Literal, NamedTuple
+
+# NamedTuples, not dataclasses, for the per-file records: they are built in a hot loop and each dataclass
+# definition costs ~2 ms of import time, which envcheck snapshot pays on every run (DESIGN §6).
+_NO_VERSIONS: Mapping[str, str] = MappingProxyType({})
 
 Format = Literal["elf", "pe", "macho"]
 
@@ -17,8 +22,7 @@ class BinaryError(Exception):
     """The file cannot be read as a native binary; the message is the reason recorded in the tree."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Needed:
+class Needed(NamedTuple):
     """One library a binary asks its loader for."""
 
     name: str
@@ -26,8 +30,7 @@ class Needed:
     weak: bool = False
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class BinaryInfo:
+class BinaryInfo(NamedTuple):
     """The loader-relevant header facts of one binary."""
 
     format: Format
@@ -37,8 +40,8 @@ class BinaryInfo:
     needed: tuple[Needed, ...] = ()
     rpath: tuple[str, ...] = ()
     runpath: tuple[str, ...] = ()
-    version_needs: dict[str, str] = field(default_factory=dict)
-    version_provides: dict[str, str] = field(default_factory=dict)
+    version_needs: Mapping[str, str] = _NO_VERSIONS
+    version_provides: Mapping[str, str] = _NO_VERSIONS
     build_id: str | None = None
     file_version: str | None = None
 

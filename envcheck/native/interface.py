@@ -9,22 +9,20 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from envcheck.manifest.native import Resolution
 from envcheck.native.binary import BinaryInfo, Needed
 
 
-@dataclass(frozen=True, slots=True)
-class Image:
+class Image(NamedTuple):
     """A binary the loader has mapped (or would map): where it is and what its headers say."""
 
     path: str
     info: BinaryInfo
 
 
-@dataclass(frozen=True, slots=True)
-class Found:
+class Found(NamedTuple):
     """Where one needed library resolves (``path`` None: not found) and by which loader rule."""
 
     path: str | None

@@ -15,8 +15,7 @@ import os
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from envcheck.manifest.native import (
     DependencyKind,
@@ -50,8 +49,7 @@ def is_extension(path: str) -> bool:
     return name.endswith(".so") and not name.startswith("lib")
 
 
-@dataclass(frozen=True, slots=True)
-class RootFile:
+class RootFile(NamedTuple):
     """A file the walk starts from: its absolute path, its key, owner, and what RECORD says about it."""
 
     path: str
@@ -62,15 +60,18 @@ class RootFile:
     foreign: bool = False
 
 
-@dataclass(slots=True)
 class Catalog:
     """Names any path the walk meets: RECORD-owned files, unowned files under site-packages, the
-    interpreter's library, and system files (their absolute path)."""
+    interpreter's library, and system files (their absolute path). ``display`` turns a path into what
+    the tree shows (relative inside a scanned wheel)."""
 
-    owned: dict[str, RootFile] = field(default_factory=dict)
-    site_dirs: list[str] = field(default_factory=list)
-    interpreter: str | None = None
-    display: Callable[[str], str] = field(default=lambda p: p)
+    __slots__ = ("display", "interpreter", "owned", "site_dirs")
+
+    def __init__(self, *, site_dirs: list[str] | None = None) -> None:
+        self.owned: dict[str, RootFile] = {}
+        self.site_dirs: list[str] = site_dirs if site_dirs is not None else []
+        self.interpreter: str | None = None
+        self.display: Callable[[str], str] = _unchanged
 
     def add(self, root: RootFile) -> None:
         self.owned.setdefault(_norm(root.path), root)
@@ -107,6 +108,10 @@ class Catalog:
         return path, "system", None, None, False
 
 
+def _unchanged(path: str) -> str:
+    return path
+
+
 def _norm(path: str) -> str:
     return os.path.normcase(os.path.normpath(path))
 
@@ -120,17 +125,23 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-@dataclass(slots=True)
 class _Node:
-    key: str
-    path: str
-    owner: str
-    role: Role
-    record_sha256: str | None
-    foreign: bool
-    info: BinaryInfo | None = None
-    error: str | None = None
-    deps: list[NativeDependency] = field(default_factory=list)
+    """A file during the walk (mutable: its headers, error and dependencies are filled in)."""
+
+    __slots__ = ("deps", "error", "foreign", "info", "key", "owner", "path", "record_sha256", "role")
+
+    def __init__(
+        self, key: str, path: str, owner: str, role: Role, record_sha256: str | None, foreign: bool
+    ) -> None:
+        self.key = key
+        self.path = path
+        self.owner = owner
+        self.role = role
+        self.record_sha256 = record_sha256
+        self.foreign = foreign
+        self.info: BinaryInfo | None = None
+        self.error: str | None = None
+        self.deps: list[NativeDependency] = []
 
 
 class Walker:
