@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import platform
 import re
 from typing import TYPE_CHECKING
 
@@ -82,7 +83,7 @@ def _snapshot_tree(manifest: Manifest, *, verify_files: bool) -> NativeSection:
                 role="interpreter",
             )
         )
-    system = manifest.platform.system if manifest.platform else os.uname().sysname
+    system = manifest.platform.system if manifest.platform else platform.system()
     walker = Walker(catalog, {}, host=True, executable=_executable(python.executable))
     walker.resolvers = _host_resolvers(system, manifest, walker.probe)
     return walker.walk(roots, verify_files=verify_files)
