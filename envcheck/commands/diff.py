@@ -103,7 +103,7 @@ def diff(
     base_manifest = load(base)
     paths = list(targets or [])
     manifests = [load(p) for p in paths] if paths else [_live(python, timeout)]
-    names = _names(paths, manifests) if paths else [_LIVE]
+    names = _names(paths, manifests) if paths else [f"{_LIVE} ({python})" if python else _LIVE]
     fleet = len(manifests) > 1
     findings: list[Finding] = []
     for name, target in zip(names, manifests, strict=True):
@@ -148,7 +148,8 @@ def doctor(
     rules_policy = load_policy(policy, Path.cwd())
     target = load(manifest) if manifest is not None else _live(python, timeout)
     findings = engine.doctor(target, policy=rules_policy)
-    title = f"envcheck doctor: {manifest if manifest is not None else _LIVE}"
+    live = f"{_LIVE} ({python})" if python else _LIVE
+    title = f"envcheck doctor: {manifest if manifest is not None else live}"
     _report(findings, title=title, fmt=fmt, output=output, fail_on=fail_on, junit=junit)
 
 

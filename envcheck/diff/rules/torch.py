@@ -79,6 +79,11 @@ def torch_version(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Find
 _GPU_VARIANTS = ("cu", "rocm", "xpu")
 
 
+def _pin(version: str | None, variant: str) -> str:
+    """``2.13.0+cpu``: the release with the variant's local label (``X+cpu`` when the version is unknown)."""
+    return f"{(version or 'X').split('+', 1)[0]}+{variant}"
+
+
 def _kind(variant: str) -> str:
     return next((v for v in _GPU_VARIANTS if variant.startswith(v)), variant)
 
@@ -119,10 +124,8 @@ def torch_variant(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Find
         "torch",
         message,
         f"Install the {bs.variant} build on the target from the PyTorch {bs.variant} wheel index, pinned "
-        "with its local label (`torch==X+"
-        + bs.variant
-        + "`), or declare the difference intended in the policy "
-        "if the target is meant to differ.",
+        f"with its local label (`torch=={_pin(bs.version, bs.variant)}`), or declare the difference intended "
+        "in the policy if the target is meant to differ.",
         base=bs.variant,
         target=ts.variant,
     )
