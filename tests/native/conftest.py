@@ -120,6 +120,35 @@ def elf_tree(tmp_path_factory: pytest.TempPathFactory) -> ElfTree:
         cwd=work,
     )
     (root / "lib/libexternal.so").unlink()
+    # A cycle: libcyc_a.so needs libcyc_b.so, which needs libcyc_a.so (linked against a first draft of a).
+    cyc = ("-Wl,--enable-new-dtags,-rpath,$ORIGIN", f"-L{root / 'cyc'}")
+    _cc(root / "cyc/libcyc_a.so", "int a(void) { return 1; }", "-Wl,-soname,libcyc_a.so", cwd=work)
+    _cc(
+        root / "cyc/libcyc_b.so",
+        "int a(void); int b(void) { return a(); }",
+        "-Wl,-soname,libcyc_b.so",
+        *cyc,
+        "-lcyc_a",
+        cwd=work,
+    )
+    _cc(
+        root / "cyc/libcyc_a.so",
+        "int b(void); int a(void) { return b(); }",
+        "-Wl,-soname,libcyc_a.so",
+        *cyc,
+        "-lcyc_b",
+        cwd=work,
+    )
+    # libneeds_sibling.so needs libsibling.so without any search path to find it: only a library already
+    # loaded under that soname satisfies it.
+    _cc(root / "sib/libsibling.so", "int sib(void) { return 1; }", "-Wl,-soname,libsibling.so", cwd=work)
+    _cc(
+        root / "libneeds_sibling.so",
+        "int sib(void); int needs(void) { return sib(); }",
+        f"-L{root / 'sib'}",
+        "-lsibling",
+        cwd=work,
+    )
     # A private library that defines its symbol under the version node GLIBC_2.99 (a version script), so
     # the user records a symbol-version need newer than any glibc.
     (work / "fake.map").write_text("GLIBC_2.99 { global: fake_new_symbol; local: *; };\n")

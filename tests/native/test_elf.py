@@ -153,6 +153,25 @@ def test_scan_outside_search_path_is_external_not_missing(elf_tree: ElfTree, tmp
     assert (libc.kind, libc.how) == ("os", "expected-on-machine")
 
 
+def test_cycle_is_walked_once(elf_tree: ElfTree) -> None:
+    section = walk_host(elf_tree.root, [elf_tree / "cyc/libcyc_a.so"])
+    a = node(section, "fixture:cyc/libcyc_a.so")
+    b = node(section, "fixture:cyc/libcyc_b.so")
+    assert dep(a, "libcyc_b.so").target == b.key
+    assert dep(b, "libcyc_a.so").target == a.key
+    assert section.missing == []
+
+
+def test_soname_already_loaded(elf_tree: ElfTree) -> None:
+    """Nothing on libneeds_sibling.so's search path holds libsibling.so; another file of the environment
+    carries that soname, so the dependency is met only once that file is loaded."""
+    section = walk_host(elf_tree.root, [elf_tree / "libneeds_sibling.so", elf_tree / "sib/libsibling.so"])
+    sibling = dep(node(section, "fixture:libneeds_sibling.so"), "libsibling.so")
+    assert (sibling.how, sibling.target) == ("already-loaded", "fixture:sib/libsibling.so")
+    alone = walk_host(elf_tree.root, [elf_tree / "libneeds_sibling.so"])
+    assert dep(node(alone, "fixture:libneeds_sibling.so"), "libsibling.so").how == "missing"
+
+
 def test_ld_so_cache_agrees_with_ldconfig() -> None:
     out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=False)
     if out.returncode != 0:
