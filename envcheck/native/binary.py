@@ -44,6 +44,7 @@ class BinaryInfo(NamedTuple):
     version_provides: Mapping[str, str] = _NO_VERSIONS
     build_id: str | None = None
     file_version: str | None = None
+    nodeflib: bool = False  # ELF DF_1_NODEFLIB: no ld.so.cache, no default folders
 
 
 def sniff(path: str) -> Format | None:

@@ -30,6 +30,7 @@ DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1,
 DT_VERDEF, DT_VERDEFNUM, DT_VERNEED, DT_VERNEEDNUM = 0x6FFFFFFC, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
 NT_GNU_BUILD_ID = 3
 VER_FLG_BASE = 1
+DT_FLAGS_1, DF_1_NODEFLIB = 0x6FFFFFFB, 0x800
 
 MACHINES = {
     3: "x86",
@@ -187,6 +188,7 @@ def _read(mm: mmap.mmap) -> BinaryInfo:
         version_needs=needs,
         version_provides=provides,
         build_id=info["build_id"],  # type: ignore[arg-type]
+        nodeflib=bool(values.get(DT_FLAGS_1, 0) & DF_1_NODEFLIB),
     )
 
 
@@ -248,6 +250,7 @@ def read_elf_reference(path: str) -> BinaryInfo:
             needs: dict[str, str] = {}
             provides: dict[str, str] = {}
             build_id = None
+            nodeflib = False
             for sec in elf.iter_sections():
                 if isinstance(sec, DynamicSection):
                     for tag in sec.iter_tags():
@@ -258,6 +261,8 @@ def read_elf_reference(path: str) -> BinaryInfo:
                             soname = tag.soname  # type: ignore[attr-defined]
                         elif kind == "DT_RPATH":
                             rpath += [p for p in tag.rpath.split(":") if p]  # type: ignore[attr-defined]
+                        elif kind == "DT_FLAGS_1":
+                            nodeflib = bool(tag.entry.d_val & DF_1_NODEFLIB)
                         elif kind == "DT_RUNPATH":
                             runpath += [p for p in tag.runpath.split(":") if p]  # type: ignore[attr-defined]
                 elif isinstance(sec, GNUVerNeedSection):
@@ -291,4 +296,5 @@ def read_elf_reference(path: str) -> BinaryInfo:
         version_needs=needs,
         version_provides=provides,
         build_id=build_id,
+        nodeflib=nodeflib,
     )

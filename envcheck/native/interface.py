@@ -1,6 +1,6 @@
 """The resolver interface: one implementation per platform loader (``linux``, ``windows``, ``macos``)."""
 
-# ruff: noqa: PTH113
+# ruff: noqa: PTH113, PTH119
 # Paths stay strings (os.path / posixpath): the walk touches thousands of them per snapshot, and a tree
 # may come from another platform, whose paths a host-flavoured pathlib.Path would misread.
 
@@ -46,6 +46,12 @@ class Resolver(ABC):
     def __init__(self, *, host: bool, probe: Probe) -> None:
         self.host = host
         self.probe = probe
+        # name a file is known by once loaded (ELF soname, DLL file name) -> path, for the roots of the walk
+        self.sonames: dict[str, str] = {}
+
+    def register(self, path: str, info: BinaryInfo) -> None:
+        """Remember ``path`` as a library that may already be loaded when another one asks for it."""
+        self.sonames.setdefault(info.soname or os.path.basename(path), path)
 
     @abstractmethod
     def resolve(self, needed: Needed, importer: Image, chain: Sequence[Image], root: Image) -> Found:

@@ -64,7 +64,6 @@ class LinuxResolver(Resolver):
         # current directory is unknown, so empty entries are dropped.
         self.ld_library_path = [p for p in (ld_library_path or "").replace(";", ":").split(":") if p]
         self.cache = read_ld_cache(cache_file) if host else {}
-        self.sonames: dict[str, str] = {}
         # One listing per search folder instead of one stat per (folder, name): torch's CUDA libraries
         # carry seven RPATH entries each, tried for every needed name, libc's included.
         self._listings: dict[str, frozenset[str]] = {}
@@ -94,7 +93,9 @@ class LinuxResolver(Resolver):
             hit = self._in(entry, importer, name, machine)
             if hit:
                 return Found(hit, "runpath", entry)
-        if self.host:
+        # -z nodeflib (DF_1_NODEFLIB): "ignore the default library search path" — neither the cache nor
+        # the default folders (ld(1)).
+        if self.host and not importer.info.nodeflib:
             cached = cache_lookup(self.cache, name, machine)
             if cached and self._fits(cached, machine):
                 return Found(cached, "ld-so-cache", None)

@@ -201,9 +201,8 @@ class Walker:
             info = self._load(node)
             # Sonames of every root are known before resolving (ld.so's already-loaded fallback).
             resolver = self.resolvers.get(info.format) if info else None
-            if info is not None and info.format == "elf" and resolver is not None:
-                sonames: dict[str, str] = getattr(resolver, "sonames", {})
-                sonames.setdefault(info.soname or os.path.basename(root.path), root.path)
+            if info is not None and resolver is not None:
+                resolver.register(root.path, info)
         # Extension modules first: an import starts there, so a library both loaded by an extension and
         # listed in RECORD is resolved in the context of that import (its loader chain, its load folder).
         start = (self.executable,) if self.executable else ()

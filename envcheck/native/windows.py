@@ -22,7 +22,7 @@ order" (standard order for unpackaged apps, with the LOAD_LIBRARY_SEARCH flags):
 Names are case-insensitive.
 """
 
-# ruff: noqa: PTH113, PTH118, PTH120, PTH208
+# ruff: noqa: PTH113, PTH118, PTH120, PTH208, PTH119
 # Paths stay strings (os.path / posixpath): the walk touches thousands of them per snapshot, and a tree
 # may come from another platform, whose paths a host-flavoured pathlib.Path would misread.
 
@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from envcheck.native.binary import Needed
+from envcheck.native.binary import BinaryInfo, Needed
 from envcheck.native.interface import Found, Image, Probe, Resolver
 from envcheck.native.oslibs import WINDOWS_KNOWN_DLLS, is_api_set
 
@@ -83,7 +83,19 @@ class WindowsResolver(Resolver):
             hit = self._find(self.system32, low)
             if hit:
                 return Found(hit, "system32", None)
+        # The loader reuses a module already loaded under the same base name before it searches
+        # ("Dynamic-link library search order": "If a DLL with the same module name is already loaded
+        # in memory"): another DLL of the environment that the process has loaded satisfies it.
+        loaded = self.loaded_by_name(low)
+        if loaded is not None:
+            return Found(loaded, "already-loaded", None)
         return Found(None, "missing", None)
+
+    def register(self, path: str, info: BinaryInfo) -> None:
+        self.sonames.setdefault(os.path.basename(path).lower(), path)
+
+    def loaded_by_name(self, low_name: str) -> str | None:
+        return self.sonames.get(low_name)
 
     def _find(self, folder: str, low_name: str) -> str | None:
         """Case-insensitive look-up, one directory listing per folder (the tree may be on a case-sensitive
