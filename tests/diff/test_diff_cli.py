@@ -175,3 +175,20 @@ def test_diff_against_a_fresh_snapshot_of_this_machine() -> None:
     assert data["title"] == f"envcheck diff: {DEV} → this machine"
     # The committed manifest was made from this very venv: torch did not change under it.
     assert not [f for f in data["findings"] if f["rule"] in ("ENV-TORCH-VERSION", "ENV-TORCH-VARIANT")]
+
+
+def test_the_diff_path_imports_no_heavy_module() -> None:
+    # DESIGN §6: diff of two files must start fast: no rich (text to a pipe is plain), no native parsers,
+    # no packaging for the usual metadata. Checked in a fresh interpreter.
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from envcheck.cli import app\n"
+        f"r = CliRunner().invoke(app, ['diff', {DEV!r}, {CUDA!r}])\n"
+        "heavy = ('rich', 'elftools', 'pefile', 'macholib', 'packaging', 'envcheck.native', 'torch')\n"
+        "print(r.exit_code, sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.stdout.strip() == "1 []", proc.stderr
