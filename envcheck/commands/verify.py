@@ -87,6 +87,16 @@ def _tally(section: VerifySection) -> str:
     return f"{len(section.results)} checks{wall}: {parts}"
 
 
+def _outputs_line(golden: VerifySection, current: VerifySection, findings: list[Finding]) -> str:
+    from envcheck.verify.compare import output_counts
+
+    n = output_counts(golden, current, findings)
+    return (
+        f"{n['compared']} outputs compared with the goldens: {n['identical']} identical, "
+        f"{n['within']} within tolerance, {n['beyond']} beyond"
+    )
+
+
 def _report(
     findings: list[Finding],
     *,
@@ -154,6 +164,8 @@ def verify(
     current = _run(python, timeout, checks, compile_)
     typer.echo(_tally(current), err=True)
     findings = compare(golden, current) if golden is not None else outcomes(current)
+    if golden is not None:
+        typer.echo(_outputs_line(golden, current, findings), err=True)
     findings = sorted(set(rules_policy.apply(findings)), key=lambda f: f.sort_key())
     title = "envcheck verify" + (f" against {against}" if against is not None else "")
     _report(
@@ -207,7 +219,9 @@ def gate(
     typer.echo(_tally(current), err=True)
     findings = engine.diff(base, live) + engine.doctor(live)
     if golden is not None:
-        findings += compare(golden, current)
+        verified = compare(golden, current)
+        typer.echo(_outputs_line(golden, current, verified), err=True)
+        findings += verified
     else:
         findings += outcomes(current)
         findings.append(

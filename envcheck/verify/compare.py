@@ -418,6 +418,21 @@ def compare(golden: VerifySection, current: VerifySection) -> list[Finding]:
     return findings
 
 
+def output_counts(
+    golden: VerifySection, current: VerifySection, findings: Iterable[Finding]
+) -> dict[str, int]:
+    """How the outputs compared: ``compared``, ``identical``, ``within`` and ``beyond`` tolerance."""
+    golden_by_name = {r.name: r for r in golden.results}
+    compared = 0
+    for result in current.results:
+        base = golden_by_name.get(result.name) or (golden_by_name.get(result.ref) if result.ref else None)
+        if result.status == "passed" and base is not None and base.status == "passed":
+            compared += len(base.outputs)
+    rules = [f.rule for f in findings]
+    within, beyond = rules.count("VERIFY-WITHIN-TOLERANCE"), rules.count("VERIFY-NUMERICS")
+    return {"compared": compared, "identical": compared - within - beyond, "within": within, "beyond": beyond}
+
+
 def _twin(name: str, results: Iterable[CheckResult]) -> CheckResult | None:
     head, _, tail = name.partition("/")
     if not tail:
@@ -428,7 +443,8 @@ def _twin(name: str, results: Iterable[CheckResult]) -> CheckResult | None:
 
 def _info_changes(golden: CheckResult, current: CheckResult) -> list[Finding]:
     out = []
-    for key in sorted(set(golden.info) | set(current.info)):
+    # Keys the golden lacks were added by a newer envcheck: nothing to compare them with.
+    for key in sorted(golden.info):
         g, c = golden.info.get(key), current.info.get(key)
         if g == c:
             continue

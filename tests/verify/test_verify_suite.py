@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -106,6 +108,27 @@ def test_onednn_bf16_math_is_caught_in_conv_only(golden: VerifySection) -> None:
     assert not any(s.startswith(("matmul_fp64", "random_stream", "softmax")) for s in failing)
     (conv,) = [f for f in findings if f.subject == "conv2d.conv"]
     assert "worst element" in conv.message and "ULP" in conv.message
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs gcc on Linux"
+)
+def test_a_fast_math_library_in_the_process_flushes_denormals(golden: VerifySection, tmp_path: Path) -> None:
+    # GCC links crtfastmath.o into a -ffast-math shared library; loading it sets FTZ/DAZ in MXCSR for the
+    # whole process (GCC bug 55522): a real way an unrelated extension changes torch's numerics.
+    source = tmp_path / "fastmath.c"
+    source.write_text("int envcheck_fastmath(void) { return 1; }\n", encoding="utf-8")
+    lib = tmp_path / "libfastmath.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-ffast-math", "-o", str(lib), str(source)], check=True)
+    env = {**os.environ, "LD_PRELOAD": str(lib)}
+    findings = compare(golden, run_suite(sys.executable, timeout=TIMEOUT, env=env))
+    failing = {f.subject for f in findings if f.rule == "VERIFY-NUMERICS"}
+    if not failing:
+        pytest.skip("this gcc does not link crtfastmath.o into shared libraries (GCC 13 and newer)")
+    assert failing <= {"denormals.scaled", "denormals.product"}
+    assert "denormals.scaled" in failing
+    loaded = [f for f in findings if f.subject == "import_torch.loaded"]
+    assert loaded and "libfastmath.so" in loaded[0].message
 
 
 def test_default_cpu_capability_breaks_the_bit_exact_random_stream(golden: VerifySection) -> None:

@@ -12,6 +12,22 @@ import sys
 import tempfile
 import time
 
+# Variables that change how the backends compute (a fixed list of names: no value here can be a secret).
+NUMERICS_ENV = (
+    "ATEN_CPU_CAPABILITY",
+    "ONEDNN_DEFAULT_FPMATH_MODE",
+    "DNNL_DEFAULT_FPMATH_MODE",
+    "ONEDNN_MAX_CPU_ISA",
+    "DNNL_MAX_CPU_ISA",
+    "MKL_CBWR",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "MKL_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "NVIDIA_TF32_OVERRIDE",
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+    "CUBLAS_WORKSPACE_CONFIG",
+)
+
 
 def _small_model(torch, seed=0):
     torch.manual_seed(seed)
@@ -25,6 +41,10 @@ def import_torch(ctx):
     ctx.info["threads"] = torch.get_num_threads()
     ctx.info["quantized_engine"] = _attempt(lambda: torch.backends.quantized.engine)
     ctx.info["loaded"] = _loaded_libraries()
+    ctx.info["float32_matmul_precision"] = _attempt(lambda: torch.get_float32_matmul_precision())
+    ctx.info["mkldnn_enabled"] = _attempt(lambda: bool(torch.backends.mkldnn.enabled))
+    ctx.info["deterministic_algorithms"] = _attempt(lambda: torch.are_deterministic_algorithms_enabled())
+    ctx.info["numerics_env"] = {k: os.environ[k] for k in sorted(os.environ) if k in NUMERICS_ENV}
     ctx.output("ones", torch.ones(4) + 1)
 
 
