@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import needs_torch
+from conftest import HAS_TORCH, needs_torch
 from typer.testing import CliRunner
 
 from envcheck.cli import app
@@ -209,3 +209,26 @@ def test_entry_point_checks_are_found_in_the_target(tmp_path: Path) -> None:
     assert mine.outputs["logits"].shape == [2, 3]
     assert any("custom/shop/forward" in line for line in progress)
     assert any(line.startswith("[1/") and "import_torch" in line for line in progress)
+
+
+def _cuda_devices() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_TORCH or _cuda_devices() == 0, reason="no CUDA device visible")
+def test_cuda_checks_run_on_every_visible_device(golden: VerifySection) -> None:
+    for index in range(_cuda_devices()):
+        device = f"cuda:{index}"
+        mine = {r.name.split("/", 1)[1]: r for r in golden.results if r.device == device}
+        assert {"cuda_init", "matmul_fp32", "matmul_fp16", "conv2d", "tf32_probe", "nccl"} <= set(mine)
+        for r in mine.values():
+            assert r.status in ("passed", "skipped"), (r.name, r.status, r.error, r.stderr_tail)
+        assert "matmul.allow_tf32" in mine["matmul_fp32"].info
+        assert isinstance(mine["tf32_probe"].info.get("tf32_active"), bool)
+    # The CUDA matmul compared with the CPU golden of the same inputs: cross-device bands, never an error.
+    cpu_only = VerifySection(results=[r for r in golden.results if r.device == "cpu"])
+    cross = [f for f in compare(cpu_only, golden) if f.subject.startswith("cuda:0/matmul_fp32")]
+    assert all(f.severity != "error" for f in cross)

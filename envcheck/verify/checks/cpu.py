@@ -1,4 +1,5 @@
 # mypy: ignore-errors
+# ruff: noqa: UP031
 """Operator checks on the CPU (target side, Python 3.8, stdlib + torch). Inputs are seeded and small; the
 same inputs are used by the CUDA checks that name one of these as their ``ref``."""
 
@@ -94,6 +95,9 @@ def attention(ctx):
         # eval() + no_grad() is where the Transformer fast path (nested tensors) takes over (FM-26).
         out = layer(x, src_key_padding_mask=pad)
         ctx.output("encoder", out.masked_fill(pad.unsqueeze(-1), 0.0))
+        if not hasattr(F, "scaled_dot_product_attention"):  # torch < 2.0
+            ctx.info["sdpa"] = "not in torch %s" % torch.__version__
+            return
         mask = ~pad[:, None, None, :]
         ctx.output("sdpa", F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
 
