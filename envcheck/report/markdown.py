@@ -14,6 +14,7 @@ from envcheck.report.interface import (
     summarize,
 )
 
+INFO_ROWS = 50
 _HEADINGS: dict[Severity, str] = {"error": "Errors", "warning": "Warnings", "info": "Info"}
 
 
@@ -35,12 +36,15 @@ class MarkdownFormat(ReportFormat):
             lines += ["No differences that matter.", ""]
         fleet = is_fleet(findings)
         for severity, group in by_severity(findings):
-            table = self._table(group, fleet)
             heading = f"{_HEADINGS[severity]} ({len(group)})"
             if severity == "info":
+                # GitHub refuses comments over 65,536 characters: info is cut short, never the failures.
+                table = self._table(group[:INFO_ROWS], fleet)
+                if len(group) > INFO_ROWS:
+                    table.append(f"\n… and {len(group) - INFO_ROWS} more (see `--format json`).")
                 lines += ["<details>", f"<summary>{heading}</summary>", "", *table, "", "</details>", ""]
             else:
-                lines += [f"### {heading}", "", *table, ""]
+                lines += [f"### {heading}", "", *self._table(group, fleet), ""]
         return "\n".join(lines).rstrip("\n") + "\n"
 
     @staticmethod

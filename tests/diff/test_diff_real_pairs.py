@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable
+from typing import Any
 
+import pytest
 from conftest import manifest
 
 from envcheck.diff.engine import diff, doctor
@@ -108,3 +111,26 @@ def test_doctor_on_the_real_environments(dev: Manifest, cuda: Manifest) -> None:
     # nvshmem / cufile transports and the driver-only libcaffe2_nvrtc cannot load here: plugins, info.
     assert {f.severity for f in rules.pop("ENV-NATIVE-MISSING", [])} <= {"info"}
     assert rules == {}
+
+
+def _without(path: str) -> Callable[[dict[str, Any]], None]:
+    def edit(d: dict[str, Any]) -> None:
+        node = d
+        *parents, last = path.split(".")
+        for key in parents:
+            node = node[key]
+        node[last] = None
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "section", ["platform", "gpu", "runtimes", "native", "torch.runtime", "torch.static", "verify"]
+)
+def test_rules_cope_with_a_missing_section(section: str) -> None:
+    # A --no-probe snapshot, a crashed probe or an old writer leaves sections empty: rules skip what they
+    # cannot know instead of failing.
+    for name in ("dev-cpu", "cuda"):
+        full, partial = manifest(name), manifest(name, _without(section))
+        assert isinstance(diff(full, partial) + diff(partial, full) + doctor(partial), list)
+    assert diff(manifest("dev-cpu", _without(section)), manifest("dev-cpu-again", _without(section))) == []

@@ -166,3 +166,20 @@ def test_colour_only_for_a_terminal_without_no_color(monkeypatch: pytest.MonkeyP
 def test_unknown_format_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="unknown report format"):
         render(FINDINGS, "yaml", title=TITLE, fail_on="error")  # type: ignore[arg-type]
+
+
+def test_markdown_cuts_info_short_but_never_failures() -> None:
+    from envcheck.report.markdown import INFO_ROWS
+
+    many = [
+        Finding(rule="ENV-PKG-ADDED", severity="info", subject=f"pkg-{i:03d}", message="m", remedy="r")
+        for i in range(INFO_ROWS + 7)
+    ]
+    warnings = [
+        Finding(rule="ENV-PKG-VERSION", severity="warning", subject=f"w-{i:03d}", message="m", remedy="r")
+        for i in range(INFO_ROWS + 7)
+    ]
+    text = render(many + warnings, "markdown", title=TITLE, fail_on="error")
+    assert "… and 7 more (see `--format json`)." in text
+    assert f"pkg-{INFO_ROWS - 1:03d}" in text and f"pkg-{INFO_ROWS:03d}" not in text
+    assert f"w-{INFO_ROWS + 6:03d}" in text
