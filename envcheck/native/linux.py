@@ -7,7 +7,7 @@
 3. LD_LIBRARY_PATH (ignored for set-user-ID programs; python is not one);
 4. DT_RUNPATH of the needing object only: "DT_RUNPATH entries are used only to find the object's direct
    dependencies, not for its dependencies' dependencies";
-5. ``/etc/ld.so.cache`` (skipped for an object linked with ``-z nodeflib``);
+5. ``/etc/ld.so.cache`` (skipped for an object linked with ``-z nodefaultlib``, DF_1_NODEFLIB);
 6. the default directories (``/lib``, ``/usr/lib``; ``/lib64``, ``/usr/lib64`` on 64-bit; Debian's
    multiarch folders).
 
@@ -93,8 +93,8 @@ class LinuxResolver(Resolver):
             hit = self._in(entry, importer, name, machine)
             if hit:
                 return Found(hit, "runpath", entry)
-        # -z nodeflib (DF_1_NODEFLIB): "ignore the default library search path" — neither the cache nor
-        # the default folders (ld(1)).
+        # ld -z nodefaultlib (DF_1_NODEFLIB): "ignore any default library search paths" (ld(1)): neither
+        # the cache nor the default folders.
         if self.host and not importer.info.nodeflib:
             cached = cache_lookup(self.cache, name, machine)
             if cached and self._fits(cached, machine):

@@ -192,6 +192,7 @@ class Walker:
         nodes: dict[str, _Node] = {}
         by_path: dict[str, str] = {}
         queue: deque[tuple[str, tuple[Image, ...], Image | None]] = deque()
+        self._register_executable_closure()
         for root in ordered:
             if _norm(root.path) in by_path:
                 continue
@@ -215,6 +216,29 @@ class Walker:
             return self._section(nodes, ordered)
         finally:
             self._hasher.close()
+
+    def _register_executable_closure(self) -> None:
+        """The interpreter's own libraries (libc, libm, libpython for a shared build) are loaded before any
+        extension: a dependency of that name is met by them even where the importer's search path would
+        not find it (``-z nodefaultlib``)."""
+        if self.executable is None:
+            return
+        resolver = self.resolvers.get(self.executable.info.format)
+        if resolver is None or not self.host:
+            return
+        todo = [self.executable]
+        done: set[str] = set()
+        while todo:
+            image = todo.pop()
+            if image.path in done:
+                continue
+            done.add(image.path)
+            for needed in image.info.needed:
+                found = resolver.resolve(needed, image, (), self.executable)
+                info = self.probe(found.path) if found.path else None
+                if found.path is not None and info is not None:
+                    resolver.register(found.path, info)
+                    todo.append(Image(found.path, info))
 
     def _drain(
         self,

@@ -149,6 +149,16 @@ def elf_tree(tmp_path_factory: pytest.TempPathFactory) -> ElfTree:
         "-lsibling",
         cwd=work,
     )
+    # -z nodefaultlib (DF_1_NODEFLIB): neither ld.so.cache nor the default folders serve it; libc only
+    # as already loaded.
+    _cc(
+        root / "libnodeflib.so",
+        user,
+        f"-L{root / 'lib'}",
+        "-ldep",
+        "-Wl,-z,nodefaultlib,--enable-new-dtags,-rpath,$ORIGIN/lib",
+        cwd=work,
+    )
     # A private library that defines its symbol under the version node GLIBC_2.99 (a version script), so
     # the user records a symbol-version need newer than any glibc.
     (work / "fake.map").write_text("GLIBC_2.99 { global: fake_new_symbol; local: *; };\n")
@@ -171,7 +181,12 @@ def elf_tree(tmp_path_factory: pytest.TempPathFactory) -> ElfTree:
 
 
 def walk_host(
-    folder: Path, files: list[Path], *, ld_library_path: str | None = None, verify_files: bool = False
+    folder: Path,
+    files: list[Path],
+    *,
+    ld_library_path: str | None = None,
+    verify_files: bool = False,
+    executable: str | None = None,
 ) -> NativeSection:
     """Walk ``files`` with this machine's ld.so rules; every ``.so`` under ``folder`` belongs to the
     distribution ``fixture`` (keys ``fixture:<path relative to folder>``), as if a RECORD listed it."""
@@ -187,7 +202,7 @@ def walk_host(
         )
         catalog.add(owned[f])
     roots = [owned[f] for f in files]
-    walker = Walker(catalog, {}, host=True)
+    walker = Walker(catalog, {}, host=True, executable=executable)
     walker.resolvers = {"elf": LinuxResolver(host=True, probe=walker.probe, ld_library_path=ld_library_path)}
     return walker.walk(roots, verify_files=verify_files)
 

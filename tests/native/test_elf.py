@@ -7,6 +7,7 @@ loader (``ctypes.CDLL`` in a subprocess) where the loader can say."""
 from __future__ import annotations
 
 import glob
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -170,6 +171,21 @@ def test_soname_already_loaded(elf_tree: ElfTree) -> None:
     assert (sibling.how, sibling.target) == ("already-loaded", "fixture:sib/libsibling.so")
     alone = walk_host(elf_tree.root, [elf_tree / "libneeds_sibling.so"])
     assert dep(node(alone, "fixture:libneeds_sibling.so"), "libsibling.so").how == "missing"
+
+
+def test_nodeflib_takes_libc_from_the_interpreter(elf_tree: ElfTree) -> None:
+    """ld(1) -z nodefaultlib: no ld.so.cache, no default folders; the interpreter (a dynamically linked
+    python) has libc.so.6 loaded already, so the real loader loads the library anyway."""
+    lib = elf_tree / "libnodeflib.so"
+    assert read_elf(str(lib)).nodeflib
+    python = os.path.realpath(sys.executable)
+    section = walk_host(elf_tree.root, [lib], executable=python)
+    libc = dep(node(section, "fixture:libnodeflib.so"), "libc.so.6")
+    assert libc.how == "already-loaded" and libc.target is not None
+    assert dep(node(section, "fixture:libnodeflib.so"), "libdep.so").how == "runpath"
+    bare = walk_host(elf_tree.root, [lib])  # no interpreter: nothing has loaded libc
+    assert dep(node(bare, "fixture:libnodeflib.so"), "libc.so.6").how == "missing"
+    assert _dlopen(lib).returncode == 0
 
 
 def test_ld_so_cache_agrees_with_ldconfig() -> None:
