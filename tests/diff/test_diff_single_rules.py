@@ -153,6 +153,12 @@ def docker_shm(d: dict[str, Any]) -> None:
     d["platform"]["shm_bytes"] = 64 * 1024 * 1024
 
 
+def hand_copied_dll(d: dict[str, Any]) -> None:
+    node = next(n for n in d["native"]["nodes"] if n["key"] == "torch:torch/lib/libgomp.so.1")
+    node["integrity"] = "modified"
+    node["identity"] = "sha256:" + "1" * 64
+
+
 # rule id -> (manifest, edits, expected severity, expected subject)
 TRIGGERS: dict[str, tuple[str, tuple[Edit, ...], Severity, str]] = {
     "ENV-TORCH-TREES": ("dev-cpu", (second_torch_tree,), "error", "torch"),
@@ -180,6 +186,7 @@ TRIGGERS: dict[str, tuple[str, tuple[Edit, ...], Severity, str]] = {
     "ENV-NATIVE-MISSING": ("dev-cpu", (libc10_missing,), "error", "_C.cpython-311-x86_64-linux-gnu.so"),
     "ENV-SYMBOL-VERSION": ("dev-cpu", (glibcxx_too_new,), "error", "GLIBCXX_3.4.32"),
     "ENV-NATIVE-SHADOWED": ("dev-cpu", (gomp_from_system,), "error", "libgomp.so.1"),
+    "ENV-NATIVE-TAMPERED": ("dev-cpu", (hand_copied_dll,), "error", "torch:torch/lib/libgomp.so.1"),
     "ENV-GLIBC-TOO-OLD": ("dev-cpu", (old_glibc,), "error", "torch"),
     "ENV-OPENMP-MULTIPLE": ("dev-cpu", (intel_openmp_too,), "error", "OpenMP"),
     "ENV-KMP-DUPLICATE-LIB-OK": (
@@ -250,3 +257,14 @@ def test_an_optional_plugin_that_cannot_load_is_info() -> None:
 
     (f,) = [f for f in doctor(manifest("dev-cpu", plugin)) if f.rule == "ENV-NATIVE-MISSING"]
     assert f.severity == "info"
+
+
+def test_a_stray_native_file_is_a_warning() -> None:
+    def stray(d: dict[str, Any]) -> None:
+        node = dict(next(n for n in d["native"]["nodes"] if n["key"] == "torch:torch/lib/libgomp.so.1"))
+        node.update(key="unowned:torch/lib/libiomp5.so", owner="unowned", integrity="computed")
+        node["path"] = node["path"].replace("libgomp.so.1", "libiomp5.so")
+        d["native"]["nodes"].append(node)
+
+    (f,) = [f for f in doctor(manifest("dev-cpu", stray)) if f.rule == "ENV-NATIVE-TAMPERED"]
+    assert (f.severity, f.subject) == ("warning", "unowned:torch/lib/libiomp5.so")

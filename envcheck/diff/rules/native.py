@@ -463,11 +463,8 @@ def _nodes_changed(
         owner = canon(node.owner)
         if _is_wheel(node.owner) and b_versions.get(owner) != t_versions.get(owner):
             continue
-        if not node.key.startswith(("unowned:",)) and "/" in node.key and node.key.startswith("/"):
-            # A system file (absolute path key): distributions patch their libraries; info, not a warning.
-            severity: Severity | None = "info"
-        else:
-            severity = None
+        # A system file (its key is its absolute path): distributions patch their libraries; info.
+        severity: Severity | None = "info" if node.key.startswith("/") else None
         yield rule.finding(
             node.key,
             f"{node.key} is a different file on the target than on the base"
@@ -525,3 +522,41 @@ def resolved_elsewhere(rule: Rule, base: Manifest, target: Manifest) -> Iterator
             target=new_target or new_kind,
             severity="error" if to_machine else None,
         )
+
+
+@single_rule(
+    "ENV-NATIVE-TAMPERED",
+    family=FAMILY,
+    severity="error",
+    title="a native file no package installed, or one that no longer matches its RECORD",
+    why=(
+        "A DLL or .so copied by hand into torch/lib, or patched after install, is loaded first and is "
+        "another build: 'procedure could not be found', WinError 127/1114, or silent misbehaviour."
+    ),
+    fm=("FM-03", "FM-02"),
+    evidence=("pytorch/pytorch#29279", "pytorch/pytorch#129568", "zeyad-mansour/lunar#58"),
+)
+def native_tampered(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    if m.native is None:
+        return
+    for node in sorted(m.native.nodes or [], key=lambda n: n.key):
+        if node.integrity == "modified":
+            yield rule.finding(
+                node.key,
+                f"{node.path} differs from the sha256 its RECORD promises: it was replaced or patched after "
+                f"{node.owner} was installed.",
+                f"`pip install --force-reinstall --no-deps {node.owner}` and find out who replaced the file "
+                "(never take DLLs from download sites).",
+                base="RECORD",
+                target=node.identity,
+            )
+        elif node.owner == "unowned":
+            yield rule.finding(
+                node.key,
+                f"{node.path} sits inside site-packages but no installed package lists it: copied by hand or "
+                "left behind by an uninstall, and the loader may pick it first.",
+                "Delete the stray file (or reinstall the package that should own it).",
+                base="no owner",
+                target=node.path,
+                severity="warning",
+            )
