@@ -8,7 +8,7 @@ read or written is ignored. Measured: the interpreter's 23 MB libpython alone to
 walk of the torch venv before the cache.
 """
 
-# ruff: noqa: PTH116, PTH123
+# ruff: noqa: PTH116, PTH123, PTH110
 # Paths stay strings (os.path / posixpath): the walk touches thousands of them per snapshot, and a tree
 # may come from another platform, whose paths a host-flavoured pathlib.Path would misread.
 
@@ -115,7 +115,9 @@ class Hasher:
         }
 
     def _save(self) -> None:
-        items = list(self._cache.items())[-MAX_CACHE_ENTRIES:]
+        # Entries of files gone since (temporary folders, uninstalled packages) are dropped when saving.
+        items = [(k, v) for k, v in self._cache.items() if k in self._futures or os.path.exists(k)]
+        items = items[-MAX_CACHE_ENTRIES:]
         target = self._file()
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
