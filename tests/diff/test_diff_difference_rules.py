@@ -209,6 +209,7 @@ CASES: dict[str, tuple[str, tuple[Edit, ...], str, tuple[Edit, ...], Severity, s
     "ENV-NATIVE-LOST": ("cuda", (), "dev-cpu", (), "warning", "libraries of packages missing on the target"),
     "ENV-NATIVE-ADDED": ("dev-cpu", (), "cuda", (), "info", "libraries of packages added on the target"),
     "ENV-BLAS-RUNTIME": ("dev-cpu", (), "dev-cpu", (mkl_blas,), "warning", "blas runtime"),
+    "ENV-NATIVE-REQUIRES": ("dev-cpu", (), "cuda", (), "warning", "libcuda.so.1"),
     "ENV-MKL-ONEDNN-VERSION": (
         "dev-cpu",
         (),

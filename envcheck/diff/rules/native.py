@@ -560,3 +560,43 @@ def native_tampered(rule: Rule, m: Manifest) -> Iterator[Finding]:
                 target=node.path,
                 severity="warning",
             )
+
+
+_MACHINE_PROVIDED = ("redistributable", "driver")
+
+
+@difference_rule(
+    "ENV-NATIVE-REQUIRES",
+    family=FAMILY,
+    severity="warning",
+    title="the target's native tree needs a runtime or driver the base's did not",
+    why=(
+        "A redistributable (VC++ runtime, OpenMP, libgfortran) or the GPU driver must now be installed on "
+        "the machine: where it is absent, imports fail with 'DLL load failed' / 'cannot open shared object'."
+    ),
+    fm=("FM-02", "FM-05"),
+    evidence=("pytorch/pytorch#131662", "pytorch/pytorch#39734", "ROCm/TheRock#1520"),
+)
+def native_requires(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    if base.native is None or target.native is None or base.native.requires is None:
+        return
+    before = {r.name.lower() for r in base.native.requires}
+    for req in sorted(target.native.requires or [], key=lambda r: r.name.lower()):
+        if req.kind not in _MACHINE_PROVIDED or req.name.lower() in before:
+            continue
+        needers = _list(sorted(req.needed_by), 3) or f"{req.count} file(s)"
+        yield rule.finding(
+            req.name,
+            f"The target's native tree needs {req.name}"
+            + (f" ({req.runtime})" if req.runtime else "")
+            + f", which nothing on the base needed; it is required by {needers}.",
+            (
+                "Install the GPU driver on every target machine meant to use the GPU (CPU-only machines "
+                "need nothing: the library is only opened for CUDA)."
+                if req.kind == "driver"
+                else f"Make sure every target machine has {req.runtime or req.name} installed (or bundle it, "
+                "after a licence review); never take DLLs from download sites."
+            ),
+            base="not needed",
+            target=req.name,
+        )
