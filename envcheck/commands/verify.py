@@ -144,8 +144,15 @@ def verify(
     """Run the import-and-verify smoke suite in isolated processes; with --against, compare with goldens.
 
     Each check runs on seeded inputs; a crash, hang or exception in one is reported (crashed / timeout /
-    error) and the others still run. Tolerances: envcheck/verify/compare.py. Exit codes: 0 clean,
-    1 findings at or above --fail-on, 2 usage or input error.
+    error) and the others still run. Tolerances: envcheck/verify/compare.py.
+
+    Your own checks (--checks FILE, or modules/functions registered in the `envcheck.checks` entry-point
+    group): every top-level `check_NAME()` or `check_NAME(ctx)` function, run in the target interpreter.
+    Return a tensor, a number, or a dict/list of them (or call `ctx.output(name, tensor)`); call
+    `ctx.skip(reason)` when it cannot run. Optional attributes: `check_NAME.tolerance = {"rtol": ..,
+    "atol": ..}`, `check_NAME.exact = True`. Goldens are recorded by `envcheck snapshot` like the rest.
+
+    Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     """
     from envcheck.diff.policy import load_policy
     from envcheck.manifest.io import load
