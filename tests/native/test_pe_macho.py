@@ -7,6 +7,7 @@ import base64
 import hashlib
 import json
 import os
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -163,3 +164,57 @@ def test_real_windows_torch_wheel() -> None:
     assert "vcruntime140.dll" in vc and "msvcp140.dll" in vc
     assert any(k.endswith("torch_cpu.dll") for k in vc["msvcp140.dll"].needed_by)
     assert [o.family for o in section.openmp or []] == ["intel"]
+
+
+def test_windows_host_search_order(tmp_path: Path) -> None:
+    """A snapshot on Windows resolves against System32 and python.exe's folder; simulated on Linux with
+    folders holding real DLLs (copies of the fixtures under the names Windows would have)."""
+    from envcheck.native.tree import Catalog, RootFile, Walker
+    from envcheck.native.windows import WindowsResolver
+
+    site = tmp_path / "site-packages"
+    shutil.copytree(PE, site)
+    system32 = tmp_path / "Windows" / "System32"
+    system32.mkdir(parents=True)
+    for name in ("KERNEL32.DLL", "msvcrt.dll", "gone.dll"):  # case differs from the import: still found
+        shutil.copyfile(PE / "winpkg/baz.dll", system32 / name)
+    app = tmp_path / "Python311"
+    app.mkdir()
+    shutil.copyfile(PE / "winpkg/baz.dll", app / "python311.dll")
+    shutil.copyfile(PE / "winpkg/baz.dll", app / "vcruntime140.dll")
+    catalog = Catalog(site_dirs=[str(site)])
+    roots = []
+    for f in sorted(p for p in site.rglob("*") if p.suffix in (".dll", ".pyd")):
+        rel = f.relative_to(site).as_posix()
+        roots.append(
+            RootFile(
+                path=str(f),
+                key=f"winpkg:{rel}",
+                owner="winpkg",
+                role="extension" if f.suffix == ".pyd" else "library",
+            )
+        )
+        catalog.add(roots[-1])
+    walker = Walker(catalog, {}, host=True)
+    walker.resolvers = {
+        "pe": WindowsResolver(
+            host=True,
+            probe=walker.probe,
+            dll_directories=[str(site / "winpkg.libs")],
+            application_dir=str(app),
+            system32=str(system32),
+        )
+    }
+    section = walker.walk(roots, verify_files=False)
+    bar = node(section, "winpkg:winpkg/bar.dll")
+    kernel = dep(bar, "KERNEL32.dll")
+    assert (kernel.how, kernel.kind, kernel.target) == ("known-dll", "os", str(system32 / "KERNEL32.DLL"))
+    gone = dep(bar, "gone.dll")  # not shipped, but this machine has one in System32
+    assert (gone.how, gone.target) == ("system32", str(system32 / "gone.dll"))
+    vc = dep(bar, "VCRUNTIME140.dll")  # python.org's installer puts vcruntime140.dll beside python.exe
+    assert (vc.how, vc.via, vc.kind) == ("loader-dir", "application", "redistributable")
+    assert dep(bar, "foo.dll").via == "winpkg.libs"
+    ext = node(section, "winpkg:winpkg/ext.cp311-win_amd64.pyd")
+    python = dep(ext, "python311.dll")
+    assert (python.kind, python.target) == ("interpreter", str(app / "python311.dll"))
+    assert section.missing == []
