@@ -157,6 +157,19 @@ def sample_index(n):
     return sorted(idx)
 
 
+def _sha256(as_bytes):
+    """sha256 of a flat uint8 tensor, in chunks (a user's check may return a large tensor)."""
+    digest = hashlib.sha256()
+    step = 1 << 22
+    for start in range(0, as_bytes.numel(), step):
+        chunk = as_bytes[start : start + step]
+        try:
+            digest.update(chunk.numpy().tobytes())
+        except Exception:  # torch without NumPy
+            digest.update(bytes(chunk.tolist()))
+    return digest.hexdigest()
+
+
 def summarise(torch, value):
     if isinstance(value, bool) or isinstance(value, (int, float)):
         value = torch.tensor(value, dtype=torch.float64 if isinstance(value, float) else torch.int64)
@@ -165,11 +178,12 @@ def summarise(torch, value):
     t = value.detach()
     if t.is_sparse or t.is_quantized:
         t = t.dequantize() if t.is_quantized else t.to_dense()
+    for resolve in ("resolve_conj", "resolve_neg"):  # lazy conjugate / negative views (torch >= 1.10)
+        if hasattr(t, resolve):
+            t = getattr(t, resolve)()
     t = t.cpu().contiguous()
     flat = t.reshape(-1)
-    raw = bytes(flat.view(torch.uint8).tolist()) if flat.numel() and t.dtype != torch.bool else b""
-    if t.dtype == torch.bool:
-        raw = bytes(flat.to(torch.uint8).tolist())
+    as_bytes = flat.to(torch.uint8) if t.dtype == torch.bool else flat.view(torch.uint8)
     if t.is_complex():
         flat = torch.view_as_real(flat).reshape(-1)
     wide = flat.double() if (flat.is_floating_point() or flat.dtype == torch.bool) else flat.long().double()
@@ -178,7 +192,7 @@ def summarise(torch, value):
     return {
         "dtype": str(t.dtype).replace("torch.", ""),
         "shape": list(t.shape),
-        "sha256": hashlib.sha256(raw).hexdigest(),
+        "sha256": _sha256(as_bytes),
         "sum": _number(wide.sum()) if wide.numel() else 0.0,
         "abs_sum": _number(wide.abs().sum()) if wide.numel() else 0.0,
         "index": index,
