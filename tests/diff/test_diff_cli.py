@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import MANIFESTS, manifest
+from diffdata import MANIFESTS, manifest
 from typer.testing import CliRunner
 
 from envcheck.cli import app

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import manifest
+from diffdata import manifest
 
 from envcheck.diff.engine import diff
 from envcheck.diff.finding import at_or_above

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import manifest
+from diffdata import manifest
 
 from envcheck.diff.engine import diff, doctor
 from envcheck.diff.finding import Finding
@@ -25,7 +25,8 @@ def by_rule(findings: list[Finding]) -> dict[str, list[Finding]]:
     return out
 
 
-def test_cpu_to_cuda_is_a_torch_version_and_variant_error(dev: Manifest, cuda: Manifest) -> None:
+def test_cpu_to_cuda_is_a_torch_version_and_variant_error() -> None:
+    dev, cuda = manifest("dev-cpu"), manifest("cuda")
     findings = diff(dev, cuda)
     rules = by_rule(findings)
     (version,) = rules["ENV-TORCH-VERSION"]
@@ -44,7 +45,8 @@ def test_cpu_to_cuda_is_a_torch_version_and_variant_error(dev: Manifest, cuda: M
     assert findings[0].severity == "error" and all(f.remedy and f.message for f in findings)
 
 
-def test_cuda_to_cpu_reports_the_lost_cuda_stack(dev: Manifest, cuda: Manifest) -> None:
+def test_cuda_to_cpu_reports_the_lost_cuda_stack() -> None:
+    dev, cuda = manifest("dev-cpu"), manifest("cuda")
     findings = diff(cuda, dev)
     rules = by_rule(findings)
     assert {f.severity for f in rules["ENV-TORCH-VERSION"] + rules["ENV-TORCH-VARIANT"]} == {"error"}
@@ -77,7 +79,8 @@ def test_same_packages_in_venvs_at_two_paths_gives_nothing() -> None:
     assert doctor(a) == doctor(b) == []
 
 
-def test_volatile_fields_never_produce_findings(dev: Manifest) -> None:
+def test_volatile_fields_never_produce_findings() -> None:
+    dev = manifest("dev-cpu")
     paths = set(volatile_paths(Manifest))
     assert {"meta.created", "platform.hostname"} <= paths
     assert dev.platform is not None
@@ -92,7 +95,8 @@ def test_volatile_fields_never_produce_findings(dev: Manifest) -> None:
     assert diff(dev, changed) == []
 
 
-def test_findings_are_sorted_and_reports_byte_identical(dev: Manifest, cuda: Manifest) -> None:
+def test_findings_are_sorted_and_reports_byte_identical() -> None:
+    dev, cuda = manifest("dev-cpu"), manifest("cuda")
     findings = diff(dev, cuda) + doctor(cuda)
     shuffled = findings[:]
     random.Random(4).shuffle(shuffled)
@@ -103,7 +107,8 @@ def test_findings_are_sorted_and_reports_byte_identical(dev: Manifest, cuda: Man
     assert diff(dev, cuda) == sorted(diff(dev, cuda), key=Finding.sort_key)
 
 
-def test_doctor_on_the_real_environments(dev: Manifest, cuda: Manifest) -> None:
+def test_doctor_on_the_real_environments() -> None:
+    dev, cuda = manifest("dev-cpu"), manifest("cuda")
     assert doctor(dev) == []
     rules = by_rule(doctor(cuda))
     # A CUDA build on a machine without a driver runs on the CPU: worth knowing, not a failure.

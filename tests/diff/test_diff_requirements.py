@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import raw
+from diffdata import raw
 from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import Edit, dist_entry, manifest
+from diffdata import Edit, dist_entry, manifest
 
 from envcheck.diff.catalog import all_rules, get_rule
 from envcheck.diff.engine import doctor

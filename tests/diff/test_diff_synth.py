@@ -7,7 +7,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from conftest import MANIFESTS
+from diffdata import MANIFESTS
 
 from envcheck.diff.engine import diff, doctor
 from envcheck.manifest.codec import decode

@@ -1,4 +1,6 @@
-"""Real manifests (made by envcheck from real venvs; see tests/data/manifests/regenerate.py) and a way to
+"""Test data for the diff tests (a plain module: a second ``conftest`` would shadow ``tests/conftest.py``).
+
+Real manifests (made by envcheck from real venvs; see tests/data/manifests/regenerate.py) and a way to
 edit them realistically: change the JSON a snapshot wrote, then validate it like any manifest."""
 
 from __future__ import annotations
@@ -9,8 +11,6 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from envcheck.manifest.codec import decode
 from envcheck.manifest.model import Manifest
@@ -37,13 +37,3 @@ def manifest(name: str, *edits: Edit) -> Manifest:
 
 def dist_entry(data: dict[str, Any], name: str) -> dict[str, Any]:
     return next(d for d in data["packages"] if d["name"].lower() == name.lower())
-
-
-@pytest.fixture(scope="session")
-def dev() -> Manifest:
-    return manifest("dev-cpu")
-
-
-@pytest.fixture(scope="session")
-def cuda() -> Manifest:
-    return manifest("cuda")
