@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import clone_site_packages, fault_torch, needs_torch
 from typer.testing import CliRunner
+from venvs import clone_site_packages, fault_torch, needs_torch
 
 from envcheck.cli import app
 from envcheck.manifest import load

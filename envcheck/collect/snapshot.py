@@ -106,11 +106,18 @@ def _add_runtime(manifest: Manifest, run: TargetRun, owners: facts.Owners) -> Ma
         identities = _identities([p for p in paths if owners.owner(p)[1] is None])
         pools = data.get("threadpools") if isinstance(data.get("threadpools"), list) else None
         runtimes = facts.runtimes(paths, pools, owners, identities)
+    native = manifest.native
+    if native is not None and runtimes is not None and native.skipped is None:
+        # Static vs loaded: where the live process mapped something other than the tree predicts.
+        from envcheck.native import reconcile_loaded
+
+        native = reconcile_loaded(native, runtimes)
     meta = manifest.meta
     return manifest.replace(
         torch=torch,
         gpu=gpu,
         runtimes=runtimes,
+        native=native,
         meta=Meta(
             envcheck_version=meta.envcheck_version,
             label=meta.label,

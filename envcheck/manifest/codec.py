@@ -183,15 +183,27 @@ def decode(cls: type[T], data: object, *, source: str = "manifest", location: st
     return typing.cast(T, result)
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    return tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
+
+
 def encode(obj: object) -> Any:
-    """Plain JSON data for a dataclass tree (tuples become arrays)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: encode(getattr(obj, f.name)) for f in _fields(type(obj))}
+    """Plain JSON data for a dataclass tree (tuples become arrays). On the snapshot's hot path: a manifest
+    of a CUDA environment has tens of thousands of values, so the per-type field names are cached."""
+    if isinstance(obj, _SCALARS):
+        return obj
     if isinstance(obj, list | tuple):
         return [encode(v) for v in obj]
     if isinstance(obj, dict):
         return {str(k): encode(v) for k, v in obj.items()}
-    return obj
+    names = _field_names(type(obj))
+    if names is None:
+        return obj
+    return {name: encode(getattr(obj, name)) for name in names}
 
 
 def volatile_paths(cls: type, prefix: str = "") -> Iterator[str]:

@@ -363,7 +363,7 @@ def run_text(argv, timeout=5):
 # ------------------------------------------------------------------------------------- distributions
 
 NATIVE_SUFFIX = re.compile(r"\.(so(\.\d+)*|pyd|dll|dylib)$", re.I)
-_NATIVE_HINT = re.compile(r"\.(so|pyd|dll|dylib)\b", re.I)
+_NATIVE_HINTS = (".so", ".pyd", ".dll", ".dylib", ".PYD", ".DLL")
 
 
 def metadata_headers(text):
@@ -405,7 +405,7 @@ def record_native_files(dist, location):
     import csv
 
     # torch's RECORD has ~15,000 lines and a few dozen native files: a substring test first, csv after.
-    lines = [line for line in text.splitlines() if _NATIVE_HINT.search(line)]
+    lines = [line for line in text.splitlines() if any(h in line for h in _NATIVE_HINTS)]
     for row in csv.reader(lines):
         if not row or not NATIVE_SUFFIX.search(row[0]):
             continue
