@@ -1,4 +1,4 @@
-"""Write the manifest's JSON Schema, derived from the models: ``python -m envcheck.manifest.schema [FILE]``."""
+"""Write the manifest's JSON Schema, derived from the models: ``python -m envcheck.manifest.schema``."""
 
 from __future__ import annotations
 
