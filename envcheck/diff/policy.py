@@ -4,6 +4,7 @@ A TOML file given with ``--policy PATH``, or the ``[tool.envcheck]`` table of th
 ``pyproject.toml``. Keys (the same at the top of a policy file or under ``[tool.envcheck]``)::
 
     ignore = ["ENV-PKG-ADDED", "ENV-VAR-CHANGED:PIP_*"]      # RULE or RULE:SUBJECT, globs allowed
+    # or tables: [[ignore]] rule = "ENV-GPU-CHANGED", machine = "staging-*"
 
     [severity]                                               # [tool.envcheck.severity] in pyproject
     "ENV-NUMERICS-SWITCH" = "error"
@@ -158,7 +159,17 @@ def parse_policy(table: Mapping[str, Any], *, source: str) -> Policy:
         problems.append("ignore: expected an array of rule ids")
         raw_ignore = []
     for i, item in enumerate(raw_ignore):
-        sel = selector(item, f"ignore[{i}]")
+        if isinstance(item, dict):  # [[ignore]] rule = "...", subject = "...", machine = "..."
+            for key in sorted(set(item) - {"rule", "subject", "machine"}):
+                problems.append(f"ignore[{i}].{key}: unknown key (expected rule, subject, machine)")
+            sel = selector(
+                item.get("rule"),
+                f"ignore[{i}].rule",
+                subject=item.get("subject", "*"),
+                machine=item.get("machine", "*"),
+            )
+        else:
+            sel = selector(item, f"ignore[{i}]")
         if sel:
             ignore.append(sel)
 

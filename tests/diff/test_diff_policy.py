@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,13 @@ def test_missing_policy_file_is_a_usage_error(tmp_path: Path) -> None:
 def test_other_producers_rule_ids_are_accepted(tmp_path: Path) -> None:
     policy = load_policy(write(tmp_path / "p.toml", "ignore = ['VERIFY-CPU-MATMUL']"), tmp_path)
     assert policy.ignore[0].rule == "VERIFY-CPU-MATMUL"
+
+
+def test_ignore_tables_select_by_machine(tmp_path: Path) -> None:
+    policy = load_policy(
+        write(tmp_path / "p.toml", "[[ignore]]\nrule = 'ENV-TORCH-*'\nmachine = 'staging-*'\n"), tmp_path
+    )
+    findings = [f for f in diff(manifest("cuda"), manifest("dev-cpu")) if f.rule == "ENV-TORCH-VARIANT"]
+    staged = [dataclasses.replace(f, machine="staging-1") for f in findings]
+    prod = [dataclasses.replace(f, machine="prod-1") for f in findings]
+    assert policy.apply(staged) == [] and policy.apply(prod) == prod
