@@ -71,7 +71,7 @@ def _run(python: str | None, timeout: float, checks: Path | None, compile_: bool
         return run_suite(python, timeout=timeout, checks_file=checks, progress=progress, compile=compile_)
 
 
-def _goldens(manifest: Manifest, path: Path) -> VerifySection | None:
+def _goldens(manifest: Manifest) -> VerifySection | None:
     section = manifest.verify
     if section is None or section.skipped is not None or not section.results:
         return None
@@ -162,7 +162,7 @@ def verify(
     rules_policy = load_policy(policy, Path.cwd())
     golden = None
     if against is not None:
-        golden = _goldens(load(against), against)
+        golden = _goldens(load(against))
         if golden is None:
             raise UsageError(
                 f"{against} holds no verify goldens",
@@ -215,7 +215,7 @@ def gate(
 
     rules_policy = load_policy(policy, Path.cwd())
     base = load(manifest)
-    golden = _goldens(base, manifest)
+    golden = _goldens(base)
     # The snapshot and the suite are separate target processes: run them side by side.
     with ThreadPoolExecutor(1) as pool:
         live_job = pool.submit(

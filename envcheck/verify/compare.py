@@ -406,14 +406,13 @@ def compare(golden: VerifySection, current: VerifySection) -> list[Finding]:
         # Ran on the golden machine (e.g. on cuda:0), absent here (no such device).
         twin = _twin(base.name, current.results)
         reason = twin.reason if twin is not None and twin.reason else "not run here"
+        remedy = (
+            "Pass the same --checks file (or install the package whose envcheck.checks entry point adds it)."
+            if base.family == "custom"
+            else "Provide the device or package it needs, or declare the difference in the policy."
+        )
         findings.append(
-            _f(
-                "VERIFY-SKIPPED",
-                "warning",
-                base.name,
-                f"ran on the golden machine; here: {reason}",
-                "Provide the device or package it needs, or declare the difference in the policy.",
-            )
+            _f("VERIFY-SKIPPED", "warning", base.name, f"ran on the golden machine; here: {reason}", remedy)
         )
     return findings
 

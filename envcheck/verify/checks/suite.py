@@ -55,9 +55,7 @@ class Fail(Exception):
 class Check(object):
     """One check: ``name`` is unique in the suite; ``group`` picks the process it runs in."""
 
-    def __init__(
-        self, name, fn, family, group="main", device="cpu", exact=False, ref=None, tolerance=None, risky=False
-    ):
+    def __init__(self, name, fn, family, group="main", device="cpu", exact=False, ref=None, tolerance=None):
         self.name = name
         self.fn = fn
         self.family = family
@@ -66,7 +64,6 @@ class Check(object):
         self.exact = exact
         self.ref = ref
         self.tolerance = tolerance
-        self.risky = risky
 
 
 class Ctx(object):
@@ -237,7 +234,6 @@ def _custom_from_module(module, prefix):
                     group="custom",
                     exact=bool(getattr(fn, "exact", False)),
                     tolerance=getattr(fn, "tolerance", None),
-                    risky=True,
                 )
             )
     return checks
@@ -278,7 +274,6 @@ def custom_checks(config):
                         group="custom",
                         exact=bool(getattr(obj, "exact", False)),
                         tolerance=getattr(obj, "tolerance", None),
-                        risky=True,
                     )
                 )
     return checks
