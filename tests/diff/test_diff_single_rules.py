@@ -73,6 +73,9 @@ def nccl_cu12(d: dict[str, Any]) -> None:
 def system_cudnn(d: dict[str, Any]) -> None:
     lib = next(x for x in d["runtimes"]["loaded"] if x["path"].endswith("/libcudnn.so.9"))
     lib["path"], lib["owner"] = "/usr/lib/x86_64-linux-gnu/libcudnn.so.9", "system"
+    # Not reconciled with a native tree (--no-native, or a manifest from before): the rule decides alone.
+    if d.get("native"):
+        d["native"]["loaded"] = None
 
 
 def libc10_missing(d: dict[str, Any]) -> None:
