@@ -139,3 +139,29 @@ def test_rules_cope_with_a_missing_section(section: str) -> None:
         full, partial = manifest(name), manifest(name, _without(section))
         assert isinstance(diff(full, partial) + diff(partial, full) + doctor(partial), list)
     assert diff(manifest("dev-cpu", _without(section)), manifest("dev-cpu-again", _without(section))) == []
+
+
+def _on_windows(root: str) -> Callable[[dict[str, Any]], None]:
+    """The same environment as if installed under ``root`` on Windows (backslashes, another case)."""
+
+    def edit(d: dict[str, Any]) -> None:
+        prefix = d["python"]["prefix"]
+
+        def win(path: str) -> str:
+            return path.replace(prefix, root).replace("/", "\\")
+
+        d["platform"]["system"] = "Windows"
+        for key in ("prefix", "exec_prefix"):
+            d["python"][key] = win(d["python"][key])
+        for dist in d["packages"]:
+            dist["location"] = win(dist["location"])
+        for lib in d["runtimes"]["loaded"]:
+            lib["path"] = win(lib["path"])
+
+    return edit
+
+
+def test_windows_paths_compare_relative_to_their_roots_ignoring_case() -> None:
+    a = manifest("dev-cpu", _on_windows(r"C:\envs\app"))
+    b = manifest("dev-cpu", _on_windows(r"D:\Users\Ops\APP-Venv"))
+    assert [f for f in diff(a, b) if f.rule.startswith("ENV-NATIVE")] == []

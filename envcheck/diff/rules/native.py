@@ -38,12 +38,18 @@ class Placed:
     identity: str | None
 
 
-def _roots(m: Manifest) -> list[tuple[str, str]]:
+def _norm(path: str, windows: bool) -> str:
+    """Forward slashes, no trailing slash; case-folded where the file system ignores case (Windows)."""
+    out = path.replace("\\", "/").rstrip("/")
+    return out.lower() if windows else out
+
+
+def _roots(m: Manifest, windows: bool) -> list[tuple[str, str]]:
     py = m.python
     roots = [("{prefix}", py.prefix), ("{base_prefix}", py.base_prefix)]
     roots += [("{exec_prefix}", py.exec_prefix), ("{base_exec_prefix}", py.base_exec_prefix)]
     # Longest first: a venv inside another prefix is matched by the more specific root.
-    return sorted(((n, r.rstrip("/")) for n, r in roots if r), key=lambda x: -len(x[1]))
+    return sorted(((n, _norm(r, windows)) for n, r in roots if r), key=lambda x: -len(x[1]))
 
 
 _PLACED: dict[int, tuple[Manifest, dict[str, Placed]]] = {}
@@ -65,16 +71,20 @@ def placed(m: Manifest) -> dict[str, Placed]:
 def _placed(m: Manifest) -> dict[str, Placed]:
     if m.runtimes is None:
         return {}
-    locations = {canon(d.name): d.location.rstrip("/") for d in m.packages if not d.shadowed}
-    roots = _roots(m)
+    windows = m.platform is not None and m.platform.system == "Windows"
+    locations = {canon(d.name): _norm(d.location, windows) for d in m.packages if not d.shadowed}
+    roots = _roots(m, windows)
     out: dict[str, Placed] = {}
     for lib in m.runtimes.loaded:
-        out.setdefault(library_key(lib.path), _place(lib, locations, roots))
+        placed_lib = _place(lib, locations, roots, windows)
+        out.setdefault(placed_lib.key, placed_lib)
     return out
 
 
-def _place(lib: LoadedLibrary, locations: dict[str, str], roots: list[tuple[str, str]]) -> Placed:
-    path = lib.path.replace("\\", "/")
+def _place(
+    lib: LoadedLibrary, locations: dict[str, str], roots: list[tuple[str, str]], windows: bool
+) -> Placed:
+    path = _norm(lib.path, windows)
     folder = path.rsplit("/", 1)[0]
     location = locations.get(canon(lib.owner))
     where = folder
