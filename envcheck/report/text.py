@@ -35,6 +35,13 @@ def _wrap(label: str, text: str) -> list[str]:
     ) or [f"    {label}"]
 
 
+def _short(value: str | None, limit: int = 96) -> str:
+    """A base/target value for a table cell: long lists are cut (the why column repeats them)."""
+    if value is None:
+        return "-"
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
 def _heading(f: Finding) -> str:
     where = f"  [{f.machine}]" if f.machine else ""
     return f"  {f.rule}  {f.subject}{where}"
@@ -94,13 +101,11 @@ class TextFormat(ReportFormat):
                 expand=True,
             )
             table.add_column("rule", style=_STYLE[severity], no_wrap=True)
-            table.add_column("subject")
-            table.add_column("base → target")
-            table.add_column("why / remedy", ratio=3)
+            table.add_column("subject", max_width=28, overflow="fold")
+            table.add_column("base → target", max_width=32, overflow="fold")
+            table.add_column("why / remedy", min_width=40, ratio=1)
             for f in group:
-                change = (
-                    f"{f.base if f.base is not None else '-'}\n→ {f.target if f.target is not None else '-'}"
-                )
+                change = f"{_short(f.base)}\n→ {_short(f.target)}"
                 detail = Text(f.message)
                 detail.append("\nremedy: ", style="bold")
                 detail.append(f.remedy)
