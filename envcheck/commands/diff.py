@@ -160,14 +160,28 @@ def rules(
     ] = None,
 ) -> None:
     """The rule catalog, or one rule explained with its evidence (failure modes and upstream issues)."""
-    from envcheck.diff.catalog import all_rules, get_rule
+    from envcheck.diff.catalog import FAMILY_MODULES, all_rules, get_rule
 
     if rule_id is None:
         catalog = all_rules()
         width = max(len(r.id) for r in catalog)
-        lines = [f"{'RULE':<{width}}  {'KIND':<10}  {'SEVERITY':<8}  TITLE"]
-        lines += [f"{r.id:<{width}}  {r.kind:<10}  {r.severity:<8}  {r.title}" for r in catalog]
-        lines.append(f"\n{len(catalog)} rules. `envcheck rules ID` explains one.")
+        order = {module: i for i, module in enumerate(FAMILY_MODULES)}
+        rank: dict[str, int] = {}
+        for r in catalog:
+            check = r.difference or r.single
+            rank.setdefault(r.family, order.get(getattr(check, "__module__", ""), len(order)))
+        lines: list[str] = []
+        for family in sorted(rank, key=rank.__getitem__):
+            lines += [*([""] if lines else []), family.upper()]
+            lines += [
+                f"  {r.id:<{width}}  {r.kind:<10}  {r.severity:<8}  {r.title}"
+                for r in catalog
+                if r.family == family
+            ]
+        lines.append(
+            f"\n{len(catalog)} rules (kind: difference = base vs target, single = doctor). "
+            "`envcheck rules ID` explains one."
+        )
         typer.echo("\n".join(lines))
         return
     rule = get_rule(rule_id)
