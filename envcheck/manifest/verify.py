@@ -52,8 +52,8 @@ class CheckResult:
     """The outcome of one check on one device.
 
     ``status`` as run: ``passed`` (ran; a self-check held), ``failed`` (a self-check broke: ``error``
-    says where), ``error`` (raised: ``error`` holds the exception), ``crashed`` (``signal`` /
-    ``exit_code``, ``stderr_tail``), ``timeout`` (``timeout_s``), ``skipped`` (``reason``).
+    says where), ``error`` (raised: ``error`` holds the exception, ``traceback`` its tail), ``crashed``
+    (``signal`` / ``exit_code``, ``stderr_tail``), ``timeout`` (``timeout_s``), ``skipped`` (``reason``).
     ``exact``: outputs must match bit for bit. ``ref``: the CPU check with the same inputs (for a CUDA check).
     """
 
@@ -68,6 +68,7 @@ class CheckResult:
     signal: str | None = None
     exit_code: int | None = None
     stderr_tail: str | None = None
+    traceback: str | None = None
     timeout_s: float | None = None
     tolerance: Tolerance | None = None
     outputs: dict[str, OutputSummary] = field(default_factory=dict)

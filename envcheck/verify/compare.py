@@ -310,13 +310,15 @@ def outcome_findings(result: CheckResult, *, golden: CheckResult | None = None) 
                 )
             ]
         case "error":
+            where = _last_frame(result.traceback)
             return [
                 _f(
                     "VERIFY-ERROR",
                     "error",
                     subject,
-                    f"raised {result.error}",
-                    "Run the check's code by hand in the target interpreter to see the traceback.",
+                    f"raised {result.error}" + (f" ({where})" if where else ""),
+                    "Fix what the exception names, at the innermost frame shown; the manifest keeps the "
+                    "traceback's tail (verify.results[].traceback).",
                 )
             ]
         case "crashed":
@@ -356,6 +358,21 @@ def outcome_findings(result: CheckResult, *, golden: CheckResult | None = None) 
                 )
             ]
     return []
+
+
+def _last_frame(traceback: str | None) -> str | None:
+    """``file:line in function`` of the innermost frame of a Python traceback, or None."""
+    if not traceback:
+        return None
+    frames = [line.strip() for line in traceback.splitlines() if line.strip().startswith('File "')]
+    if not frames:
+        return None
+    # 'File "/path/x.py", line 12, in check_y' -> 'x.py:12 in check_y'
+    parts = frames[-1].split('"')
+    if len(parts) < 3:
+        return None
+    rest = parts[2].strip(", ").replace("line ", "").replace(", in ", " in ")
+    return f"{parts[1].replace(chr(92), '/').rsplit('/', 1)[-1]}:{rest}"
 
 
 def outcomes(current: VerifySection) -> list[Finding]:

@@ -131,7 +131,8 @@ def test_outcomes_become_findings() -> None:
             result("f", [1.0]),
         ]
     )
-    rules = {f.subject: (f.rule, f.severity) for f in outcomes(section)}
+    found = outcomes(section)
+    rules = {f.subject: (f.rule, f.severity) for f in found}
     assert rules == {
         "a": ("VERIFY-CRASH", "error"),
         "b": ("VERIFY-TIMEOUT", "error"),
@@ -159,3 +160,16 @@ def test_speed_drop_is_a_warning_never_an_error() -> None:
         "warning",
         "speed_matmul.gflops",
     )
+
+
+def test_an_error_names_its_innermost_frame() -> None:
+    tb = (
+        "Traceback (most recent call last):\n"
+        '  File "/x/suite.py", line 295, in _call\n    return fn()\n'
+        '  File "/app/my_checks.py", line 16, in check_model\n    raise RuntimeError("x")\n'
+        "RuntimeError: x"
+    )
+    (finding,) = outcomes(
+        VerifySection(results=[result("m", status="error", error="RuntimeError: x", traceback=tb)])
+    )
+    assert finding.message == "raised RuntimeError: x (my_checks.py:16 in check_model)"

@@ -151,6 +151,7 @@ def test_crash_hang_and_raise_in_custom_checks_hide_nothing() -> None:
     assert status["custom/a_forward"].status == "passed"
     assert status["custom/b_raises"].status == "error"
     assert "the model file is missing" in (status["custom/b_raises"].error or "")
+    assert "check_b_raises" in (status["custom/b_raises"].traceback or "")
     assert status["custom/c_segfaults"].status == "crashed"
     assert status["custom/c_segfaults"].signal == "SIGSEGV"
     assert "check_c_segfaults" in (status["custom/c_segfaults"].stderr_tail or "")
