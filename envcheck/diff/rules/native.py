@@ -193,6 +193,10 @@ def _grouped(
     return by_owner, orphaned
 
 
+def _whose(owner: str) -> str:
+    return owner if _is_wheel(owner) else f"the {owner}" if owner == "system" else f"{owner} files"
+
+
 def _n(keys: list[str]) -> str:
     return f"{len(keys)} librar{'y' if len(keys) == 1 else 'ies'}"
 
@@ -211,9 +215,9 @@ def native_lost(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
     for owner, keys in sorted(by_owner.items()):
         yield rule.finding(
             owner,
-            f"{_n(keys)} of {owner} loaded on the base {'is' if len(keys) == 1 else 'are'} not loaded on the "
-            f"target: {_list(keys)}.",
-            "Check why the target no longer loads them: another build of "
+            f"{_n(keys)} of {_whose(owner)} loaded on the base {'is' if len(keys) == 1 else 'are'} not "
+            f"loaded on the target: {_list(keys)}.",
+            f"Check why the target no longer loads {'it' if len(keys) == 1 else 'them'}: another build of "
             f"{owner if _is_wheel(owner) else 'the system libraries'}, or a library path.",
             base=_list(keys),
             target="not loaded",
@@ -246,7 +250,7 @@ def native_added(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findi
     for owner, keys in sorted(by_owner.items()):
         yield rule.finding(
             owner,
-            f"{_n(keys)} of {owner} loaded on the target only: {_list(keys)}.",
+            f"{_n(keys)} of {_whose(owner)} loaded on the target only: {_list(keys)}.",
             "Expected if the target's build differs on purpose; otherwise align the two environments.",
             base="not loaded",
             target=_list(keys),
