@@ -1,0 +1,29 @@
+"""doctor and diff on a really broken environment: a copy of the test venv whose torch/lib/libc10.so is
+gone (tests/conftest.py). The probe fails at `import torch` and the native tree names the missing file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from diffdata import manifest
+
+from envcheck.collect.launch import SnapshotOptions
+from envcheck.collect.snapshot import take_snapshot
+from envcheck.diff.engine import diff, doctor
+from envcheck.native import scan_for_snapshot
+
+
+@pytest.mark.slow
+def test_a_venv_missing_libc10(broken_torch_python: Path) -> None:
+    broken = take_snapshot(
+        SnapshotOptions(python=str(broken_torch_python), timeout=120), native=scan_for_snapshot
+    )
+    found = {f.rule: f for f in doctor(broken)}
+    probe = found["ENV-PROBE-FAILED"]
+    assert probe.severity == "error" and probe.subject == "import torch"
+    missing = [f for f in doctor(broken) if f.rule == "ENV-NATIVE-MISSING" and f.severity == "error"]
+    assert missing and all("libc10.so" in (f.target or "") for f in missing)
+    # Against the healthy venv it came from, the lost runtime is what the diff adds.
+    rules = {f.rule for f in diff(manifest("dev-cpu"), broken)}
+    assert "ENV-NATIVE-LOST" in rules
