@@ -27,3 +27,15 @@ def test_a_venv_missing_libc10(broken_torch_python: Path) -> None:
     # Against the healthy venv it came from, the lost runtime is what the diff adds.
     rules = {f.rule for f in diff(manifest("dev-cpu"), broken)}
     assert "ENV-NATIVE-LOST" in rules
+
+
+def test_kmp_duplicate_lib_ok_in_the_real_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setenv("KMP_DUPLICATE_LIB_OK", "TRUE")
+    snap = take_snapshot(SnapshotOptions(python=sys.executable, probe=False, verify=False))
+    (found,) = [f for f in doctor(snap) if f.rule == "ENV-KMP-DUPLICATE-LIB-OK"]
+    assert (found.severity, found.target) == ("warning", "TRUE")
+    monkeypatch.delenv("KMP_DUPLICATE_LIB_OK")
+    clean = take_snapshot(SnapshotOptions(python=sys.executable, probe=False, verify=False))
+    assert [f for f in doctor(clean) if f.rule == "ENV-KMP-DUPLICATE-LIB-OK"] == []
