@@ -3,6 +3,7 @@ gone (tests/conftest.py). The probe fails at `import torch` and the native tree 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,8 +31,6 @@ def test_a_venv_missing_libc10(broken_torch_python: Path) -> None:
 
 
 def test_kmp_duplicate_lib_ok_in_the_real_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    import sys
-
     monkeypatch.setenv("KMP_DUPLICATE_LIB_OK", "TRUE")
     snap = take_snapshot(SnapshotOptions(python=sys.executable, probe=False, verify=False))
     (found,) = [f for f in doctor(snap) if f.rule == "ENV-KMP-DUPLICATE-LIB-OK"]
