@@ -25,9 +25,9 @@ def test_a_venv_missing_libc10(broken_torch_python: Path) -> None:
     assert probe.severity == "error" and probe.subject == "import torch"
     missing = [f for f in doctor(broken) if f.rule == "ENV-NATIVE-MISSING" and f.severity == "error"]
     assert missing and all("libc10.so" in (f.target or "") for f in missing)
-    # Against the healthy venv it came from, the lost runtime is what the diff adds.
+    # Against the healthy venv it came from: what the crashed probe could not see is unknown, not lost.
     rules = {f.rule for f in diff(manifest("dev-cpu"), broken)}
-    assert "ENV-NATIVE-LOST" in rules
+    assert not {"ENV-NATIVE-LOST", "ENV-NATIVE-ADDED", "ENV-TORCH-VERSION"} & rules
 
 
 def test_kmp_duplicate_lib_ok_in_the_real_environment(monkeypatch: pytest.MonkeyPatch) -> None:

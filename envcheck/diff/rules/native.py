@@ -122,6 +122,8 @@ def _list(names: list[str], limit: int = 6) -> str:
     evidence=("pytorch/pytorch#134929", "pytorch/pytorch#119989", "infiniflow/ragflow#4466"),
 )
 def loaded_from(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    if base.runtimes is None or target.runtimes is None:
+        return  # a side whose probe did not run (or crashed) loaded nothing we know of: unknown, not lost
     b, t = placed(base), placed(target)
     for key in sorted(set(b) & set(t)):
         bp, tp = b[key], t[key]
@@ -210,6 +212,8 @@ def _n(keys: list[str]) -> str:
     fm=("FM-01", "FM-02", "FM-11"),
 )
 def native_lost(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    if base.runtimes is None or target.runtimes is None:
+        return  # a side whose probe did not run (or crashed) loaded nothing we know of: unknown, not lost
     b, t = placed(base), placed(target)
     by_owner, orphaned = _grouped(sorted(set(b) - set(t)), b, target)
     for owner, keys in sorted(by_owner.items()):
@@ -245,6 +249,8 @@ def native_lost(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
     fm=("FM-04", "FM-14"),
 )
 def native_added(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    if base.runtimes is None or target.runtimes is None:
+        return  # a side whose probe did not run (or crashed) loaded nothing we know of: unknown, not lost
     b, t = placed(base), placed(target)
     by_owner, orphaned = _grouped(sorted(set(t) - set(b)), t, base)
     for owner, keys in sorted(by_owner.items()):
