@@ -118,3 +118,12 @@ def by_machine(findings: Sequence[Finding], fail_on: Severity) -> list[str]:
     """Fleet reports: one line per machine with findings (``prod-2: FAIL: 1 error, ...``), sorted."""
     machines = sorted({f.machine for f in findings if f.machine})
     return [f"{m}: {summarize([f for f in findings if f.machine == m], fail_on).counts()}" for m in machines]
+
+
+def machines_by_rule(findings: Sequence[Finding]) -> list[tuple[str, list[str]]]:
+    """Fleet reports: which machines drift on each rule (rules ranked like findings)."""
+    out: dict[str, set[str]] = {}
+    for f in findings:  # already sorted: errors first
+        if f.machine:
+            out.setdefault(f.rule, set()).add(f.machine)
+    return [(rule, sorted(machines)) for rule, machines in out.items()]

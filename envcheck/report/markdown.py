@@ -11,6 +11,7 @@ from envcheck.report.interface import (
     by_machine,
     by_severity,
     is_fleet,
+    machines_by_rule,
     summarize,
 )
 
@@ -32,6 +33,9 @@ class MarkdownFormat(ReportFormat):
         machines = by_machine(findings, context.fail_on)
         if machines:
             lines += [f"- {cell(line)}" for line in machines] + [""]
+            lines += ["| Rule | Machines |", "|---|---|"]
+            lines += [f"| `{rule}` | {cell(', '.join(ms))} |" for rule, ms in machines_by_rule(findings)]
+            lines.append("")
         if not findings:
             lines += ["No differences that matter.", ""]
         fleet = is_fleet(findings)

@@ -17,6 +17,7 @@ from envcheck.report.interface import (
     Summary,
     by_machine,
     by_severity,
+    machines_by_rule,
     summarize,
 )
 
@@ -66,6 +67,10 @@ class TextFormat(ReportFormat):
             return self._rich(findings, context, summary)
         lines = [context.title, summary.line(context.fail_on)]
         lines += [f"  {line}" for line in by_machine(findings, context.fail_on)]
+        drift = machines_by_rule(findings)
+        if drift:
+            width = max(len(rule) for rule, _ in drift)
+            lines += ["", "DRIFT BY RULE", *(f"  {rule:<{width}}  {', '.join(ms)}" for rule, ms in drift)]
         if not findings:
             lines += ["", "No differences that matter."]
         for severity, group in by_severity(findings):
