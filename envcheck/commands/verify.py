@@ -36,9 +36,15 @@ ChecksOption = Annotated[
         show_default=False,
     ),
 ]
+StrictOption = Annotated[
+    bool,
+    typer.Option(
+        "--strict", help="A skipped check counts as an error (e.g. a GPU box whose CUDA checks skip)."
+    ),
+]
 CompileOption = Annotated[
     bool,
-    typer.Option("--compile", help="Also run the torch.compile check (a cold compile takes ~30 s)."),
+    typer.Option("--compile", help="Also run the torch.compile check (15-35 s on 2 cores: opt-in)."),
 ]
 
 
@@ -87,6 +93,12 @@ def _tally(section: VerifySection) -> str:
     return f"{len(section.results)} checks{wall}: {parts}"
 
 
+def _strict(findings: list[Finding]) -> list[Finding]:
+    import dataclasses
+
+    return [dataclasses.replace(f, severity="error") if f.rule == "VERIFY-SKIPPED" else f for f in findings]
+
+
 def _outputs_line(golden: VerifySection, current: VerifySection, findings: list[Finding]) -> str:
     from envcheck.verify.compare import output_counts
 
@@ -133,6 +145,7 @@ def verify(
     ] = None,
     checks: ChecksOption = None,
     compile_: CompileOption = False,
+    strict: StrictOption = False,
     fmt: FormatOption = ReportFormatChoice.text,
     output: OutputOption = None,
     fail_on: FailOnOption = SeverityChoice.error,
@@ -173,6 +186,8 @@ def verify(
     findings = compare(golden, current) if golden is not None else outcomes(current)
     if golden is not None:
         typer.echo(_outputs_line(golden, current, findings), err=True)
+    if strict:
+        findings = _strict(findings)
     findings = sorted(set(rules_policy.apply(findings)), key=lambda f: f.sort_key())
     title = "envcheck verify" + (f" against {against}" if against is not None else "")
     _report(
@@ -187,6 +202,7 @@ def gate(
     ],
     checks: ChecksOption = None,
     compile_: CompileOption = False,
+    strict: StrictOption = False,
     fmt: FormatOption = ReportFormatChoice.text,
     output: OutputOption = None,
     fail_on: FailOnOption = SeverityChoice.error,
@@ -240,6 +256,8 @@ def gate(
                 remedy="Record the manifest with `envcheck snapshot` (without --no-verify).",
             )
         )
+    if strict:
+        findings = _strict(findings)
     findings = sorted(set(rules_policy.apply(findings)), key=lambda f: f.sort_key())
     _report(
         findings,

@@ -175,6 +175,9 @@ def test_verify_cli_against_goldens_and_gate(golden: VerifySection, tmp_path: Pa
     ok = runner.invoke(app, ["verify", "--against", str(path), "--format", "json", "--junit", str(junit)])
     assert ok.exit_code == 0, ok.output
     assert junit.read_text(encoding="utf-8").startswith("<?xml")
+    # --strict: the skipped checks (onnx, torch.compile, CUDA here) now fail the run.
+    strict = runner.invoke(app, ["verify", "--against", str(path), "--strict", "--format", "json"])
+    assert strict.exit_code == 1, strict.output
 
     raising = tmp_path / "raising_checks.py"
     raising.write_text("def check_broken():\n    raise ValueError('bad weights')\n", encoding="utf-8")
