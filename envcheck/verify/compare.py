@@ -130,7 +130,12 @@ def _ordered(value: float, float_fmt: str, int_fmt: str) -> int:
 
 
 def _float(v: Number) -> float:
-    return float(v)  # "nan", "inf", "-inf" parse as floats
+    """A stored value: a number, or "nan" / "inf" / "-inf". Anything else (a hand-edited or hostile
+    manifest) reads as NaN, which compares as a difference, never as a traceback."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def unravel(index: int, shape: list[int]) -> tuple[int, ...]:

@@ -173,3 +173,10 @@ def test_an_error_names_its_innermost_frame() -> None:
         VerifySection(results=[result("m", status="error", error="RuntimeError: x", traceback=tb)])
     )
     assert finding.message == "raised RuntimeError: x (my_checks.py:16 in check_model)"
+
+
+def test_a_hostile_golden_is_a_difference_not_a_traceback() -> None:
+    good = summary([1.0, 2.0])
+    fields = {f: getattr(good, f) for f in OutputSummary.__slots__}
+    hostile = OutputSummary(**{**fields, "sha256": "0", "values": ["rm -rf", 2.0], "sum": "x"})
+    assert compare_output(hostile, good, SAME_DEVICE["float32"], exact=False).kind == "beyond"
