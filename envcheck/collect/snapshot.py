@@ -195,3 +195,28 @@ def redact_manifest_paths(manifest: Manifest) -> Manifest:
         user = None
     redactor = PathRedactor(str(Path.home()), user)
     return decode(Manifest, redactor.json(encode(manifest)), source="redacted manifest")
+
+
+def record(
+    options: SnapshotOptions,
+    *,
+    native: NativeScanner | None = None,
+    probes: Probes | None = None,
+    checks_file: Path | None = None,
+) -> Manifest:
+    """``envcheck snapshot``: ``take_snapshot`` and, unless ``options.verify`` is off, the smoke suite
+    (``envcheck.verify.run_suite``) side by side; the suite's outputs become the manifest's goldens.
+    Raises what either raises (``ProbeError``, ``UsageError`` for a missing checks file).
+    """
+    from envcheck.manifest.verify import VerifySection
+
+    if not options.verify:
+        manifest = take_snapshot(options, native=native, probes=probes)
+        return manifest.replace(verify=VerifySection(skipped="--no-verify"))
+    from envcheck.verify import run_suite
+
+    python = probes.python if probes is not None else options.python
+    with ThreadPoolExecutor(1) as pool:
+        suite = pool.submit(run_suite, python, timeout=options.timeout, checks_file=checks_file)
+        manifest = take_snapshot(options, native=native, probes=probes)
+        return manifest.replace(verify=suite.result())

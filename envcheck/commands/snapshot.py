@@ -29,6 +29,15 @@ def snapshot(
     verify_files: Annotated[
         bool, typer.Option("--verify-files", help="Re-hash installed native files against their RECORD.")
     ] = False,
+    checks: Annotated[
+        Path | None,
+        typer.Option(
+            "--checks",
+            help="A Python file of your own check_* functions whose outputs become goldens too.",
+            envvar="ENVCHECK_CHECKS",
+            show_default=False,
+        ),
+    ] = None,
     no_verify: Annotated[
         bool, typer.Option("--no-verify", help="Do not run the smoke suite (no goldens in the manifest).")
     ] = False,
@@ -47,12 +56,12 @@ def snapshot(
         verify=not no_verify,
     )
     probes = start_probes(options)  # first: the target starts while the rest of envcheck imports
-    from envcheck.collect.snapshot import take_snapshot
+    from envcheck.collect.snapshot import record
     from envcheck.manifest.io import dumps
     from envcheck.native import scan_for_snapshot
     from envcheck.report.summary import summary
 
-    manifest = take_snapshot(options, native=scan_for_snapshot, probes=probes)
+    manifest = record(options, native=scan_for_snapshot, probes=probes, checks_file=checks)
     write_output(dumps(manifest), output)
     where = "stdout" if output == "-" else output
     typer.echo(summary(manifest, short=True) + f"\nwrote {where}", err=output == "-")

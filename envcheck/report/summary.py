@@ -19,6 +19,18 @@ def _probe_line(outcome: ProbeOutcome) -> str:
     return f"probe      {detail}"
 
 
+def _verify_line(manifest: Manifest) -> str:
+    section = manifest.verify
+    assert section is not None
+    if section.skipped:
+        return f"verify     not run ({section.skipped}): no goldens"
+    counts: dict[str, int] = {}
+    for result in section.results:
+        counts[result.status] = counts.get(result.status, 0) + 1
+    tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    return f"verify     {len(section.results)} checks recorded as goldens: {tally}"
+
+
 def summary(manifest: Manifest, *, short: bool) -> str:
     """A few aligned lines: interpreter, torch and its variant, CUDA, driver, OpenMP/BLAS, probe outcome."""
     py = manifest.python
@@ -71,6 +83,8 @@ def summary(manifest: Manifest, *, short: bool) -> str:
     if manifest.native is not None and manifest.native.skipped:
         lines.append(f"native     skipped: {manifest.native.skipped}")
     lines.append(_probe_line(manifest.meta.probe))
+    if manifest.verify is not None:
+        lines.append(_verify_line(manifest))
     if not short:
         m = manifest.meta
         lines.insert(
