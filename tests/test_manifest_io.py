@@ -89,8 +89,9 @@ def test_a_nested_bomb_is_an_input_error(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_the_example_manifest_round_trips_byte_for_byte() -> None:
-    text = EXAMPLE.read_text(encoding="utf-8")
+@pytest.mark.parametrize("example", sorted(EXAMPLE.parent.glob("*.json")), ids=lambda p: p.name)
+def test_every_example_manifest_round_trips_byte_for_byte(example: Path) -> None:
+    text = example.read_text(encoding="utf-8")
     manifest = loads(text)
     assert dumps(manifest) == text
 
@@ -124,6 +125,7 @@ def test_the_committed_json_schema_is_the_one_the_models_define() -> None:
     )
 
 
-def test_the_example_manifest_validates_against_the_json_schema() -> None:
+@pytest.mark.parametrize("example", sorted(EXAMPLE.parent.glob("*.json")), ids=lambda p: p.name)
+def test_every_example_manifest_validates_against_the_json_schema(example: Path) -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    jsonschema.validate(json.loads(EXAMPLE.read_text(encoding="utf-8")), json.loads(SCHEMA.read_text()))
+    jsonschema.validate(json.loads(example.read_text(encoding="utf-8")), json.loads(SCHEMA.read_text()))
