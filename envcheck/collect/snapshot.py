@@ -8,8 +8,6 @@ the native tree and hashes what RECORD does not cover.
 from __future__ import annotations
 
 import datetime
-import hashlib
-import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -22,10 +20,6 @@ from envcheck.errors import ProbeError
 from envcheck.manifest.model import SCHEMA_VERSION, Manifest, Meta, ProbeOutcome
 from envcheck.manifest.native import NativeSection
 from envcheck.probe.runner import TargetRun
-
-# Hashing a file that RECORD does not cover: bounded, so a multi-GB system library cannot stall a snapshot.
-MAX_HASH_BYTES = 512 * 1024 * 1024
-
 
 NativeScanner = Callable[[Manifest, SnapshotOptions], NativeSection | None]
 
@@ -150,21 +144,10 @@ def _with(outcome: ProbeOutcome, **changes: object) -> ProbeOutcome:
 
 def _identities(paths: Sequence[str]) -> dict[str, str | None]:
     """sha256 of files no RECORD vouches for (system libraries, hand-copied files), hashed in parallel."""
+    from envcheck.native.hashing import file_sha256
+
     with ThreadPoolExecutor(max_workers=4) as pool:
         return dict(zip(paths, pool.map(file_sha256, paths), strict=True))
-
-
-def file_sha256(path: str) -> str | None:
-    try:
-        with Path(path).open("rb") as f:
-            if os.fstat(f.fileno()).st_size > MAX_HASH_BYTES:
-                return None
-            digest = hashlib.sha256()
-            while chunk := f.read(1 << 20):
-                digest.update(chunk)
-            return "sha256:" + digest.hexdigest()
-    except OSError:
-        return None
 
 
 def _facts_failure(python: str, run: TargetRun) -> str:

@@ -6,8 +6,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import tempfile
 import zipfile
@@ -71,7 +69,7 @@ def _extract_native(wheel: Path, into: str) -> None:
 
 def _records(root: str) -> Iterator[tuple[str, str, str | None]]:
     """``(distribution, RECORD path, sha256 hex)`` for the native files of each ``*.dist-info/RECORD``."""
-    import base64
+    from envcheck.probe.target import parse_record_natives
 
     try:
         entries = sorted(os.listdir(root))
@@ -86,17 +84,8 @@ def _records(root: str) -> Iterator[tuple[str, str, str | None]]:
         except OSError:
             continue
         dist = entry[: -len(".dist-info")].split("-")[0]
-        for row in csv.reader(io.StringIO(text)):
-            if not row or not NATIVE_SUFFIX.search(row[0]):
-                continue
-            digest = None
-            if len(row) > 1 and row[1].startswith("sha256="):
-                raw = row[1][len("sha256=") :]
-                try:
-                    digest = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).hex()
-                except ValueError:
-                    digest = None
-            yield dist, row[0].replace("\\", "/"), digest
+        for native in parse_record_natives(text):
+            yield dist, native["path"], native["sha256"]
 
 
 def scan_folder(root: str, *, display_root: str | None) -> NativeSection:

@@ -397,7 +397,13 @@ def dist_path(dist):
 
 
 def record_native_files(dist, location):
-    text = dist.read_text("RECORD")
+    return parse_record_natives(dist.read_text("RECORD") or "")
+
+
+def parse_record_natives(text):
+    # type: (str) -> list
+    """The native files a RECORD lists: ``{"path", "sha256" (hex or None), "size" (or None)}`` each.
+    envcheck's wheel scanner reuses it (``envcheck.native.scan``)."""
     out = []
     if not text:
         return out
