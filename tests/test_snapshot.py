@@ -164,7 +164,9 @@ def test_a_venv_without_torch_is_a_fact_not_an_error(
     tmp_path: Path, venv_factory: Callable[[str], Path]
 ) -> None:
     bare = venv_factory("bare")
-    code, stdout, stderr, out = snapshot(tmp_path, "--python", str(bare))
+    out = tmp_path / "m.json"
+    result = CliRunner().invoke(app, ["snapshot", "-o", str(out), "--python", str(bare)])  # suite included
+    code, stdout, stderr = result.exit_code, result.stdout, result.stderr
     assert code == 0, stderr
     manifest = load(out)
     assert manifest.torch.static is None
@@ -174,6 +176,9 @@ def test_a_venv_without_torch_is_a_fact_not_an_error(
     # Neither packaging nor pip is in that venv: the wheel tags are derived by envcheck instead.
     assert manifest.python.wheel_tags[0].startswith("cp3")
     assert manifest.packages == []
+    assert manifest.verify is not None
+    assert manifest.verify.skipped == "torch is not installed in the target"
+    assert "verify     not run (torch is not installed in the target): no goldens" in stdout
 
 
 @needs_torch
