@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from envcheck.diff.finding import Finding, Severity
@@ -75,6 +75,28 @@ def _register(rule: Rule) -> None:
     REGISTRY[rule.id] = rule
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Meta:
+    family: str
+    severity: Severity
+    title: str
+    why: str
+    fm: Iterable[str] = ()
+    evidence: Iterable[str] = ()
+
+    def rule(self, id: str, kind: RuleKind) -> Rule:
+        return Rule(
+            id=id,
+            kind=kind,
+            family=self.family,
+            severity=self.severity,
+            title=self.title,
+            why=self.why,
+            failure_modes=tuple(self.fm),
+            evidence=tuple(self.evidence),
+        )
+
+
 def difference_rule(
     id: str,
     *,
@@ -86,21 +108,10 @@ def difference_rule(
     evidence: Iterable[str] = (),
 ) -> Callable[[DifferenceCheck], DifferenceCheck]:
     """Register ``check(rule, base, target)`` as a difference rule."""
+    meta = _Meta(family=family, severity=severity, title=title, why=why, fm=fm, evidence=evidence)
 
     def register(check: DifferenceCheck) -> DifferenceCheck:
-        _register(
-            Rule(
-                id=id,
-                kind="difference",
-                family=family,
-                severity=severity,
-                title=title,
-                why=why,
-                failure_modes=tuple(fm),
-                evidence=tuple(evidence),
-                difference=check,
-            )
-        )
+        _register(replace(meta.rule(id, "difference"), difference=check))
         return check
 
     return register
@@ -117,21 +128,10 @@ def single_rule(
     evidence: Iterable[str] = (),
 ) -> Callable[[SingleCheck], SingleCheck]:
     """Register ``check(rule, manifest)`` as a single-environment rule."""
+    meta = _Meta(family=family, severity=severity, title=title, why=why, fm=fm, evidence=evidence)
 
     def register(check: SingleCheck) -> SingleCheck:
-        _register(
-            Rule(
-                id=id,
-                kind="single",
-                family=family,
-                severity=severity,
-                title=title,
-                why=why,
-                failure_modes=tuple(fm),
-                evidence=tuple(evidence),
-                single=check,
-            )
-        )
+        _register(replace(meta.rule(id, "single"), single=check))
         return check
 
     return register
