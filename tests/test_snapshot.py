@@ -289,3 +289,31 @@ def test_python_dash_m_envcheck_works_like_the_console_script(tmp_path: Path) ->
     from envcheck import __version__
 
     assert result.stdout == f"envcheck {__version__}\n"
+
+
+def _pyenv_python(version: str) -> Path | None:
+    found = sorted(Path.home().glob(f".pyenv/versions/{version}.*/bin/python"))
+    return found[-1] if found else None
+
+
+@pytest.mark.skipif(_pyenv_python("3.8") is None, reason="no Python 3.8 interpreter on this machine")
+def test_the_probe_runs_on_a_real_python_3_8(tmp_path: Path) -> None:
+    python38 = _pyenv_python("3.8")
+    assert python38 is not None
+    venv = tmp_path / "py38"
+    subprocess.run([str(python38), "-m", "venv", "--without-pip", str(venv)], check=True)
+    code, _, stderr, out = snapshot(tmp_path, "--python", str(venv / "bin" / "python"))
+    assert code == 0, stderr
+    manifest = load(out)
+    assert manifest.python.version.startswith("3.8.")
+    assert manifest.meta.probe.status == "ok"
+    assert manifest.python.wheel_tags[0].startswith("cp38-cp38")
+
+
+@pytest.mark.skipif(_pyenv_python("3.7") is None, reason="no Python 3.7 interpreter on this machine")
+def test_an_interpreter_older_than_3_8_is_refused_clearly(tmp_path: Path) -> None:
+    python37 = _pyenv_python("3.7")
+    code, _, stderr, out = snapshot(tmp_path, "--python", str(python37))
+    assert code == 2
+    assert "envcheck inspects Python 3.8 and newer" in stderr
+    assert not out.exists()

@@ -41,6 +41,15 @@ def take_snapshot(
             runtime_probe.wait()
         raise ProbeError(_facts_failure(python, facts_run))
     data = facts_run.data
+    version = data.get("python_version")
+    if isinstance(version, list) and version[:2] < [3, 8]:
+        if runtime_probe is not None:
+            runtime_probe.wait()
+        shown = ".".join(str(v) for v in version)
+        raise ProbeError(
+            f"the target interpreter {python} is Python {shown}; envcheck inspects Python 3.8 and newer",
+            tip="Point --python at the interpreter that runs the application (3.8+).",
+        )
     packages = facts.distributions(data.get("packages") or [])
     owners = facts.Owners(packages)
     base = Manifest(
