@@ -6,11 +6,16 @@ import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
 import typer
 
 from envcheck.errors import EnvcheckError
+
+if TYPE_CHECKING:
+    from envcheck.diff.finding import Finding
+    from envcheck.manifest.model import Manifest
+    from envcheck.report.options import ReportFormatChoice, SeverityChoice
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -68,3 +73,43 @@ TimeoutOption = Annotated[
         envvar="ENVCHECK_TIMEOUT",
     ),
 ]
+
+
+def snapshot_this_machine(python: str | None, timeout: float) -> Manifest:
+    """A fresh snapshot (no smoke suite) of ``python`` or this interpreter: what diff, doctor, gate check."""
+    from envcheck.collect.launch import SnapshotOptions
+    from envcheck.collect.snapshot import take_snapshot
+    from envcheck.native import scan_for_snapshot
+
+    return take_snapshot(SnapshotOptions(python=python, timeout=timeout), native=scan_for_snapshot)
+
+
+def report_findings(
+    findings: list[Finding],
+    *,
+    title: str,
+    fmt: ReportFormatChoice,
+    output: str | None,
+    fail_on: SeverityChoice,
+    junit: Path | None,
+    rules: list[str] | None = None,
+) -> None:
+    """Render, write the report (and the JUnit file), and exit 1 when a finding fails the gate.
+
+    ``rules``: the rule ids that were checked (one JUnit case each, with those that found something);
+    None means the diff catalog.
+    """
+    from envcheck.diff.finding import at_or_above
+    from envcheck.report import render
+    from envcheck.report.options import use_color
+
+    severity = fail_on.severity
+    if rules is not None:
+        rules = sorted(set(rules) | {f.rule for f in findings})
+    color = use_color(fmt, output)
+    text = render(findings, fmt.format_name, title=title, fail_on=severity, color=color, rules=rules)
+    write_output(text, output)
+    if junit is not None:
+        write_output(render(findings, "junit", title=title, fail_on=severity, rules=rules), str(junit))
+    if any(at_or_above(f, severity) for f in findings):
+        raise typer.Exit(EXIT_FINDINGS)

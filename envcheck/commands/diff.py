@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from envcheck.commands._common import EXIT_FINDINGS, PythonOption, TimeoutOption, handles_errors, write_output
+from envcheck.commands._common import (
+    PythonOption,
+    TimeoutOption,
+    handles_errors,
+    report_findings,
+    snapshot_this_machine,
+)
 from envcheck.errors import UsageError
 from envcheck.report.options import (
     FailOnOption,
@@ -27,43 +33,12 @@ if TYPE_CHECKING:
 _LIVE = "this machine"
 
 
-def _live(python: str | None, timeout: float) -> Manifest:
-    from envcheck.collect.launch import SnapshotOptions
-    from envcheck.collect.snapshot import take_snapshot
-    from envcheck.native import scan_for_snapshot
-
-    return take_snapshot(SnapshotOptions(python=python, timeout=timeout), native=scan_for_snapshot)
-
-
 def _names(paths: Sequence[Path], manifests: Sequence[Manifest]) -> list[str]:
     """A machine name per target: its label when labels are unique, else its file path."""
     labels = [m.meta.label for m in manifests]
     if all(labels) and len(set(labels)) == len(labels):
         return [str(label) for label in labels]
     return [str(p) for p in paths]
-
-
-def _report(
-    findings: list[Finding],
-    *,
-    title: str,
-    fmt: ReportFormatChoice,
-    output: str | None,
-    fail_on: SeverityChoice,
-    junit: Path | None,
-) -> None:
-    """Render, write the report (and the JUnit file), and exit 1 when a finding fails the gate."""
-    from envcheck.diff.finding import at_or_above
-    from envcheck.report import render
-    from envcheck.report.options import use_color
-
-    severity = fail_on.severity
-    text = render(findings, fmt.format_name, title=title, fail_on=severity, color=use_color(fmt, output))
-    write_output(text, output)
-    if junit is not None:
-        write_output(render(findings, "junit", title=title, fail_on=severity), str(junit))
-    if any(at_or_above(f, severity) for f in findings):
-        raise typer.Exit(EXIT_FINDINGS)
 
 
 @handles_errors
@@ -102,7 +77,7 @@ def diff(
     rules_policy = load_policy(policy, Path.cwd())
     base_manifest = load(base)
     paths = list(targets or [])
-    manifests = [load(p) for p in paths] if paths else [_live(python, timeout)]
+    manifests = [load(p) for p in paths] if paths else [snapshot_this_machine(python, timeout)]
     names = _names(paths, manifests) if paths else [f"{_LIVE} ({python})" if python else _LIVE]
     fleet = len(manifests) > 1
     findings: list[Finding] = []
@@ -115,7 +90,7 @@ def diff(
         findings.extend(found)
     findings = sorted(set(rules_policy.apply(findings)), key=lambda f: f.sort_key())
     title = f"envcheck diff: {base} → " + (f"{len(names)} machines" if fleet else names[0])
-    _report(findings, title=title, fmt=fmt, output=output, fail_on=fail_on, junit=junit)
+    report_findings(findings, title=title, fmt=fmt, output=output, fail_on=fail_on, junit=junit)
 
 
 @handles_errors
@@ -146,11 +121,11 @@ def doctor(
     from envcheck.manifest.io import load
 
     rules_policy = load_policy(policy, Path.cwd())
-    target = load(manifest) if manifest is not None else _live(python, timeout)
+    target = load(manifest) if manifest is not None else snapshot_this_machine(python, timeout)
     findings = engine.doctor(target, policy=rules_policy)
     live = f"{_LIVE} ({python})" if python else _LIVE
     title = f"envcheck doctor: {manifest if manifest is not None else live}"
-    _report(findings, title=title, fmt=fmt, output=output, fail_on=fail_on, junit=junit)
+    report_findings(findings, title=title, fmt=fmt, output=output, fail_on=fail_on, junit=junit)
 
 
 @handles_errors

@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from envcheck.commands._common import EXIT_FINDINGS, PythonOption, TimeoutOption, handles_errors, write_output
+from envcheck.commands._common import (
+    PythonOption,
+    TimeoutOption,
+    handles_errors,
+    report_findings,
+    snapshot_this_machine,
+)
 from envcheck.errors import UsageError
 from envcheck.report.options import (
     FailOnOption,
@@ -109,32 +115,6 @@ def _outputs_line(golden: VerifySection, current: VerifySection, findings: list[
     )
 
 
-def _report(
-    findings: list[Finding],
-    *,
-    title: str,
-    fmt: ReportFormatChoice,
-    output: str | None,
-    fail_on: SeverityChoice,
-    junit: Path | None,
-    rules: list[str],
-) -> None:
-    from envcheck.diff.finding import at_or_above
-    from envcheck.report import render
-    from envcheck.report.options import use_color
-
-    severity = fail_on.severity
-    rules = sorted(set(rules) | {f.rule for f in findings})
-    text = render(
-        findings, fmt.format_name, title=title, fail_on=severity, color=use_color(fmt, output), rules=rules
-    )
-    write_output(text, output)
-    if junit is not None:
-        write_output(render(findings, "junit", title=title, fail_on=severity, rules=rules), str(junit))
-    if any(at_or_above(f, severity) for f in findings):
-        raise typer.Exit(EXIT_FINDINGS)
-
-
 @handles_errors
 def verify(
     against: Annotated[
@@ -190,7 +170,7 @@ def verify(
         findings = _strict(findings)
     findings = sorted(set(rules_policy.apply(findings)), key=lambda f: f.sort_key())
     title = "envcheck verify" + (f" against {against}" if against is not None else "")
-    _report(
+    report_findings(
         findings, title=title, fmt=fmt, output=output, fail_on=fail_on, junit=junit, rules=list(VERIFY_RULES)
     )
 
@@ -218,14 +198,11 @@ def gate(
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from envcheck.collect.launch import SnapshotOptions
-    from envcheck.collect.snapshot import take_snapshot
     from envcheck.diff import engine
     from envcheck.diff.catalog import rule_ids
     from envcheck.diff.finding import Finding
     from envcheck.diff.policy import load_policy
     from envcheck.manifest.io import load
-    from envcheck.native import scan_for_snapshot
     from envcheck.verify import compare, outcomes
     from envcheck.verify.compare import VERIFY_RULES
 
@@ -234,9 +211,7 @@ def gate(
     golden = _goldens(base)
     # The snapshot and the suite are separate target processes: run them side by side.
     with ThreadPoolExecutor(1) as pool:
-        live_job = pool.submit(
-            take_snapshot, SnapshotOptions(python=python, timeout=timeout), native=scan_for_snapshot
-        )
+        live_job = pool.submit(snapshot_this_machine, python, timeout)
         current = _run(python, timeout, checks, compile_)
         live = live_job.result()
     typer.echo(_tally(current), err=True)
@@ -259,7 +234,7 @@ def gate(
     if strict:
         findings = _strict(findings)
     findings = sorted(set(rules_policy.apply(findings)), key=lambda f: f.sort_key())
-    _report(
+    report_findings(
         findings,
         title=f"envcheck gate: this machine against {manifest}",
         fmt=fmt,
