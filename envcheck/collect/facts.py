@@ -66,6 +66,10 @@ def distributions(raw: Sequence[Any]) -> list[Distribution]:
     return sorted(dists, key=lambda d: (d.name.lower(), d.shadowed, d.location))
 
 
+def torch_runtime(raw: Mapping[str, Any]) -> TorchRuntime:
+    return decode(TorchRuntime, raw, source=SOURCE, location="torch_runtime")
+
+
 def torch_info(raw: Mapping[str, Any], runtime: Mapping[str, Any] | None) -> TorchInfo:
     static_raw = raw.get("static")
     static = None
@@ -82,7 +86,7 @@ def torch_info(raw: Mapping[str, Any], runtime: Mapping[str, Any] | None) -> Tor
             location="torch.static",
         )
     trees = decode(list[str], raw.get("trees", []), source=SOURCE, location="torch.trees")
-    live = decode(TorchRuntime, runtime, source=SOURCE, location="torch_runtime") if runtime else None
+    live = torch_runtime(runtime) if runtime else None
     return TorchInfo(trees=trees, static=static, runtime=live)
 
 

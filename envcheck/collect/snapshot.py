@@ -7,6 +7,7 @@ the native tree and hashes what RECORD does not cover.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import time
 from collections.abc import Callable, Sequence
@@ -75,14 +76,7 @@ def take_snapshot(
     if runtime_probe is not None:
         manifest = _add_runtime(manifest, runtime_probe.wait(), owners)
     manifest = manifest.replace(
-        meta=Meta(
-            envcheck_version=__version__,
-            label=options.label,
-            target=python,
-            probe=manifest.meta.probe,
-            created=manifest.meta.created,
-            duration_s=round(time.monotonic() - started, 3),
-        )
+        meta=dataclasses.replace(manifest.meta, duration_s=round(time.monotonic() - started, 3))
     )
     if options.redact_paths:
         manifest = redact_manifest_paths(manifest)
@@ -93,15 +87,11 @@ def _add_runtime(manifest: Manifest, run: TargetRun, owners: facts.Owners) -> Ma
     data = run.data
     outcome = run.outcome
     if outcome.status == "error" and data.get("traceback_tail"):
-        outcome = _with(outcome, stderr_tail=str(data["traceback_tail"])[-4000:])
+        outcome = dataclasses.replace(outcome, stderr_tail=str(data["traceback_tail"])[-4000:])
     gpu = facts.gpu_driver(data["gpu"]) if isinstance(data.get("gpu"), dict) else None
-    torch_runtime = data.get("torch_runtime") if isinstance(data.get("torch_runtime"), dict) else None
     torch = manifest.torch
-    if torch_runtime is not None:
-        torch = facts.torch_info(
-            {"trees": torch.trees, "static": _static_raw(manifest)},
-            torch_runtime,
-        )
+    if isinstance(data.get("torch_runtime"), dict):
+        torch = dataclasses.replace(torch, runtime=facts.torch_runtime(data["torch_runtime"]))
     runtimes = None
     loaded = data.get("loaded")
     if isinstance(loaded, list):
@@ -115,40 +105,13 @@ def _add_runtime(manifest: Manifest, run: TargetRun, owners: facts.Owners) -> Ma
         from envcheck.native import reconcile_loaded
 
         native = reconcile_loaded(native, runtimes)
-    meta = manifest.meta
     return manifest.replace(
         torch=torch,
         gpu=gpu,
         runtimes=runtimes,
         native=native,
-        meta=Meta(
-            envcheck_version=meta.envcheck_version,
-            label=meta.label,
-            target=meta.target,
-            probe=outcome,
-            created=meta.created,
-        ),
+        meta=dataclasses.replace(manifest.meta, probe=outcome),
     )
-
-
-def _static_raw(manifest: Manifest) -> dict[str, object] | None:
-    static = manifest.torch.static
-    if static is None:
-        return None
-    return {
-        "location": static.location,
-        "version": static.version,
-        "git_version": static.git_version,
-        "cuda": static.cuda,
-        "hip": static.hip,
-        "debug": static.debug,
-    }
-
-
-def _with(outcome: ProbeOutcome, **changes: object) -> ProbeOutcome:
-    import dataclasses
-
-    return dataclasses.replace(outcome, **changes)  # type: ignore[arg-type]
 
 
 def _identities(paths: Sequence[str]) -> dict[str, str | None]:
