@@ -1,0 +1,135 @@
+"""Running envcheck against hostile inputs without letting them take the test machine down.
+
+Every hostile case (bombs, FIFOs, daemons, endless output) runs envcheck in a child process under a hard
+wall-clock timeout and an address-space limit (``RLIMIT_AS``), and reports how it ended and its peak
+resident memory. The bound is a resource guard, not a timed assertion: a case fails when envcheck hangs
+past ``timeout + grace`` or needs more than ``max_rss_mb``, never because it was slower than some figure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+# DESIGN §6: hostile inputs end within the timeout + 5 s, under 300 MB.
+GRACE_S = 5.0
+MAX_RSS_MB = 300
+# Virtual address space allowed to the child: generous next to the RSS bound (thread stacks and malloc
+# arenas reserve address space they never touch), small enough that a real bomb dies instead of the host.
+ADDRESS_SPACE_MB = 2048
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """How a bounded run ended."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    max_rss_mb: float
+    timed_out: bool
+
+
+def _limit(address_space_mb: int) -> None:
+    limit = address_space_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def run_bounded(
+    argv: Sequence[str],
+    *,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    address_space_mb: int = ADDRESS_SPACE_MB,
+    stdin: int | None = subprocess.DEVNULL,
+) -> Bounded:
+    """Run ``argv`` in its own session under ``RLIMIT_AS``; kill the session at ``timeout + GRACE_S``.
+
+    Output is read through temporary files, so a child that prints without end fills a file, not this
+    process's memory (only the last 64 KiB of each stream is returned).
+    """
+    full_env = dict(os.environ if env is None else env)
+    full_env.setdefault("MALLOC_ARENA_MAX", "2")
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=stdin,
+            stdout=out,
+            stderr=err,
+            env=full_env,
+            cwd=cwd,
+            start_new_session=True,
+            # setrlimit must run in the child before exec; Popen has no other hook for it.
+            preexec_fn=lambda: _limit(address_space_mb),  # noqa: PLW1509
+        )
+        deadline = started + timeout + GRACE_S
+        timed_out = False
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                timed_out = True
+                os.killpg(proc.pid, signal.SIGKILL)
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.02)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.monotonic() - started
+        # Anything the child left running in its session goes too.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        return Bounded(
+            returncode=proc.returncode,
+            stdout=_tail(out),
+            stderr=_tail(err),
+            seconds=seconds,
+            max_rss_mb=usage.ru_maxrss / 1024,
+            timed_out=timed_out,
+        )
+
+
+def envcheck_argv(*args: str) -> list[str]:
+    """The envcheck CLI as a child process of the test interpreter."""
+    return [sys.executable, "-m", "envcheck", *args]
+
+
+def assert_bounded(result: Bounded, *, timeout: float) -> None:
+    """The hostile-input guarantee: ended on its own, within the timeout + grace, under the memory bound,
+    and never with a traceback."""
+    assert not result.timed_out, f"still running after {timeout} + {GRACE_S} s"
+    assert result.max_rss_mb < MAX_RSS_MB, f"peak RSS {result.max_rss_mb:.0f} MB"
+    assert "Traceback" not in result.stderr, result.stderr
+
+
+def _tail(f: IO[bytes], limit: int = 64 * 1024) -> str:
+    size = f.seek(0, os.SEEK_END)
+    f.seek(max(0, size - limit))
+    return f.read().decode("utf-8", "replace")
+
+
+def make_fifo(path: Path) -> Path:
+    """A FIFO in a temp folder (tests run as root; never under the real /dev)."""
+    os.mkfifo(path)
+    return path
+
+
+def make_char_device(path: Path, major: int, minor: int) -> Path:
+    """A character device node in a temp folder: (1, 5) is zero, (1, 3) null, (1, 7) full, (1, 9) urandom."""
+    import stat
+
+    os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+    return path
