@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-import sys
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 import typer
 
 from envcheck.errors import EnvcheckError
+from envcheck.outputs import Destination
 
 if TYPE_CHECKING:
     from envcheck.diff.finding import Finding
@@ -26,33 +27,45 @@ EXIT_USAGE = 2
 
 
 def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """The one place where an ``EnvcheckError`` becomes ``error: …`` (+ ``Tip: …``) on stderr and exit 2."""
+    """The one place where an error becomes one line on stderr and exit 2: ``error: …`` (+ ``Tip: …``)
+    for an ``EnvcheckError``, ``error: internal error …`` for anything else (a bug: the traceback only with
+    ``ENVCHECK_DEBUG=1``). A traceback is never an exit code 1, which means "findings". Messages quote
+    untrusted input (paths, manifest values): they are redacted and escaped for the terminal."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
         except EnvcheckError as e:
-            typer.echo(f"error: {e}", err=True)
+            _say(f"error: {e}")
             if e.tip:
-                typer.echo(f"Tip: {e.tip}", err=True)
+                _say(f"Tip: {e.tip}")
+            raise typer.Exit(EXIT_USAGE) from e
+        except (typer.Exit, typer.Abort):
+            raise
+        except Exception as e:
+            if os.environ.get("ENVCHECK_DEBUG"):
+                raise
+            _say(f"error: internal error: {type(e).__name__}: {e}")
+            _say("Tip: this is a bug in envcheck; ENVCHECK_DEBUG=1 shows the traceback for a report.")
             raise typer.Exit(EXIT_USAGE) from e
 
     return wrapper
 
 
-def write_output(text: str, output: str | None) -> None:
-    """The report to stdout (``None`` or ``-``) or atomically to a file, created only now that it exists."""
-    if output in (None, "-"):
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    from envcheck.manifest.io import write_atomic
+def _say(line: str) -> None:
+    from envcheck.redact import redact_text
+    from envcheck.report.escape import terminal
 
-    try:
-        write_atomic(Path(output), text)
-    except OSError as e:
-        raise EnvcheckError(f"cannot write {output}: {e.strerror or e}") from e
+    typer.echo(terminal(redact_text(line)), err=True)
+
+
+def write_output(text: str, output: str | Destination | None) -> None:
+    """The report to stdout (``None`` or ``-``) or to ``output``, created only now that it exists; see
+    ``envcheck.outputs`` for links, devices, FIFOs and failures (``OutputError``, exit 2)."""
+    from envcheck.outputs import destination, write
+
+    write(output if isinstance(output, Destination) else destination(output), text)
 
 
 PythonOption = Annotated[

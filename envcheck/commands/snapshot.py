@@ -21,7 +21,10 @@ def snapshot(
     ] = None,
     no_probe: Annotated[
         bool,
-        typer.Option("--no-probe", help="Static facts only: the target is started but imports nothing."),
+        typer.Option(
+            "--no-probe",
+            help="Static facts only: the target is started but imports nothing (no torch, no smoke suite).",
+        ),
     ] = False,
     redact_paths: Annotated[
         bool, typer.Option("--redact-paths", help="Replace your home folder and user name in every path.")
@@ -45,7 +48,9 @@ def snapshot(
 ) -> None:
     """Record this environment (or --python's) into one lockfile manifest."""
     from envcheck.collect.launch import SnapshotOptions, start_probes
+    from envcheck.outputs import destination
 
+    target = destination(output)  # a bad -o fails now, not after the snapshot's seconds of work
     options = SnapshotOptions(
         python=python,
         label=label,
@@ -53,7 +58,8 @@ def snapshot(
         timeout=timeout,
         redact_paths=redact_paths,
         verify_files=verify_files,
-        verify=not no_verify,
+        # The smoke suite imports torch: --no-probe promises that nothing in the target does.
+        verify=not (no_verify or no_probe),
     )
     probes = start_probes(options)  # first: the target starts while the rest of envcheck imports
     from envcheck.collect.snapshot import record
@@ -62,7 +68,7 @@ def snapshot(
     from envcheck.report.summary import summary
 
     manifest = record(options, native=scan_for_snapshot, probes=probes, checks_file=checks)
-    write_output(dumps(manifest), output)
+    write_output(dumps(manifest), target)
     where = "stdout" if output == "-" else output
     typer.echo(summary(manifest, short=True) + f"\nwrote {where}", err=output == "-")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -82,23 +81,11 @@ def load(path: str | os.PathLike[str]) -> Manifest:
 
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` so that ``path`` holds either its old content or all of the new one, never a mix."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
-    try:
-        # mkstemp creates 0600; a manifest is meant to be shared, so give it the usual umask-derived mode.
-        umask = os.umask(0)
-        os.umask(umask)
-        if hasattr(os, "fchmod"):  # POSIX only; Windows files carry no such mode
-            os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        Path(tmp).replace(target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``text`` to ``path`` as ``envcheck.outputs`` does: a regular file atomically (its old content
+    survives any failure), a device or FIFO in place, a link through to its target. Raises ``OutputError``."""
+    from envcheck.outputs import destination, write
+
+    write(destination(path), text)
 
 
 def save(manifest: Manifest, path: str | os.PathLike[str]) -> None:
