@@ -24,13 +24,20 @@ def render(
     fail_on: Severity,
     color: bool = False,
     rules: Sequence[str] | None = None,
+    policy: str | None = None,
 ) -> str:
     """The report in ``fmt``, findings in ``Finding.sort_key`` order (the same input gives the same bytes).
 
     ``rules`` are the rule ids that were checked: JUnit writes one test case for each (passing when it
     produced nothing at or above ``fail_on``). ``None`` means envcheck's diff/doctor catalog plus every rule
     that has a finding; a producer with its own ids (``VERIFY-…``) passes them. ``color`` only affects text.
-    Raises ``ValueError`` for an unknown format.
+    ``policy`` is one line naming the policy applied (``policy: none``): every format shows it (text and
+    Markdown as a line, JSON as ``"policy"``, JUnit as a test-suite property); ``None`` leaves it out.
+
+    Every string that came from a manifest or a finding (title included) is escaped for the format:
+    nothing in a report can drive a terminal, inject HTML or make the XML ill-formed, and every report
+    encodes as UTF-8 (lone surrogates are shown as ``\\uXXXX``). Raises ``ValueError`` for an unknown
+    format, nothing else.
     """
     from envcheck.report.interface import ReportContext, format_for
 
@@ -39,7 +46,7 @@ def render(
         from envcheck.diff.catalog import rule_ids
 
         rules = rule_ids()
-    context = ReportContext(title=title, fail_on=fail_on, color=color, rules=tuple(rules))
+    context = ReportContext(title=title, fail_on=fail_on, color=color, rules=tuple(rules), policy=policy)
     return format_for(fmt).render(ordered, context)
 
 

@@ -6,6 +6,10 @@ string can drive the reader's terminal (OSC title changes, clear-screen, hyperli
 many descendants), hide the rest of a Markdown pull-request comment (`<!--`, `</details>`), or make a JUnit
 file that CI refuses to parse (XML 1.0 forbids most C0 controls). One function per medium; formatters call
 them on every string that did not come from envcheck's own catalog.
+
+Lone surrogates (``\\udcxx``) are data, not an error: PEP 383 turns an undecodable file name into them, so
+envcheck's own snapshots can hold them. Every medium shows them as ``\\uXXXX``; none writes them raw, which
+UTF-8 cannot encode (``print`` would raise ``UnicodeEncodeError``).
 """
 
 from __future__ import annotations
@@ -15,14 +19,34 @@ import re
 # C0 controls except TAB and LF, DEL, C1 controls, lone surrogates (from undecodable file names: PEP 383),
 # and the bidirectional overrides/isolates that reorder what a reader sees (CVE-2021-42574, "Trojan Source").
 _UNSAFE_TERMINAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u202a-\u202e\u2066-\u2069]")
-# XML 1.0 §2.2 Char: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF].
-_UNSAFE_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-_MARKDOWN_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+# XML 1.0 §2.2 Char: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]; plus what a
+# terminal must not receive, because CI prints a JUnit file's failure texts in its log.
+_UNSAFE_XML = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u202a-\u202e\u2066-\u2069\ufffe\uffff]")
+# What ``json.dumps(..., ensure_ascii=False)`` leaves raw although a reader's terminal acts on it or UTF-8
+# cannot encode it (it escapes only C0 controls, ``"`` and ``\\``).
+_UNSAFE_JSON = re.compile("[\x7f-\x9f\ud800-\udfff\u202a-\u202e\u2066-\u2069]")
+# Markdown: backslash first (so an escape we add cannot be cancelled by one in the data), then what starts
+# raw HTML or an entity, what ends a table cell or a code span, and what opens a link or an image.
+_MARKDOWN = {
+    "\\": "\\\\",
+    "&": "&amp;",
+    "<": "&lt;",
+    ">": "&gt;",
+    "|": "\\|",
+    "`": "\\`",
+    "[": "\\[",
+    "]": "\\]",
+}
+_MARKDOWN_SPECIAL = re.compile(r"[\\&<>|`\[\]]")
 
 
 def _visible(match: re.Match[str]) -> str:
     code = ord(match.group())
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 def terminal(text: str) -> str:
@@ -38,12 +62,23 @@ def one_line(text: str) -> str:
 
 def markdown(text: str) -> str:
     """Inline Markdown text: HTML is shown, never interpreted (``<script>``, ``<!--``, ``</details>``),
-    table pipes and backticks cannot end a cell or a code span, control characters are visible."""
-    text = "".join(_MARKDOWN_HTML.get(c, c) for c in one_line(text))
-    return text.replace("|", "\\|").replace("`", "\\`")
+    table pipes and backticks cannot end a cell or a code span, brackets cannot make a link or an image,
+    control characters and newlines are visible (``\\x1b``, ``\\n``)."""
+    escaped = _MARKDOWN_SPECIAL.sub(lambda m: _MARKDOWN[m.group()], text)
+    return one_line(escaped)
 
 
 def xml(text: str) -> str:
-    """Text that XML 1.0 accepts (the characters it forbids shown as ``\\xNN``); the XML writer still
-    escapes ``<``, ``>`` and ``&`` itself."""
+    """Text that XML 1.0 accepts and a terminal prints inertly (forbidden and control characters shown as
+    ``\\xNN`` / ``\\uNNNN``; tab and newline kept); the XML writer still escapes ``<``, ``>`` and ``&``."""
     return _UNSAFE_XML.sub(_visible, text)
+
+
+def json_text(dumped: str) -> str:
+    """The output of ``json.dumps(..., ensure_ascii=False)`` with DEL, C1 controls, bidirectional overrides
+    and lone surrogates written as ``\\uXXXX`` escapes: still the same JSON value (``json.loads`` gives the
+    original strings back, lone surrogates included), now valid UTF-8 and inert on a terminal.
+
+    Only for text ``json.dumps`` produced: those characters can only occur inside its string literals,
+    where a ``\\uXXXX`` escape means the same character."""
+    return _UNSAFE_JSON.sub(_json_escape, dumped)

@@ -18,12 +18,18 @@ PLURAL = {"error": "errors", "warning": "warnings", "info": "info"}
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ReportContext:
-    """What every format needs besides the findings."""
+    """What every format needs besides the findings.
+
+    ``title`` may carry manifest data (labels, paths): formats escape it like any finding string.
+    ``policy`` is one line saying which policy shaped the findings (``policy: ./pyproject.toml
+    [tool.envcheck]: 3 ignored, 1 downgraded`` or ``policy: none``); ``None`` shows nothing.
+    """
 
     title: str
     fail_on: Severity
     color: bool
     rules: tuple[str, ...]
+    policy: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

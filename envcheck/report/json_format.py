@@ -5,6 +5,7 @@
     {
       "report": "envcheck", "version": 1,
       "title": "...", "fail_on": "error", "result": "pass" | "fail",
+      "policy": "policy: none",            (only when the caller says which policy applied)
       "summary": {"total": 0, "error": 0, "warning": 0, "info": 0, "intended": 0, "failing": 0},
       "findings": [
         {"rule": "ENV-TORCH-VARIANT", "severity": "error", "subject": "torch",
@@ -14,6 +15,10 @@
     }
 
 Keys never disappear (absent values are ``null``); new keys may be added within ``version`` 1.
+
+Strings keep their exact value; the characters a terminal acts on (DEL, C1 controls, bidirectional
+overrides) and lone surrogates (undecodable file names, PEP 383) are written as ``\\uXXXX`` escapes, so the
+report is valid UTF-8, ``json.loads`` gives back what the manifest held, and ``cat report.json`` is inert.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import json
 from collections.abc import Sequence
 
 from envcheck.diff.finding import Finding, at_or_above
+from envcheck.report.escape import json_text
 from envcheck.report.interface import ReportContext, ReportFormat, summarize
 
 REPORT_VERSION = 1
@@ -30,12 +36,16 @@ REPORT_VERSION = 1
 class JsonFormat(ReportFormat):
     def render(self, findings: Sequence[Finding], context: ReportContext) -> str:
         summary = summarize(findings, context.fail_on)
-        data = {
+        data: dict[str, object] = {
             "report": "envcheck",
             "version": REPORT_VERSION,
             "title": context.title,
             "fail_on": context.fail_on,
             "result": "pass" if summary.passed else "fail",
+        }
+        if context.policy is not None:
+            data["policy"] = context.policy
+        data |= {
             "summary": {
                 "total": summary.total,
                 "error": summary.error,
@@ -60,4 +70,4 @@ class JsonFormat(ReportFormat):
                 for f in findings
             ],
         }
-        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+        return json_text(json.dumps(data, indent=2, ensure_ascii=False)) + "\n"

@@ -1,10 +1,18 @@
-"""Markdown report, sized for a pull-request comment: errors and warnings as tables, info folded away."""
+"""Markdown report, sized for a pull-request comment: errors and warnings as tables, info folded away.
+
+A pull-request comment renders HTML: every string from a finding or the title goes through
+``escape.markdown``, so ``<script>``, ``<!--`` or ``</details>`` in a manifest are shown as text and cannot
+hide the rest of the comment. The only HTML in the report is envcheck's own (``<details>``, ``<summary>``,
+``<br>``).
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from envcheck.diff.finding import Finding, Severity
+from envcheck.report.escape import markdown
 from envcheck.report.interface import (
     ReportContext,
     ReportFormat,
@@ -19,22 +27,37 @@ INFO_ROWS = 50
 _HEADINGS: dict[Severity, str] = {"error": "Errors", "warning": "Warnings", "info": "Info"}
 
 
+# A catalog rule id (``ENV-TORCH-VARIANT``) is shown as code; anything else is escaped like data.
+_RULE_ID = re.compile(r"[A-Z0-9][A-Z0-9-]*")
+
+
 def cell(text: str | None) -> str:
-    """A table cell: pipes escaped, newlines as <br>, empty as an em dash."""
+    """A table cell or inline text: escaped (``escape.markdown``), line breaks as <br>, empty as an em
+    dash."""
     if not text:
         return "—"
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", "").replace("\n", "<br>")
+    return "<br>".join(markdown(line) for line in text.replace("\r\n", "\n").split("\n"))
+
+
+def rule_code(rule: str) -> str:
+    """A rule id as inline code when it has the catalog's shape (nothing in it can end the code span)."""
+    return f"`{rule}`" if _RULE_ID.fullmatch(rule) else cell(rule)
 
 
 class MarkdownFormat(ReportFormat):
     def render(self, findings: Sequence[Finding], context: ReportContext) -> str:
         summary = summarize(findings, context.fail_on)
-        lines = [f"## {cell(context.title)}", "", f"**{summary.line(context.fail_on)}**", ""]
+        lines = [f"## {cell(context.title)}", ""]
+        if context.policy is not None:
+            lines += [cell(context.policy), ""]
+        lines += [f"**{summary.line(context.fail_on)}**", ""]
         machines = by_machine(findings, context.fail_on)
         if machines:
             lines += [f"- {cell(line)}" for line in machines] + [""]
             lines += ["| Rule | Machines |", "|---|---|"]
-            lines += [f"| `{rule}` | {cell(', '.join(ms))} |" for rule, ms in machines_by_rule(findings)]
+            lines += [
+                f"| {rule_code(rule)} | {cell(', '.join(ms))} |" for rule, ms in machines_by_rule(findings)
+            ]
             lines.append("")
         if not findings:
             lines += ["No differences that matter.", ""]
@@ -57,7 +80,7 @@ class MarkdownFormat(ReportFormat):
         rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for f in group:
             values = [
-                f"`{f.rule}`",
+                rule_code(f.rule),
                 *([cell(f.machine)] if fleet else []),
                 cell(f.subject),
                 cell(f.base),

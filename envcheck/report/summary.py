@@ -1,8 +1,24 @@
-"""A human summary of one manifest (``envcheck show``, and the lines ``envcheck snapshot`` prints)."""
+"""A human summary of one manifest (``envcheck show``, and the lines ``envcheck snapshot`` prints).
+
+A manifest is untrusted input: every value it supplies is printed through ``escape.one_line`` (shown as
+``_v``/``_n`` below), so a label or path holding escape sequences, newlines or lone surrogates prints as
+visible data on one line and never drives the reader's terminal.
+"""
 
 from __future__ import annotations
 
 from envcheck.manifest.model import Manifest, ProbeOutcome
+from envcheck.report.escape import one_line
+
+
+def _v(value: object) -> str:
+    """A manifest value for a summary line: escaped, on one line; ``None`` as ``?``."""
+    return "?" if value is None else one_line(str(value))
+
+
+def _n(value: float) -> str:
+    """A number from the manifest: ``:g`` formatting; the codec refuses non-finite ones, shown as is."""
+    return f"{value:g}"
 
 
 def _probe_line(outcome: ProbeOutcome) -> str:
@@ -10,12 +26,12 @@ def _probe_line(outcome: ProbeOutcome) -> str:
         return "probe      ok"
     if outcome.status == "not-run":
         return "probe      not run (--no-probe): static facts only"
-    where = f" during {outcome.stage}" if outcome.stage else ""
+    where = f" during {_v(outcome.stage)}" if outcome.stage else ""
     detail = {
-        "timeout": f"hung{where}, killed after {outcome.timeout_s:g} s" if outcome.timeout_s else "hung",
-        "crashed": f"crashed{where}: {outcome.signal or f'exit code {outcome.exit_code}'}",
-        "error": f"failed{where}: {outcome.exception}",
-    }.get(outcome.status, outcome.status)
+        "timeout": f"hung{where}, killed after {_n(outcome.timeout_s)} s" if outcome.timeout_s else "hung",
+        "crashed": f"crashed{where}: {_v(outcome.signal or f'exit code {outcome.exit_code}')}",
+        "error": f"failed{where}: {_v(outcome.exception)}",
+    }.get(outcome.status, _v(outcome.status))
     return f"probe      {detail}"
 
 
@@ -23,65 +39,71 @@ def _verify_line(manifest: Manifest) -> str:
     section = manifest.verify
     assert section is not None
     if section.skipped:
-        return f"verify     not run ({section.skipped}): no goldens"
+        return f"verify     not run ({_v(section.skipped)}): no goldens"
     counts: dict[str, int] = {}
     for result in section.results:
         counts[result.status] = counts.get(result.status, 0) + 1
-    tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    tally = ", ".join(f"{n} {_v(status)}" for status, n in sorted(counts.items()))
     return f"verify     {len(section.results)} checks recorded as goldens: {tally}"
 
 
 def summary(manifest: Manifest, *, short: bool) -> str:
     """A few aligned lines: interpreter, torch and its variant, CUDA, driver, OpenMP/BLAS, probe outcome."""
     py = manifest.python
-    lines = [f"python     {py.implementation} {py.version} ({py.environment}) {py.executable}"]
+    lines = [
+        f"python     {_v(py.implementation)} {_v(py.version)} ({_v(py.environment)}) {_v(py.executable)}"
+    ]
     if manifest.platform is not None:
         p = manifest.platform
-        libc = f"{p.libc.name} {p.libc.version}" if p.libc.name else "no libc reported"
-        lines.append(f"platform   {p.system} {p.machine}, {p.distro or p.release}, {libc}")
+        libc = f"{_v(p.libc.name)} {_v(p.libc.version)}" if p.libc.name else "no libc reported"
+        lines.append(f"platform   {_v(p.system)} {_v(p.machine)}, {_v(p.distro or p.release)}, {libc}")
     torch = manifest.torch
     if torch.static is None:
         lines.append("torch      not installed")
     else:
         s = torch.static
-        build = f"CUDA {s.cuda}" if s.cuda else f"ROCm {s.hip}" if s.hip else "no CUDA"
-        lines.append(f"torch      {s.version} ({s.variant}, {build}) at {s.location}")
+        build = f"CUDA {_v(s.cuda)}" if s.cuda else f"ROCm {_v(s.hip)}" if s.hip else "no CUDA"
+        lines.append(f"torch      {_v(s.version)} ({_v(s.variant)}, {build}) at {_v(s.location)}")
         if len(torch.trees) > 1:
-            lines.append(f"           {len(torch.trees)} torch trees on sys.path: {', '.join(torch.trees)}")
+            trees = ", ".join(map(_v, torch.trees))
+            lines.append(f"           {len(torch.trees)} torch trees on sys.path: {trees}")
     rt = torch.runtime
     if rt is not None:
         libs = [
-            f"cuDNN {rt.cudnn_version}" if rt.cudnn_version else None,
-            f"NCCL {rt.nccl_version}" if rt.nccl_version else None,
-            f"MKL {rt.mkl_version}" if rt.mkl_version else None,
-            f"oneDNN {rt.onednn_version}" if rt.onednn_version else None,
+            f"cuDNN {_v(rt.cudnn_version)}" if rt.cudnn_version else None,
+            f"NCCL {_v(rt.nccl_version)}" if rt.nccl_version else None,
+            f"MKL {_v(rt.mkl_version)}" if rt.mkl_version else None,
+            f"oneDNN {_v(rt.onednn_version)}" if rt.onednn_version else None,
         ]
         lines.append(
             f"build      {', '.join(x for x in libs if x) or 'no MKL/oneDNN/cuDNN'}; "
-            f"CPU capability {rt.cpu_capability}; {rt.num_threads} threads"
+            f"CPU capability {_v(rt.cpu_capability)}; {_v(rt.num_threads)} threads"
         )
         for device in rt.devices:
-            lines.append(f"device     {device.kind}:{device.index} {device.name} (sm {device.capability})")
+            lines.append(
+                f"device     {_v(device.kind)}:{device.index} {_v(device.name)} (sm {_v(device.capability)})"
+            )
     if manifest.gpu is not None:
         g = manifest.gpu
         if g.found:
             cuda = g.cuda_driver_version
             cuda_text = f", supports CUDA {cuda // 1000}.{cuda % 1000 // 10}" if cuda else ""
             lines.append(
-                f"driver     {g.driver_version or '?'} via {g.source}{cuda_text}, {len(g.gpus)} GPU(s)"
+                f"driver     {_v(g.driver_version)} via {_v(g.source)}{cuda_text}, {len(g.gpus)} GPU(s)"
             )
         else:
-            lines.append(f"driver     none ({g.reason})")
+            lines.append(f"driver     none ({_v(g.reason)})")
     if manifest.runtimes is not None:
         for pool in manifest.runtimes.threadpools:
-            version = f" {pool.version}" if pool.version else ""
+            version = f" {_v(pool.version)}" if pool.version else ""
             threads = f", {pool.num_threads} threads" if pool.num_threads else ""
             lines.append(
-                f"{pool.user_api:<10} {pool.internal_api}{version} {pool.filepath} [{pool.owner}]{threads}"
+                f"{_v(pool.user_api):<10} {_v(pool.internal_api)}{version} {_v(pool.filepath)} "
+                f"[{_v(pool.owner)}]{threads}"
             )
     lines.append(f"packages   {len(manifest.packages)} distributions")
     if manifest.native is not None and manifest.native.skipped:
-        lines.append(f"native     skipped: {manifest.native.skipped}")
+        lines.append(f"native     skipped: {_v(manifest.native.skipped)}")
     lines.append(_probe_line(manifest.meta.probe))
     if manifest.verify is not None:
         lines.append(_verify_line(manifest))
@@ -89,9 +111,9 @@ def summary(manifest: Manifest, *, short: bool) -> str:
         m = manifest.meta
         lines.insert(
             0,
-            f"manifest   schema {manifest.schema_version}, envcheck {m.envcheck_version}, {m.created}"
-            + (f", label {m.label!r}" if m.label else ""),
+            f"manifest   schema {manifest.schema_version}, envcheck {_v(m.envcheck_version)}, {_v(m.created)}"
+            + (f", label '{_v(m.label)}'" if m.label else ""),
         )
         if manifest.env:
-            lines.append("env        " + ", ".join(sorted(manifest.env)))
+            lines.append("env        " + ", ".join(_v(name) for name in sorted(manifest.env)))
     return "\n".join(lines)
