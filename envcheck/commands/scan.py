@@ -23,14 +23,16 @@ def scan(
 ) -> None:
     """Resolve the native libraries of a wheel or folder (any platform) the way its loader would.
 
-    Prints the tree, what the target machine must provide (OS libraries, redistributable runtimes) and what
-    is missing inside the tree. Exit 1 when something that should be inside the tree is missing.
+    Prints the tree, what the target machine must provide (OS libraries, redistributable runtimes), what is
+    missing inside the tree, and what was never opened (devices, links out of the tree, RECORD entries
+    leaving it, wheel members over a cap). Exit 1 when something that should be inside the tree is missing
+    or was refused.
     """
     import json
 
     from envcheck.manifest.codec import encode
     from envcheck.native import scan_path
-    from envcheck.native.scan import format_text, missing_inside
+    from envcheck.native.scan import format_text, is_broken
 
     section = scan_path(path)
     if output_format is ScanFormat.json:
@@ -39,5 +41,5 @@ def scan(
         text = format_text(section, path)
     write_output(text, output)
     # Exit 1 for what should be inside the tree and is not: a MISSING library of the tree's own (not the OS
-    # or a runtime the machine provides) or one of its files that cannot be read.
-    raise typer.Exit(EXIT_FINDINGS if missing_inside(section) else EXIT_OK)
+    # or a runtime the machine provides), one of its files that cannot be read, or one that was refused.
+    raise typer.Exit(EXIT_FINDINGS if is_broken(section) else EXIT_OK)

@@ -171,6 +171,29 @@ class LoadedDisagreement:
     expected: str | None = None
 
 
+# Why a file of the tree was never opened, or a wheel member never extracted.
+RefusalKind = Literal[
+    "not-regular",  # a FIFO, a device or a socket: opening or reading it can block or never end
+    "link-outside",  # a link (or a search path) leading out of the scanned tree
+    "link-loop",  # a symbolic link loop
+    "record-escape",  # a RECORD entry naming a path outside the environment / the wheel
+    "member-name",  # a wheel member named with ``..`` or an absolute path (zip slip)
+    "member-cap",  # a wheel member over a size, ratio or count cap
+]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RefusedFile:
+    """A file envcheck did not read, and why: scanned trees and wheels are untrusted, so only regular files
+    inside them are opened (DESIGN §5.11). ``path`` is as the tree, RECORD or the zip names it; ``owner``
+    the distribution (or ``tree`` / ``unowned`` / ``wheel``); ``reason`` names the cap or the target."""
+
+    path: str
+    owner: str
+    kind: RefusalKind
+    reason: str
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class NativeSection:
     """The native library tree of every compiled module, resolved the way the platform loader would.
@@ -179,6 +202,7 @@ class NativeSection:
     imports that will fail; ``requires`` what the machine must provide; ``openmp`` every OpenMP runtime
     file; ``glibc_required`` the highest ``GLIBC_`` version any file needs and ``glibc_provided`` what the
     resolved libc defines; ``loaded`` the disagreements with the live process (None until reconciled).
+    ``refused`` lists the files never opened and the wheel members never extracted, with the reason.
     ``skipped`` says why no tree was made.
     """
 
@@ -190,4 +214,5 @@ class NativeSection:
     glibc_required: str | None = None
     glibc_provided: str | None = None
     loaded: list[LoadedDisagreement] | None = None
+    refused: list[RefusedFile] | None = None
     skipped: str | None = None

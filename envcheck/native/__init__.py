@@ -49,10 +49,14 @@ def scan_for_snapshot(manifest: Manifest, options: SnapshotOptions) -> NativeSec
 
 
 def _snapshot_tree(manifest: Manifest, *, verify_files: bool) -> NativeSection:
+    from envcheck.manifest.native import RefusedFile
+    from envcheck.native.safe import is_inside
     from envcheck.native.tree import Catalog, RootFile, Walker, is_extension
 
     catalog = Catalog()
     roots: list[RootFile] = []
+    refused: list[RefusedFile] = []
+    environment = _environment_roots(manifest)
     for dist in manifest.packages:
         location = dist.location
         site = os.path.normcase(os.path.normpath(location))
@@ -60,6 +64,19 @@ def _snapshot_tree(manifest: Manifest, *, verify_files: bool) -> NativeSection:
             catalog.site_dirs.append(site)
         for f in dist.native_files:
             full = os.path.normpath(os.path.join(location, f.path))
+            # RECORD is untrusted: a native entry may name any file on the machine (``../../../etc/…``).
+            # Files a wheel installs stay in the environment (data files in ``<prefix>/lib`` included), so
+            # an entry leaving it is a finding and is never read: a string test, no system call.
+            if not is_inside(os.path.normcase(full), environment):
+                refused.append(
+                    RefusedFile(
+                        path=f.path,
+                        owner=dist.name,
+                        kind="record-escape",
+                        reason=f"RECORD names {full}, outside the environment: not read",
+                    )
+                )
+                continue
             root = RootFile(
                 path=full,
                 key=f"{dist.name}:{f.path}",
@@ -84,9 +101,32 @@ def _snapshot_tree(manifest: Manifest, *, verify_files: bool) -> NativeSection:
             )
         )
     system = manifest.platform.system if manifest.platform else platform.system()
-    walker = Walker(catalog, {}, host=True, executable=_executable(python.executable))
+    walker = Walker(catalog, {}, host=True, executable=_executable(python.executable), refused=refused)
     walker.resolvers = _host_resolvers(system, manifest, walker.probe)
     return walker.walk(roots, verify_files=verify_files)
+
+
+def _environment_roots(manifest: Manifest) -> list[str]:
+    """Where the environment's files may be: its prefixes, and the installation base of each
+    distribution's site-packages (``<base>/lib/pythonX.Y/site-packages``, ``<base>\\Lib\\site-packages``),
+    which holds the data files a wheel installs (mkl's ``<prefix>/lib/libmkl_core.so.2``)."""
+    python = manifest.python
+    roots = {p for p in (python.prefix, python.exec_prefix) if p}
+    for dist in manifest.packages:
+        roots.add(_scheme_base(dist.location))
+    return sorted(os.path.normcase(os.path.normpath(r)) for r in roots if r)
+
+
+def _scheme_base(location: str) -> str:
+    base = os.path.normpath(location)
+    if os.path.basename(base).lower() not in ("site-packages", "dist-packages"):
+        return base
+    base = os.path.dirname(base)
+    if os.path.basename(base).lower().startswith(("python", "pypy")):
+        base = os.path.dirname(base)
+    if os.path.basename(base).lower() in ("lib", "lib64"):
+        base = os.path.dirname(base)
+    return base
 
 
 def _executable(path: str) -> str | None:
@@ -197,7 +237,7 @@ def scan_path(path: str) -> NativeSection:
 
 
 # Python imports every extension module with dlopen / LoadLibraryEx: those are not "dlopened" findings.
-_LIBRARY = re.compile(r"\.(so(\.\d+)*|dll|dylib)$", re.I)
+_LIBRARY = re.compile(r"\.(so(\.\d[\w+-]*)*|dll|dylib)$", re.I)
 
 
 def reconcile_loaded(native: NativeSection, runtimes: Runtimes) -> NativeSection:

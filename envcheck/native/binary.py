@@ -1,15 +1,16 @@
 """What a reader extracts from one native file, whatever its format, and the dispatch on magic bytes."""
 
-# ruff: noqa: PTH112, PTH123, PTH202
 # Paths stay strings (os.path / posixpath): the walk touches thousands of them per snapshot, and a tree
 # may come from another platform, whose paths a host-flavoured pathlib.Path would misread.
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Literal, NamedTuple
+
+from envcheck.native.safe import NotOpened, open_regular
 
 # NamedTuples, not dataclasses, for the per-file records: they are built in a hot loop and each dataclass
 # definition costs ~2 ms of import time, which envcheck snapshot pays on every run (DESIGN §6).
@@ -19,7 +20,12 @@ Format = Literal["elf", "pe", "macho"]
 
 
 class BinaryError(Exception):
-    """The file cannot be read as a native binary; the message is the reason recorded in the tree."""
+    """The file cannot be read as a native binary; the message is the reason recorded in the tree.
+    ``refused`` names why a file was never opened (``not-regular``, ``link-outside``, ``link-loop``)."""
+
+    def __init__(self, reason: str, *, refused: str | None = None) -> None:
+        super().__init__(reason)
+        self.refused = refused
 
 
 class Needed(NamedTuple):
@@ -47,10 +53,8 @@ class BinaryInfo(NamedTuple):
     nodeflib: bool = False  # ELF DF_1_NODEFLIB: no ld.so.cache, no default folders
 
 
-def sniff(path: str) -> Format | None:
-    """The format by magic bytes, or None for anything else. Raises OSError when the file cannot be read."""
-    with open(path, "rb") as f:
-        head = f.read(4)
+def sniff(head: bytes) -> Format | None:
+    """The format by the first four bytes, or None for anything else."""
     if head == b"\x7fELF":
         return "elf"
     if head[:2] == b"MZ":
@@ -70,34 +74,45 @@ _MACHO_MAGICS = {
 }
 
 
-def read_binary(path: str) -> BinaryInfo:
+def read_binary(path: str, *, inside: Sequence[str] | None = None) -> BinaryInfo:
     """Parse ``path`` with the reader for its format. Raises ``BinaryError`` with the reason when it is not a
-    readable binary (empty, truncated, not native, unreadable, a directory, a symlink loop)."""
+    readable binary (empty, truncated, not native, unreadable, a directory, a symlink loop) or was refused
+    unopened (a device, a FIFO, a socket; with ``inside``, the real paths of a scanned tree, a link leading
+    out of it): see ``envcheck.native.safe``."""
     try:
-        if os.path.isdir(path):
-            raise BinaryError("is a directory, not a file")
-        if os.path.getsize(path) == 0:
-            raise BinaryError("empty file (0 bytes)")
-        kind = sniff(path)
+        fd = open_regular(path, inside=inside)
+    except NotOpened as e:
+        raise BinaryError(e.reason, refused=e.kind if e.kind != "directory" else None) from e
     except OSError as e:
         raise BinaryError(f"cannot read: {e.strerror or e}") from e
-    if kind is None:
-        raise BinaryError("not an ELF, PE or Mach-O file")
-    try:
-        if kind == "elf":
-            from envcheck.native.elf import read_elf
+    with os.fdopen(fd, "rb") as f:
+        try:
+            size = os.fstat(fd).st_size
+            if size == 0:
+                raise BinaryError("empty file (0 bytes)")
+            kind = sniff(f.read(4))
+            f.seek(0)
+        except OSError as e:
+            raise BinaryError(f"cannot read: {e.strerror or e}") from e
+        if kind is None:
+            raise BinaryError("not an ELF, PE or Mach-O file")
+        try:
+            if kind == "elf":
+                from envcheck.native.elf import read_elf_file
 
-            return read_elf(path)
-        if kind == "pe":
-            from envcheck.native.pe import read_pe
+                return read_elf_file(f)
+            if kind == "pe":
+                from envcheck.native.pe import read_pe_file
 
-            return read_pe(path)
-        from envcheck.native.macho import read_macho
+                return read_pe_file(f)
+            from envcheck.native.macho import read_macho_file
 
-        return read_macho(path)
-    except BinaryError:
-        raise
-    except OSError as e:
-        raise BinaryError(f"cannot read: {e.strerror or e}") from e
-    except Exception as e:  # a malformed file can make any parser raise anything
-        raise BinaryError(f"malformed {kind.upper()} file: {type(e).__name__}: {e}") from e
+            return read_macho_file(f, path)
+        except BinaryError:
+            raise
+        except OSError as e:
+            raise BinaryError(f"cannot read: {e.strerror or e}") from e
+        except MemoryError as e:  # a parser asked for more than RLIMIT_AS allows: the file is a bomb
+            raise BinaryError(f"malformed {kind.upper()} file: needs more memory than its size allows") from e
+        except Exception as e:  # a malformed file can make any parser raise anything
+            raise BinaryError(f"malformed {kind.upper()} file: {type(e).__name__}: {e}") from e

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import functools
 import mmap
+import os
 import re
 import struct
+from typing import BinaryIO
 
 from envcheck.native.binary import BinaryError, BinaryInfo, Needed
 
@@ -46,7 +48,6 @@ MACHINES = {
 }
 
 _VERSION = re.compile(r"^([A-Za-z][A-Za-z0-9_]*?)_(\d+(?:\.\d+)*)$")
-_MAX_ENTRIES = 100_000  # a corrupt count must not spin for ever
 
 
 class _Declined(Exception):
@@ -54,23 +55,33 @@ class _Declined(Exception):
 
 
 def read_elf(path: str) -> BinaryInfo:
-    """The loader facts of the ELF file ``path``.
+    """The loader facts of the ELF file ``path`` (opened only if it is a regular file).
 
-    Raises ``BinaryError`` (truncated, corrupt) or ``OSError``."""
-    with open(path, "rb") as f:  # noqa: PTH123 - hot path
-        try:
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except ValueError as e:
-            raise BinaryError("empty file (0 bytes)") from e
-        try:
-            return _read(mm)
-        except _Declined:
-            pass
-        except (struct.error, IndexError) as e:
-            raise BinaryError(f"truncated or corrupt ELF: {e}") from e
-        finally:
-            mm.close()
-    return read_elf_reference(path)
+    Raises ``BinaryError`` (truncated, corrupt, not a regular file) or ``OSError``."""
+    from envcheck.native.binary import read_binary
+
+    info = read_binary(path)
+    if info.format != "elf":
+        raise BinaryError(f"not an ELF file but {info.format.upper()}")
+    return info
+
+
+def read_elf_file(f: BinaryIO) -> BinaryInfo:
+    """``read_elf`` of an open regular file. Raises ``BinaryError`` (truncated, corrupt) or ``OSError``."""
+    try:
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except ValueError as e:
+        raise BinaryError("empty file (0 bytes)") from e
+    try:
+        return _read(mm)
+    except _Declined:
+        pass
+    except (struct.error, IndexError) as e:
+        raise BinaryError(f"truncated or corrupt ELF: {e}") from e
+    finally:
+        mm.close()
+    f.seek(0)
+    return _read_reference(f)
 
 
 def _read(mm: mmap.mmap) -> BinaryInfo:
@@ -95,6 +106,8 @@ def _read(mm: mmap.mmap) -> BinaryInfo:
         ph_fmt, dyn_fmt = end + "IIIIIIII", end + "iI"
     if phnum == 0:
         raise _Declined
+    if phentsize < struct.calcsize(ph_fmt):
+        raise BinaryError(f"corrupt ELF: program header entries of {phentsize} bytes")
     if phoff + phnum * phentsize > size:
         raise BinaryError("truncated ELF: program headers run past the end of the file")
     loads: list[tuple[int, int, int]] = []
@@ -138,27 +151,48 @@ def _read(mm: mmap.mmap) -> BinaryInfo:
     strtab = offset(values[DT_STRTAB])
     strsz = values.get(DT_STRSZ, size - strtab)
 
+    # Every lookup is remembered, and the bytes searched for terminators are capped by the file's size:
+    # thousands of entries naming offsets inside one long unterminated run would otherwise rescan it each
+    # time (quadratic).
+    strings: dict[int, str] = {}
+    search_budget = [size + 65536]
+
     def string(at: int) -> str:
+        known = strings.get(at)
+        if known is not None:
+            return known
         if at >= strsz:
             raise BinaryError("corrupt ELF: string offset outside the dynamic string table")
         start = strtab + at
-        stop = mm.find(b"\0", start, min(strtab + strsz, size))
+        limit = min(strtab + strsz, size)
+        stop = mm.find(b"\0", start, limit)
+        search_budget[0] -= (stop if stop >= 0 else limit) - start + 1
+        if search_budget[0] < 0:
+            raise BinaryError("corrupt ELF: its string lookups read more bytes than the file holds")
         if stop < 0:
             raise BinaryError("truncated ELF: unterminated string in the dynamic string table")
-        return mm[start:stop].decode("utf-8", "replace")
+        text = strings[at] = mm[start:stop].decode("utf-8", "replace")
+        return text
 
     needed = tuple(Needed(name=string(v)) for t, v in tags if t == DT_NEEDED)
     soname = next((string(v) for t, v in tags if t == DT_SONAME), None)
     rpath = tuple(p for t, v in tags if t == DT_RPATH for p in string(v).split(":") if p)
     runpath = tuple(p for t, v in tags if t == DT_RUNPATH for p in string(v).split(":") if p)
 
+    # Entries chain by relative offsets, so crafted ones can overlap and be visited again and again (every
+    # Verneed pointing at one long Vernaux chain is quadratic: 25 s for a 64 KB file). Distinct entries are
+    # at least 8 bytes (Elfxx_Verdaux), so a file of ``size`` bytes holds at most ``size // 8`` of them:
+    # beyond that budget the walk is revisiting, and the file is corrupt.
+    steps = _StepBudget(size // 8, "symbol version")
     needs: dict[str, str] = {}
     if DT_VERNEED in values:
         pos = offset(values[DT_VERNEED])
-        for _ in range(min(values.get(DT_VERNEEDNUM, 0), _MAX_ENTRIES)):
+        for _ in range(values.get(DT_VERNEEDNUM, 0)):
+            steps.take()
             _ver, cnt, _file, aux, nxt = struct.unpack_from(end + "HHIII", mm, pos)
             apos = pos + aux
-            for _ in range(min(cnt, _MAX_ENTRIES)):
+            for _ in range(cnt):
+                steps.take()
                 _hash, _flags, _other, name, anext = struct.unpack_from(end + "IHHII", mm, apos)
                 _keep_highest(needs, string(name))
                 if anext == 0:
@@ -170,7 +204,8 @@ def _read(mm: mmap.mmap) -> BinaryInfo:
     provides: dict[str, str] = {}
     if DT_VERDEF in values:
         pos = offset(values[DT_VERDEF])
-        for _ in range(min(values.get(DT_VERDEFNUM, 0), _MAX_ENTRIES)):
+        for _ in range(values.get(DT_VERDEFNUM, 0)):
+            steps.take()
             _ver, flags, _ndx, cnt, _hash, aux, nxt = struct.unpack_from(end + "HHHHIII", mm, pos)
             if cnt and not flags & VER_FLG_BASE:  # the base entry is the soname, not a version
                 _keep_highest(provides, string(struct.unpack_from(end + "I", mm, pos + aux)[0]))
@@ -192,11 +227,30 @@ def _read(mm: mmap.mmap) -> BinaryInfo:
     )
 
 
+class _StepBudget:
+    """Counts entries walked through offsets read from the file; raises once more than it can hold."""
+
+    __slots__ = ("left", "what")
+
+    def __init__(self, limit: int, what: str) -> None:
+        self.left = limit
+        self.what = what
+
+    def take(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise BinaryError(f"corrupt ELF: more {self.what} entries than the file's size can hold")
+
+
 def _build_id(mm: mmap.mmap, notes: list[tuple[int, int, int]], end: str) -> str | None:
+    # Many PT_NOTE headers may name the same large region: the notes walked in all are capped by the size
+    # of the file (each note header is 12 bytes), or 65535 headers over 1 MB of notes would be 10^9 steps.
+    steps = _StepBudget(len(mm) // 12 + 1, "note")
     for n_off, n_size, align in notes:
         pad = 8 if align == 8 else 4
         pos, stop = n_off, min(n_off + n_size, len(mm))
         while pos + 12 <= stop:
+            steps.take()
             namesz, descsz, ntype = struct.unpack_from(end + "III", mm, pos)
             name_at = pos + 12
             desc_at = name_at + _round(namesz, pad)
@@ -234,55 +288,130 @@ def version_key(version: str) -> tuple[int, ...]:
 
 def read_elf_reference(path: str) -> BinaryInfo:
     """The same facts through pyelftools (section headers). Raises ``BinaryError`` or pyelftools' errors."""
+    from envcheck.native.safe import open_regular
+
+    with os.fdopen(open_regular(path), "rb") as f:
+        return _read_reference(f)
+
+
+_SHT_NOBITS, _SHT_GNU_VERDEF, _SHT_GNU_VERNEED = 8, 0x6FFFFFFD, 0x6FFFFFFE
+
+
+def _check_sections(f: BinaryIO) -> None:
+    """Bounds pyelftools' loops by the file's size before it runs: the section table and every section
+    inside the file, and the symbol-version sections' entry counts no larger than their bytes can hold
+    (pyelftools walks ``vn_cnt`` auxiliaries of each of ``sh_info`` entries through file offsets, the same
+    quadratic trap as the fast reader's). Raises ``BinaryError``."""
+    size = os.fstat(f.fileno()).st_size
+    f.seek(0)
+    head = f.read(64)
+    if len(head) < 52:
+        raise BinaryError(f"truncated ELF header ({len(head)} bytes)")
+    end = {1: "<", 2: ">"}.get(head[5])
+    bits = {1: 32, 2: 64}.get(head[4])
+    if end is None or bits is None:
+        raise BinaryError("corrupt ELF identification (class or data encoding)")
+    if bits == 64:
+        shoff = struct.unpack_from(end + "Q", head, 40)[0]
+        shentsize, shnum = struct.unpack_from(end + "HH", head, 58)
+        sh_fmt = end + "IIQQQQIIQQ"
+    else:
+        shoff = struct.unpack_from(end + "I", head, 32)[0]
+        shentsize, shnum = struct.unpack_from(end + "HH", head, 46)
+        sh_fmt = end + "IIIIIIIIII"
+    if shoff == 0:
+        return
+    if shentsize != struct.calcsize(sh_fmt) or shoff + shentsize > size:
+        raise BinaryError("corrupt ELF: section header table")
+    f.seek(shoff)
+    first = struct.unpack(sh_fmt, f.read(shentsize))
+    count = shnum or first[5]  # e_shnum 0: the real count is section 0's sh_size (gABI, SHN_LORESERVE)
+    if shoff + count * shentsize > size:
+        raise BinaryError("corrupt ELF: the section header table runs past the end of the file")
+    f.seek(shoff)
+    table = f.read(count * shentsize)
+    for i in range(count):
+        _name, sh_type, _flags, _addr, sh_offset, sh_size, _link, sh_info, _align, _entsize = (
+            struct.unpack_from(sh_fmt, table, i * shentsize)
+        )
+        if sh_type != _SHT_NOBITS and sh_offset + sh_size > size:
+            raise BinaryError(f"truncated ELF: section {i} runs past the end of the file")
+        if sh_type in (_SHT_GNU_VERNEED, _SHT_GNU_VERDEF):
+            f.seek(sh_offset)
+            _check_versions(f.read(sh_size), sh_info, end, verdef=sh_type == _SHT_GNU_VERDEF)
+
+
+def _check_versions(data: bytes, count: int, end: str, *, verdef: bool) -> None:
+    steps = _StepBudget(len(data) // 8, "symbol version")
+    pos = 0
+    for _ in range(count):
+        steps.take()
+        if verdef:
+            _ver, _flags, _ndx, cnt, _hash, _aux, nxt = struct.unpack_from(end + "HHHHIII", data, pos)
+        else:
+            _ver, cnt, _file, _aux, nxt = struct.unpack_from(end + "HHIII", data, pos)
+        for _ in range(cnt):
+            steps.take()
+        if nxt == 0:
+            break
+        pos += nxt
+
+
+def _read_reference(f: BinaryIO) -> BinaryInfo:
+    """pyelftools over an open file, its loops bounded first (``_check_sections``)."""
     from elftools.common.exceptions import ELFError
     from elftools.elf.dynamic import DynamicSection
     from elftools.elf.elffile import ELFFile
     from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection
     from elftools.elf.sections import NoteSection
 
-    with open(path, "rb") as f:  # noqa: PTH123
-        try:
-            elf = ELFFile(f)
-            needed: list[Needed] = []
-            soname = None
-            rpath: list[str] = []
-            runpath: list[str] = []
-            needs: dict[str, str] = {}
-            provides: dict[str, str] = {}
-            build_id = None
-            nodeflib = False
-            for sec in elf.iter_sections():
-                if isinstance(sec, DynamicSection):
-                    for tag in sec.iter_tags():
-                        kind = tag.entry.d_tag
-                        if kind == "DT_NEEDED":
-                            needed.append(Needed(name=tag.needed))  # type: ignore[attr-defined]
-                        elif kind == "DT_SONAME":
-                            soname = tag.soname  # type: ignore[attr-defined]
-                        elif kind == "DT_RPATH":
-                            rpath += [p for p in tag.rpath.split(":") if p]  # type: ignore[attr-defined]
-                        elif kind == "DT_FLAGS_1":
-                            nodeflib = bool(tag.entry.d_val & DF_1_NODEFLIB)
-                        elif kind == "DT_RUNPATH":
-                            runpath += [p for p in tag.runpath.split(":") if p]  # type: ignore[attr-defined]
-                elif isinstance(sec, GNUVerNeedSection):
-                    for _verneed, auxes in sec.iter_versions():
-                        for aux in auxes:
-                            _keep_highest(needs, aux.name)
-                elif isinstance(sec, GNUVerDefSection):
-                    for verdef, auxes in sec.iter_versions():
-                        if verdef["vd_flags"] & VER_FLG_BASE:
-                            continue
-                        first = next(iter(auxes), None)
-                        if first is not None:
-                            _keep_highest(provides, first.name)
-                elif isinstance(sec, NoteSection) and build_id is None:
-                    for note in sec.iter_notes():
-                        if note["n_type"] == "NT_GNU_BUILD_ID" and note["n_name"] == "GNU":
-                            build_id = note["n_desc"]
-            machine_no = elf.header["e_machine"]
-        except ELFError as e:
-            raise BinaryError(f"corrupt ELF: {e}") from e
+    try:
+        _check_sections(f)
+    except struct.error as e:
+        raise BinaryError(f"truncated or corrupt ELF: {e}") from e
+    f.seek(0)
+    try:
+        elf = ELFFile(f)
+        needed: list[Needed] = []
+        soname = None
+        rpath: list[str] = []
+        runpath: list[str] = []
+        needs: dict[str, str] = {}
+        provides: dict[str, str] = {}
+        build_id = None
+        nodeflib = False
+        for sec in elf.iter_sections():
+            if isinstance(sec, DynamicSection):
+                for tag in sec.iter_tags():
+                    kind = tag.entry.d_tag
+                    if kind == "DT_NEEDED":
+                        needed.append(Needed(name=tag.needed))  # type: ignore[attr-defined]
+                    elif kind == "DT_SONAME":
+                        soname = tag.soname  # type: ignore[attr-defined]
+                    elif kind == "DT_RPATH":
+                        rpath += [p for p in tag.rpath.split(":") if p]  # type: ignore[attr-defined]
+                    elif kind == "DT_FLAGS_1":
+                        nodeflib = bool(tag.entry.d_val & DF_1_NODEFLIB)
+                    elif kind == "DT_RUNPATH":
+                        runpath += [p for p in tag.runpath.split(":") if p]  # type: ignore[attr-defined]
+            elif isinstance(sec, GNUVerNeedSection):
+                for _verneed, auxes in sec.iter_versions():
+                    for aux in auxes:
+                        _keep_highest(needs, aux.name)
+            elif isinstance(sec, GNUVerDefSection):
+                for verdef, auxes in sec.iter_versions():
+                    if verdef["vd_flags"] & VER_FLG_BASE:
+                        continue
+                    first = next(iter(auxes), None)
+                    if first is not None:
+                        _keep_highest(provides, first.name)
+            elif isinstance(sec, NoteSection) and build_id is None:
+                for note in sec.iter_notes():
+                    if note["n_type"] == "NT_GNU_BUILD_ID" and note["n_name"] == "GNU":
+                        build_id = note["n_desc"]
+        machine_no = elf.header["e_machine"]
+    except ELFError as e:
+        raise BinaryError(f"corrupt ELF: {e}") from e
     number = {"EM_386": 3, "EM_X86_64": 62, "EM_AARCH64": 183, "EM_ARM": 40, "EM_PPC64": 21}
     machine = MACHINES.get(number.get(machine_no, -1), str(machine_no))
     return BinaryInfo(

@@ -8,7 +8,7 @@ read or written is ignored. Measured: the interpreter's 23 MB libpython alone to
 walk of the torch venv before the cache.
 """
 
-# ruff: noqa: PTH116, PTH123, PTH110
+# ruff: noqa: PTH116, PTH110
 # Paths stay strings (os.path / posixpath): the walk touches thousands of them per snapshot, and a tree
 # may come from another platform, whose paths a host-flavoured pathlib.Path would misread.
 
@@ -18,23 +18,37 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+
+from envcheck.native.safe import NotOpened, open_regular
 
 # Hashing a file that RECORD does not cover is bounded: a multi-GB library must not stall a snapshot.
 MAX_HASH_BYTES = 512 * 1024 * 1024
 MAX_CACHE_ENTRIES = 20_000
 
 
-def file_sha256(path: str) -> str | None:
-    """``sha256:<hex>`` of a file, None when unreadable or over ``MAX_HASH_BYTES``."""
+def file_sha256(path: str, *, inside: Sequence[str] | None = None) -> str | None:
+    """``sha256:<hex>`` of a regular file; None when it is unreadable, over ``MAX_HASH_BYTES``, or not a
+    regular file. A target may report ``/dev/zero`` or a FIFO as loaded (``collect.snapshot._identities``
+    hashes what it reports): those are never read, since reading either never ends (``safe.open_regular``
+    decides on the opened descriptor). With ``inside`` (a scanned tree's real paths), a file whose real
+    path leaves them is not read either."""
     try:
-        with open(path, "rb") as f:
+        fd = open_regular(path, inside=inside)
+    except (OSError, NotOpened):
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
             if os.fstat(f.fileno()).st_size > MAX_HASH_BYTES:
                 return None
             digest = hashlib.sha256()
-            while chunk := f.read(1 << 20):
+            # Bounded even if the file grows while it is read (a log being appended to).
+            left = MAX_HASH_BYTES
+            while left > 0 and (chunk := f.read(min(1 << 20, left))):
                 digest.update(chunk)
+                left -= len(chunk)
             return "sha256:" + digest.hexdigest()
     except OSError:
         return None
@@ -59,8 +73,9 @@ def _stamp(path: str) -> str | None:
 class Hasher:
     """Background sha256 of files; ``use_cache`` false forces real reads (``--verify-files``)."""
 
-    def __init__(self, *, use_cache: bool) -> None:
+    def __init__(self, *, use_cache: bool, inside: Sequence[str] | None = None) -> None:
         self.use_cache = use_cache
+        self._inside = inside
         self._pool = ThreadPoolExecutor(max_workers=4)  # hashlib releases the GIL
         self._futures: dict[str, Future[str | None]] = {}
         self._stamps: dict[str, str | None] = {}
@@ -78,7 +93,7 @@ class Hasher:
             done.set_result(cached[1])
             self._futures[path] = done
             return
-        self._futures[path] = self._pool.submit(file_sha256, path)
+        self._futures[path] = self._pool.submit(file_sha256, path, inside=self._inside)
 
     def result(self, path: str) -> str | None:
         self.submit(path)

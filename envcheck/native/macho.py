@@ -1,19 +1,106 @@
 """Mach-O (macOS dylib / bundle, thin or fat): install name, LC_LOAD_DYLIB family, LC_RPATH, via macholib."""
 
+# ruff: noqa: PTH120
+
 from __future__ import annotations
+
+import os
+import struct
+from typing import BinaryIO
 
 from envcheck.native.binary import BinaryError, BinaryInfo, Needed
 
+# Real fat files hold a handful of architectures; dyld and lipo know about a dozen CPU types.
+MAX_FAT_ARCHS = 64
+# Load commands per image: real dylibs have tens to a few hundred; each one is an object in macholib.
+MAX_LOAD_COMMANDS = 65_536
+FAT_MAGIC, FAT_MAGIC_64 = 0xCAFEBABE, 0xCAFEBABF
+_THIN = {
+    b"\xfe\xed\xfa\xce": (">", 28),
+    b"\xce\xfa\xed\xfe": ("<", 28),
+    b"\xfe\xed\xfa\xcf": (">", 32),
+    b"\xcf\xfa\xed\xfe": ("<", 32),
+}
+
 
 def read_macho(path: str) -> BinaryInfo:
-    """The loader facts of the Mach-O file ``path`` (every architecture of a fat file, merged).
-    Raises ``BinaryError`` when macholib cannot read it."""
+    """The loader facts of the Mach-O file ``path`` (opened only if it is a regular file).
+    Raises ``BinaryError`` when it cannot be read as Mach-O."""
+    from envcheck.native.binary import read_binary
+
+    info = read_binary(path)
+    if info.format != "macho":
+        raise BinaryError(f"not a Mach-O file but {info.format.upper()}")
+    return info
+
+
+def check_layout(f: BinaryIO) -> None:
+    """Bounds what macholib will build by the file's size, before it runs: a fat header's architecture
+    count by the bytes its table takes (``fat_arch`` is 20 bytes, ``fat_arch_64`` 32), each architecture
+    inside the file and none overlapping another, and each image's load-command count by ``sizeofcmds``
+    (a load command is at least 8 bytes). macholib builds one object per claimed entry: a fat header
+    claiming 10^6 architectures took 4 GB. Raises ``BinaryError``."""
+    size = os.fstat(f.fileno()).st_size
+    f.seek(0)
+    head = f.read(8)
+    if len(head) < 8:
+        raise BinaryError(f"truncated Mach-O header ({len(head)} bytes)")
+    magic, count = struct.unpack(">II", head)
+    if magic not in (FAT_MAGIC, FAT_MAGIC_64):
+        _check_image(f, 0, size)
+        return
+    entry = 20 if magic == FAT_MAGIC else 32
+    if count == 0 or count > MAX_FAT_ARCHS or 8 + count * entry > size:
+        # Java class files share 0xCAFEBABE; their second word is the class-file version (45..70).
+        raise BinaryError(
+            f"not a valid Mach-O file: a fat header claiming {count} architectures "
+            f"({8 + count * entry} bytes of table) in a file of {size} bytes (at most {MAX_FAT_ARCHS})"
+        )
+    table = f.read(count * entry)
+    fmt = ">iiIII" if magic == FAT_MAGIC else ">iiQQII"
+    spans = sorted(struct.unpack_from(fmt, table, i * entry)[2:4] for i in range(count))
+    last_end = 8 + count * entry
+    for offset, length in spans:
+        if offset < last_end or offset + length > size:
+            raise BinaryError("not a valid Mach-O file: fat architectures overlap or run past the end")
+        last_end = offset + length
+    for offset, length in spans:
+        _check_image(f, offset, length)
+
+
+def _check_image(f: BinaryIO, offset: int, length: int) -> None:
+    f.seek(offset)
+    head = f.read(32)
+    layout = _THIN.get(head[:4])
+    if layout is None:
+        return  # macholib names the unknown magic
+    end, header_size = layout
+    if len(head) < header_size:
+        raise BinaryError("truncated Mach-O header")
+    ncmds, sizeofcmds = struct.unpack_from(end + "II", head, 16)
+    if header_size + sizeofcmds > length or ncmds > min(sizeofcmds // 8, MAX_LOAD_COMMANDS):
+        raise BinaryError(
+            f"not a valid Mach-O file: {ncmds} load commands in {sizeofcmds} bytes of a {length}-byte image"
+        )
+
+
+def read_macho_file(f: BinaryIO, path: str) -> BinaryInfo:
+    """``read_macho`` of an open regular file; ``path`` is only its name. Raises ``BinaryError``."""
     from macholib import mach_o
     from macholib.MachO import MachO
 
+    check_layout(f)
+    f.seek(0)
+    # MachO(path) would open the path again (a second open, racing the check): build it over this file.
+    macho = MachO.__new__(MachO)
+    macho.graphident = macho.filename = path
+    macho.loader_path = os.path.dirname(path)
+    macho.fat = None
+    macho.headers = []
+    macho.allow_unknown_load_commands = False
     try:
-        macho = MachO(path)
-    except (ValueError, KeyError) as e:  # macholib raises ValueError on unknown magic / bad headers
+        macho.load(f)
+    except (ValueError, KeyError, struct.error) as e:  # macholib: ValueError on unknown magic / headers
         raise BinaryError(f"not a valid Mach-O file: {e}") from e
     if not macho.headers:
         raise BinaryError("Mach-O file without an architecture")

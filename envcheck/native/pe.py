@@ -7,6 +7,9 @@ for the version resource. Import *names* are read; imported symbols are not need
 
 from __future__ import annotations
 
+import mmap
+from typing import Any, BinaryIO
+
 from envcheck.native.binary import BinaryError, BinaryInfo, Needed
 
 # IMAGE_FILE_HEADER.Machine (Microsoft PE format: "Machine Types")
@@ -20,13 +23,32 @@ MACHINES = {
 
 
 def read_pe(path: str) -> BinaryInfo:
-    """The loader facts of the PE file ``path``. Raises ``BinaryError`` when it is not a valid PE."""
+    """The loader facts of the PE file ``path`` (opened only if it is a regular file).
+    Raises ``BinaryError`` when it is not a valid PE."""
+    from envcheck.native.binary import read_binary
+
+    info = read_binary(path)
+    if info.format != "pe":
+        raise BinaryError(f"not a PE file but {info.format.upper()}")
+    return info
+
+
+def read_pe_file(f: BinaryIO) -> BinaryInfo:
+    """``read_pe`` of an open regular file. pefile bounds its own loops by the data's length (import
+    descriptors until the end of the data, ``MAX_IMPORT_SYMBOLS``, ``MAX_SECTIONS``, resource limits).
+    Raises ``BinaryError`` when it is not a valid PE."""
     import pefile
 
+    data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     try:
-        pe = pefile.PE(path, fast_load=True)
+        return _read(pefile, pefile.PE(data=data, fast_load=True))
     except pefile.PEFormatError as e:
         raise BinaryError(f"not a valid PE file: {e.value}") from e
+    finally:
+        data.close()
+
+
+def _read(pefile: Any, pe: Any) -> BinaryInfo:
     try:
         want = [
             pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IMPORT"],

@@ -1,6 +1,6 @@
 """``envcheck scan``'s core: the tree of a wheel or folder of any platform, and its text report."""
 
-# ruff: noqa: PTH100, PTH118, PTH119, PTH120, PTH208
+# ruff: noqa: PTH100, PTH103, PTH108, PTH117, PTH118, PTH119, PTH120, PTH208
 # Paths stay strings (os.path / posixpath): the walk touches thousands of them per snapshot, and a tree
 # may come from another platform, whose paths a host-flavoured pathlib.Path would misread.
 
@@ -9,22 +9,35 @@ from __future__ import annotations
 import os
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from envcheck.errors import UsageError
-from envcheck.manifest.native import NativeSection
+from envcheck.manifest.native import NativeSection, RefusalKind, RefusedFile
 from envcheck.native.interface import Resolver
 from envcheck.native.linux import LinuxResolver
 from envcheck.native.macos import MacosResolver
+from envcheck.native.safe import NotOpened, is_inside, open_regular
 from envcheck.native.tree import NATIVE_SUFFIX, Catalog, Role, RootFile, Walker, is_extension
 from envcheck.native.windows import WindowsResolver
 
+# A wheel is read member by member, and only native files and ``.dist-info/RECORD`` / ``WHEEL`` come out.
+# Every cap is named in the report when it skips a member (DESIGN §5.11). The caps leave room for real
+# wheels: torch's CUDA wheel holds ~3 GB of native files, libtorch_cuda.so alone ~1.5 GB, compressed ~2-4x.
 MAX_WHEEL_MEMBERS = 200_000
+MAX_MEMBER_BYTES = 4 * 1024**3
+MAX_TOTAL_BYTES = 8 * 1024**3
+# Machine code deflates 2-5x, zero padding up to ~1000x: a member that expands more than this, once it
+# is large enough to matter, is a bomb (a 3 MB wheel expanding to 3 GB in /tmp).
+MAX_RATIO = 100
+RATIO_FLOOR_BYTES = 16 * 1024**2
+MAX_RECORD_BYTES = 64 * 1024**2
+_CHUNK = 1 << 20
 
 
 def scan_target(path: str) -> NativeSection:
-    """See ``envcheck.native.scan_path``. Raises ``UsageError`` on a bad path or a corrupt wheel."""
+    """See ``envcheck.native.scan_path``. Raises ``UsageError`` on a bad path or a file that is not a
+    wheel (not a zip); a hostile wheel that is a zip gives a report naming what was skipped and why."""
     target = Path(path)
     if not target.exists():
         raise UsageError(
@@ -37,39 +50,123 @@ def scan_target(path: str) -> NativeSection:
                 tip="Give a .whl file, an unpacked tree or a site-packages folder.",
             )
         with tempfile.TemporaryDirectory(prefix="envcheck-scan-") as tmp:
-            _extract_native(target, tmp)
-            return scan_folder(tmp, display_root=tmp)
+            skipped = _extract_native(target, tmp)
+            return scan_folder(tmp, display_root=tmp, refused=skipped)
     if not target.is_dir():
         raise UsageError(f"{path} is neither a file nor a folder")
     return scan_folder(str(target), display_root=None)
 
 
-def _extract_native(wheel: Path, into: str) -> None:
-    """Only the native files and the ``.dist-info`` RECORD / WHEEL come out of the zip."""
+def _member_name_problem(name: str) -> str | None:
+    """Why a member name must not be written (zip slip), or None."""
+    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
+        return "an absolute member name: not extracted"
+    if "\\" in name:
+        return "a member name with a backslash: not extracted"
+    if ".." in name.split("/") or "\0" in name:
+        return "a member name that leaves the wheel (..): not extracted"
+    return None
+
+
+def _extract_native(wheel: Path, into: str) -> list[RefusedFile]:
+    """Only the native files and the ``.dist-info`` RECORD / WHEEL come out of the zip, member by member,
+    within the caps above; what was skipped is returned with the cap it broke.
+
+    Raises ``UsageError`` when ``wheel`` is not a readable zip."""
+    skipped: list[RefusedFile] = []
+
+    def skip(name: str, kind: RefusalKind, reason: str) -> None:
+        skipped.append(RefusedFile(path=name, owner="wheel", kind=kind, reason=reason))
+
     try:
         with zipfile.ZipFile(wheel) as zf:
             infos = zf.infolist()
             if len(infos) > MAX_WHEEL_MEMBERS:
-                raise UsageError(f"{wheel}: {len(infos)} members is more than a wheel should hold")
+                raise UsageError(
+                    f"{wheel}: {len(infos)} members, over the {MAX_WHEEL_MEMBERS} cap for a wheel",
+                    tip="A wheel this large is not scanned; unpack it yourself and scan the folder.",
+                )
+            total = 0
             for info in infos:
                 name = info.filename
                 parts = name.split("/")
-                if info.is_dir() or ".." in parts or name.startswith("/"):
-                    continue
                 keep = NATIVE_SUFFIX.search(name) or (
                     len(parts) == 2 and parts[0].endswith(".dist-info") and parts[1] in ("RECORD", "WHEEL")
                 )
-                if keep:
-                    zf.extract(info, into)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as e:
+                if info.is_dir() or not keep:
+                    continue
+                problem = _member_name_problem(name)
+                if problem is not None:
+                    skip(name, "member-name", problem)
+                    continue
+                declared = info.file_size
+                if declared > MAX_MEMBER_BYTES:
+                    skip(name, "member-cap", f"expands to {declared} bytes, over the {MAX_MEMBER_BYTES} cap")
+                    continue
+                ratio = declared / max(info.compress_size, 1)
+                if declared > RATIO_FLOOR_BYTES and ratio > MAX_RATIO:
+                    skip(
+                        name,
+                        "member-cap",
+                        f"expands to {declared} bytes from {info.compress_size} ({ratio:.0f}:1), "
+                        f"over the {MAX_RATIO}:1 ratio cap",
+                    )
+                    continue
+                if total + declared > MAX_TOTAL_BYTES:
+                    skip(
+                        name,
+                        "member-cap",
+                        f"expands to {declared} bytes, past the {MAX_TOTAL_BYTES}-byte cap of the wheel",
+                    )
+                    continue
+                why = _extract_member(zf, info, into)
+                if why is not None:
+                    skip(name, "member-cap", why)
+                    continue
+                total += declared
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError) as e:
         raise UsageError(f"{wheel} is not a readable wheel: {e}") from e
     except OSError as e:
         raise UsageError(f"cannot read {wheel}: {e.strerror or e}") from e
+    return skipped
 
 
-def _records(root: str) -> Iterator[tuple[str, str, str | None]]:
-    """``(distribution, RECORD path, sha256 hex)`` for the native files of each ``*.dist-info/RECORD``."""
-    from envcheck.probe.target import parse_record_natives
+def _extract_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, into: str) -> str | None:
+    """Write one member under ``into``, never more bytes than the zip declares (a lying header is cut off)
+    and never through an existing file or link (``O_EXCL | O_NOFOLLOW``). Returns why it was not written."""
+    target = os.path.join(into, *info.filename.split("/"))
+    try:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except OSError as e:
+        return f"cannot be written ({e.strerror or e}): a duplicate or clashing member name"
+    left = info.file_size
+    try:
+        with os.fdopen(fd, "wb") as out, zf.open(info) as src:
+            while chunk := src.read(min(_CHUNK, left + 1)):
+                if len(chunk) > left:
+                    raise _Oversize
+                out.write(chunk)
+                left -= len(chunk)
+    except _Oversize:
+        os.unlink(target)
+        return f"holds more than the {info.file_size} bytes its header declares"
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:  # bad CRC, truncated data
+        os.unlink(target)
+        return f"cannot be extracted: {e}"
+    return None
+
+
+class _Oversize(Exception):
+    """A member's data decompresses past the size its header declares."""
+
+
+def _records(root: str, refused: list[RefusedFile]) -> Iterator[tuple[str, str, str | None]]:
+    """``(distribution, RECORD path, sha256 hex)`` for the native files of each ``*.dist-info/RECORD``.
+
+    A RECORD is opened only if it is a regular file inside ``root``, and read up to ``MAX_RECORD_BYTES``;
+    one that cannot be read is appended to ``refused`` with the reason."""
+    from envcheck.target.record import parse_record_natives
 
     try:
         entries = sorted(os.listdir(root))
@@ -79,25 +176,57 @@ def _records(root: str) -> Iterator[tuple[str, str, str | None]]:
         if not entry.endswith(".dist-info"):
             continue
         record = os.path.join(root, entry, "RECORD")
+        dist = entry[: -len(".dist-info")].split("-")[0]
         try:
-            text = Path(record).read_text(encoding="utf-8", errors="replace")
+            fd = open_regular(record, inside=(os.path.realpath(root),))
+        except FileNotFoundError:
+            continue
+        except NotOpened as e:
+            refused.append(RefusedFile(path=f"{entry}/RECORD", owner=dist, kind=e.kind, reason=e.reason))  # type: ignore[arg-type]
+            continue
         except OSError:
             continue
-        dist = entry[: -len(".dist-info")].split("-")[0]
-        for native in parse_record_natives(text):
+        with os.fdopen(fd, "rb") as f:
+            raw = f.read(MAX_RECORD_BYTES + 1)
+        if len(raw) > MAX_RECORD_BYTES:
+            refused.append(
+                RefusedFile(
+                    path=f"{entry}/RECORD",
+                    owner=dist,
+                    kind="member-cap",
+                    reason=f"over the {MAX_RECORD_BYTES}-byte cap for a RECORD: not read",
+                )
+            )
+            continue
+        for native in parse_record_natives(raw.decode("utf-8", errors="replace")):
             yield dist, native["path"], native["sha256"]
 
 
-def scan_folder(root: str, *, display_root: str | None) -> NativeSection:
-    """The tree of every native file under ``root`` (RECORD-owned ones keyed by their distribution)."""
+def scan_folder(root: str, *, display_root: str | None, refused: Sequence[RefusedFile] = ()) -> NativeSection:
+    """The tree of every native file under ``root`` (RECORD-owned ones keyed by their distribution).
+
+    Only regular files whose real path stays inside ``root`` are opened; a RECORD entry naming a path
+    outside ``root`` is refused (``record-escape``) and never read; ``refused`` (wheel members skipped by
+    the extraction) is carried into the section."""
     root = os.path.abspath(root)
     catalog = Catalog(site_dirs=[os.path.normcase(root)])
     if display_root is not None:
         base = os.path.abspath(display_root)
         catalog.display = lambda p: os.path.relpath(p, base).replace(os.sep, "/")
+    skipped = list(refused)
     roots: dict[str, RootFile] = {}
-    for dist, rel, sha in _records(root):
+    for dist, rel, sha in _records(root, skipped):
         full = os.path.normpath(os.path.join(root, rel))
+        if os.path.isabs(rel) or not is_inside(os.path.normcase(full), [os.path.normcase(root)]):
+            skipped.append(
+                RefusedFile(
+                    path=rel,
+                    owner=dist,
+                    kind="record-escape",
+                    reason="RECORD names a path outside the scanned tree: not read",
+                )
+            )
+            continue
         r = RootFile(path=full, key=f"{dist}:{rel}", owner=dist, role=_role(full), record_sha256=sha)
         catalog.add(r)
         roots.setdefault(os.path.normcase(full), r)
@@ -119,7 +248,7 @@ def scan_folder(root: str, *, display_root: str | None) -> NativeSection:
             )
             catalog.add(r)
             roots[os.path.normcase(full)] = r
-    walker = Walker(catalog, {}, host=False, scan_root=root)
+    walker = Walker(catalog, {}, host=False, scan_root=root, refused=skipped)
     walker.resolvers = _scan_resolvers(root, walker)
     return walker.walk(list(roots.values()), verify_files=False)
 
@@ -146,21 +275,25 @@ def _scan_resolvers(root: str, walker: Walker) -> dict[str, Resolver]:
 
 
 def format_text(section: NativeSection, target: str) -> str:
-    """The readable report of a scan: the tree, what the machine must provide, what is missing."""
-    lines = [f"native tree of {target} ({section.loader or 'no binaries'})", ""]
+    """The readable report of a scan: the tree, what the machine must provide, what is missing, and what
+    was never opened. Every string from the scanned files (names, sonames, paths, reasons quoting them) is
+    escaped for the terminal (``report.escape.one_line``): a DLL name may carry terminal escapes."""
+    from envcheck.report.escape import one_line as esc
+
+    lines = [f"native tree of {esc(target)} ({section.loader or 'no binaries'})", ""]
     nodes = section.nodes or []
     for n in nodes:
         if n.owner == "system":
             continue
-        head = f"{n.key}  [{n.format or '?'} {n.machine or ''}]".rstrip()
+        head = f"{esc(n.key)}  [{n.format or '?'} {esc(n.machine or '')}]".rstrip()
         if n.error:
-            lines.append(f"{head}  UNREADABLE: {n.error}")
+            lines.append(f"{head}  UNREADABLE: {esc(n.error)}")
             continue
         lines.append(head)
         for d in n.dependencies or ():
             where = d.target or ("MISSING" if d.how == "missing" else d.how)
             extra = " (delay-load)" if d.delay_load else ""
-            lines.append(f"    {d.name} -> {where} [{d.kind}, {d.how}]{extra}")
+            lines.append(f"    {esc(d.name)} -> {esc(where)} [{d.kind}, {d.how}]{extra}")
     lines.append("")
     requires = section.requires or []
     lines.append("the target machine must provide:")
@@ -168,35 +301,52 @@ def format_text(section: NativeSection, target: str) -> str:
         lines.append("    nothing outside the tree")
     for r in requires:
         label = f" - {r.runtime}" if r.runtime else ""
-        who = f": needed by {', '.join(r.needed_by)}" if r.needed_by else f" ({r.count} files)"
-        lines.append(f"    {r.name} [{r.kind}]{label}{who}")
+        who = f": needed by {', '.join(map(esc, r.needed_by))}" if r.needed_by else f" ({r.count} files)"
+        lines.append(f"    {esc(r.name)} [{r.kind}]{label}{who}")
     external = sorted({(d.name, n.key) for n in nodes for d in n.dependencies or () if d.kind == "external"})
     if external:
         lines.append("")
         lines.append("expected from other packages (outside the scanned tree):")
-        lines += [f"    {name} (needed by {key})" for name, key in external]
+        lines += [f"    {esc(name)} (needed by {esc(key)})" for name, key in external]
     if section.openmp:
         lines.append("")
         lines.append("OpenMP runtimes:")
-        lines += [f"    {o.family}: {o.key}" for o in section.openmp]
+        lines += [f"    {o.family}: {esc(o.key)}" for o in section.openmp]
     lines.append("")
     imports = [c for c in section.missing or [] if c.from_extension]
     plugins = [c for c in section.missing or [] if not c.from_extension]
     if imports:
         lines.append("MISSING inside the tree (these imports will fail):")
-        lines += [f"    {c.text}" for c in imports]
+        lines += [f"    {esc(c.text)}" for c in imports]
     else:
         lines.append("nothing an extension module imports is missing inside the tree")
     if plugins:
         lines.append("")
         lines.append("MISSING for libraries no extension module links (plugins opened on demand):")
-        lines += [f"    {c.text}" for c in plugins]
+        lines += [f"    {esc(c.text)}" for c in plugins]
     broken = [n for n in nodes if n.error]
     if broken:
         lines.append("")
         lines.append("files that could not be read:")
-        lines += [f"    {n.key}: {n.error}" for n in broken]
+        lines += [f"    {esc(n.key)}: {esc(n.error or '')}" for n in broken]
+    escapes = [r for r in section.refused or [] if r.kind == "record-escape"]
+    if escapes:
+        lines.append("")
+        lines.append("RECORD entries that leave the tree (never read):")
+        lines += [f"    {esc(r.owner)}: {esc(r.path)}" for r in escapes]
+    members = [r for r in section.refused or [] if r.kind in ("member-name", "member-cap")]
+    if members:
+        lines.append("")
+        lines.append("wheel members not extracted:")
+        lines += [f"    {esc(r.path)}: {esc(r.reason)}" for r in members]
     return "\n".join(lines) + "\n"
+
+
+def is_broken(section: NativeSection) -> bool:
+    """Whether ``envcheck scan`` exits 1: ``missing_inside``, or something of the tree was refused (a RECORD
+    entry leaving it, a wheel member over a cap or with a name leaving the wheel, a device or a link out of
+    the tree named like a native file): the report is then of a tree that is not what it claims to be."""
+    return missing_inside(section) or bool(section.refused)
 
 
 def missing_inside(section: NativeSection) -> bool:

@@ -5,7 +5,7 @@ Each file is read once (results cached by path), each node resolved once (under 
 reaches it, roots in key order, so the tree is deterministic), cycles end at an already-visited node.
 """
 
-# ruff: noqa: PTH113, PTH117, PTH119, PTH120, PTH202
+# ruff: noqa: PTH117, PTH119, PTH120, PTH202
 # Paths stay strings (os.path / posixpath): the walk touches thousands of them per snapshot, and a tree
 # may come from another platform, whose paths a host-flavoured pathlib.Path would misread.
 
@@ -15,7 +15,7 @@ import os
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, cast
 
 from envcheck.manifest.native import (
     DependencyKind,
@@ -25,6 +25,8 @@ from envcheck.manifest.native import (
     NativeNode,
     NativeSection,
     OpenMPRuntime,
+    RefusalKind,
+    RefusedFile,
     Requirement,
 )
 from envcheck.native.binary import BinaryError, BinaryInfo, read_binary
@@ -35,7 +37,9 @@ from envcheck.native.oslibs import classify_name, openmp_family
 
 Role = Literal["extension", "library", "interpreter"]
 
-NATIVE_SUFFIX = re.compile(r"\.(so(\.\d+)*|pyd|dll|dylib)$", re.I)
+# ``.so`` may carry version components, each starting with a digit: ``libfoo.so.1.2.3``, LLVM's
+# ``libMLIRDialectPlugin.so.23.0git``, ``libbar.so.4.0rc1``; ``notes.so.bak`` is not a library.
+NATIVE_SUFFIX = re.compile(r"\.(so(\.\d[\w+-]*)*|pyd|dll|dylib)$", re.I)
 # Python extension modules: PEP 3149 tags (.cpython-311-x86_64-linux-gnu.so, .abi3.so), Windows .pyd,
 # and the untagged ``_foo.so`` a few build systems still produce (``lib*.so`` are libraries).
 _EXTENSION = re.compile(r"(\.(cpython|pypy|graalpy)[-\w]*\.(so|dylib)|\.abi3\.(so|dylib)|\.pyd)$", re.I)
@@ -128,7 +132,18 @@ def _same_file(a: str, b: str) -> bool:
 class _Node:
     """A file during the walk (mutable: its headers, error and dependencies are filled in)."""
 
-    __slots__ = ("deps", "error", "foreign", "info", "key", "owner", "path", "record_sha256", "role")
+    __slots__ = (
+        "deps",
+        "error",
+        "foreign",
+        "info",
+        "key",
+        "owner",
+        "path",
+        "record_sha256",
+        "refused",
+        "role",
+    )
 
     def __init__(
         self, key: str, path: str, owner: str, role: Role, record_sha256: str | None, foreign: bool
@@ -141,6 +156,7 @@ class _Node:
         self.foreign = foreign
         self.info: BinaryInfo | None = None
         self.error: str | None = None
+        self.refused: str | None = None
         self.deps: list[NativeDependency] = []
 
 
@@ -155,11 +171,16 @@ class Walker:
         host: bool,
         scan_root: str | None = None,
         executable: str | None = None,
+        refused: Sequence[RefusedFile] = (),
     ) -> None:
         self.catalog = catalog
         self.resolvers = resolvers
         self.host = host
         self.scan_root = _norm(scan_root) if scan_root else None
+        # A scan opens only files whose real path stays inside the scanned tree (DESIGN §5.11).
+        self.inside: tuple[str, ...] | None = (os.path.realpath(scan_root),) if scan_root else None
+        # Files refused before the walk (RECORD entries leaving the tree, wheel members not extracted).
+        self.refused = list(refused)
         self._infos: dict[str, BinaryInfo | BinaryError] = {}
         self.executable: Image | None = None
         if executable:
@@ -172,7 +193,7 @@ class Walker:
         cached = self._infos.get(path)
         if cached is None:
             try:
-                cached = read_binary(path)
+                cached = read_binary(path, inside=self.inside)
             except BinaryError as e:
                 cached = e
             self._infos[path] = cached
@@ -188,7 +209,7 @@ class Walker:
         ordered = sorted(roots, key=lambda r: r.key)
         self._verify = verify_files
         # Files without a RECORD digest are hashed in the background while the walk reads headers.
-        self._hasher = Hasher(use_cache=not verify_files)
+        self._hasher = Hasher(use_cache=not verify_files, inside=self.inside)
         nodes: dict[str, _Node] = {}
         by_path: dict[str, str] = {}
         queue: deque[tuple[str, tuple[Image, ...], Image | None]] = deque()
@@ -285,12 +306,20 @@ class Walker:
                 "listed in RECORD but not on disk" if node.record_sha256 is not None else "not on disk"
             )
             return None
-        if not node.record_sha256 or self._verify:
-            self._hasher.submit(node.path)
         info = self.read(node.path)
+        if isinstance(info, BinaryError) and info.refused is not None:
+            node.error = str(info)
+            node.refused = info.refused  # never hashed either: its bytes must not reach the report
+            return None
         if isinstance(info, BinaryError):
             node.error = str(info)
+            # A file that is no binary is hashed only to check it against its RECORD: its digest would say
+            # nothing about a library, and it may be any file a link named like one leads to.
+            if self._verify and node.record_sha256:
+                self._hasher.submit(node.path)
             return None
+        if not node.record_sha256 or self._verify:
+            self._hasher.submit(node.path)
         node.info = info
         return info
 
@@ -402,6 +431,16 @@ class Walker:
                     error=n.error,
                 )
             )
+        refused = self.refused + [
+            RefusedFile(
+                path=self.catalog.display(n.path),
+                owner=n.owner,
+                kind=cast("RefusalKind", n.refused),
+                reason=n.error or "",
+            )
+            for n in nodes.values()
+            if n.refused is not None
+        ]
         loaders = {"elf": "ld.so", "pe": "windows", "macho": "dyld"}
         formats = [nodes[r.key].info.format for r in roots if r.key in nodes and nodes[r.key].info]  # type: ignore[union-attr]
         loader = loaders[max(set(formats), key=formats.count)] if formats else None
@@ -420,6 +459,7 @@ class Walker:
                 ),
                 None,
             ),
+            refused=sorted(refused, key=lambda r: (r.path, r.kind)) or None,
         )
 
     def _identities(
@@ -427,7 +467,7 @@ class Walker:
     ) -> dict[str, tuple[str | None, Integrity | None, int | None]]:
         out: dict[str, tuple[str | None, Integrity | None, int | None]] = {}
         for n in nodes:
-            if n.info is None and not os.path.isfile(n.path):
+            if n.refused is not None or (n.info is None and not n.record_sha256):
                 continue
             if n.record_sha256 and not self._verify:
                 out[n.key] = (f"sha256:{n.record_sha256}", "record", _size(n.path))
@@ -440,6 +480,8 @@ class Walker:
                 integrity = "foreign"
             elif n.record_sha256:
                 integrity = "verified" if digest == f"sha256:{n.record_sha256}" else "modified"
+                if n.info is None and integrity == "modified":
+                    digest = None  # not a binary any more: its digest is not a library's identity
             else:
                 integrity = "computed"
             out[n.key] = (digest, integrity, _size(n.path))

@@ -52,7 +52,7 @@ def test_each_bad_file_has_its_reason(corrupt_tree: Path) -> None:
     assert reasons["lib/libdep.so"] == "empty file (0 bytes)"
     assert reasons["notes.dll"] == "not an ELF, PE or Mach-O file"
     assert "not a valid PE file" in str(reasons["fake.pyd"])
-    assert "cannot read" in str(reasons["loop_a.so"]) and "symbolic links" in str(reasons["loop_a.so"])
+    assert reasons["loop_a.so"] == "a symbolic link loop: not opened"
     good = node(section, "tree:libgood.so")
     assert dep(good, "libdep.so").target == "tree:lib/libdep.so"
     texts = [c.text for c in section.missing or []]

@@ -620,3 +620,33 @@ def native_requires(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Fi
             base="not needed",
             target=req.name,
         )
+
+
+@single_rule(
+    "ENV-NATIVE-RECORD-ESCAPE",
+    family=FAMILY,
+    severity="error",
+    title="a RECORD names a native file outside the environment",
+    why=(
+        "RECORD paths are relative to site-packages (PyPA spec 'Recording installed projects') and an "
+        "installer writes files only inside the environment; an entry leading out of it (../../../etc/…, "
+        "an absolute path) was forged or hand-edited, and `pip uninstall` deletes what RECORD lists. "
+        "envcheck never reads that file."
+    ),
+)
+def native_record_escape(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    if m.native is None:
+        return
+    for entry in sorted(m.native.refused or [], key=lambda r: (r.owner, r.path)):
+        if entry.kind != "record-escape":
+            continue
+        yield rule.finding(
+            f"{entry.owner}:{entry.path}",
+            f"The RECORD of {entry.owner} lists {entry.path}, which leads outside the environment "
+            f"({entry.reason}).",
+            f"Do not uninstall {entry.owner} with pip until its RECORD is repaired (pip would delete that "
+            f"file); reinstall it from a trusted index: `pip install --force-reinstall --no-deps "
+            f"{entry.owner}`.",
+            base="inside the environment",
+            target=entry.path,
+        )
