@@ -1,9 +1,10 @@
-"""Keeping secrets and user names out of manifests.
+"""Keeping secrets and user names out of manifests, reports and diagnostics.
 
-Credential redaction is the probe's own (``envcheck.probe.target``), so the target process never writes a
-secret even to its temporary result file; envcheck applies the same functions to what it adds itself.
-``redact_paths`` implements ``--redact-paths``: the user's home folder and login name are replaced in every
-string of the manifest.
+Credential redaction is the target package's one redactor (``envcheck.target.redact``): the target applies
+it to its whole result before writing even its temporary result file, and envcheck applies the same
+functions to what it reads back (``redact_json`` on a parsed result, ``redact_text`` on a stderr tail) and
+to the lines it prints. ``PathRedactor`` implements ``--redact-paths``: the user's home folder and login
+name are replaced in every string of the manifest.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from envcheck.probe.target import REDACTED, redact_json, redact_text
+from envcheck.target.redact import REDACTED, is_secret_name, redact_json, redact_text
 
-__all__ = ["REDACTED", "PathRedactor", "redact_json", "redact_text"]
+__all__ = ["REDACTED", "PathRedactor", "is_secret_name", "redact_json", "redact_text"]
 
 
 class PathRedactor:

@@ -1,4 +1,9 @@
-"""The code that runs inside target interpreters must run on Python 3.8 (the torch 1.13 era)."""
+"""The code that runs inside target interpreters must run on Python 3.8 (the torch 1.13 era).
+
+That code is the package ``envcheck/target`` (the probe, the smoke-suite harness and its check families),
+copied into each target as a top-level package: it may import the standard library and itself (relative
+imports), never envcheck.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +14,16 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parent.parent / "envcheck"
-# Everything executed by a target interpreter: the probe, and the smoke suite's target-side checks.
-TARGET_SIDE = sorted([ROOT / "probe" / "target.py", *(ROOT / "verify" / "checks").glob("*.py")])
+PACKAGE = Path(__file__).parent.parent / "envcheck" / "target"
+TARGET_SIDE = sorted(PACKAGE.rglob("*.py"))
+# Modules a target may import besides its own package: the standard library, and what the probe and the
+# suite look for when the target has it (torch and its companions are imported only there).
+OPTIONAL_THIRD_PARTY = {"torch", "numpy", "threadpoolctl", "packaging", "pip", "onnx", "onnxruntime"}
+
+
+def test_the_package_is_all_there() -> None:
+    names = {p.relative_to(PACKAGE).as_posix() for p in TARGET_SIDE}
+    assert {"probe.py", "suite.py", "redact.py", "result.py", "record.py", "checks/cpu.py"} <= names
 
 
 def test_vermin_finds_nothing_newer_than_python_3_8() -> None:
@@ -26,19 +38,54 @@ def test_vermin_finds_nothing_newer_than_python_3_8() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("path", TARGET_SIDE, ids=lambda p: p.name)
-def test_target_side_code_imports_nothing_from_envcheck(path: Path) -> None:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+def _imports(tree: ast.AST) -> list[tuple[int, int, str]]:
+    """``(line, level, module)`` of every import: level 0 is absolute, 1+ relative."""
+    out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
+            out.extend((node.lineno, 0, a.name) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
-            names = [node.module or ""]
-        else:
+            out.append((node.lineno, node.level, node.module or ""))
+    return out
+
+
+@pytest.mark.parametrize("path", TARGET_SIDE, ids=lambda p: p.relative_to(PACKAGE).as_posix())
+def test_target_side_code_imports_only_the_stdlib_and_itself(path: Path) -> None:
+    """Absolute imports name the standard library or an optional package of the target; the package's own
+    modules are imported relatively, so the copy works under any top-level name."""
+    allowed = set(sys.stdlib_module_names) | OPTIONAL_THIRD_PARTY
+    for line, level, module in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+        if level:
             continue
-        assert not any(n.split(".")[0] == "envcheck" for n in names), f"{path.name}:{node.lineno}"
+        top = module.split(".")[0]
+        assert top in allowed, f"{path.name}:{line} imports {module}"
 
 
-@pytest.mark.parametrize("path", TARGET_SIDE, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", TARGET_SIDE, ids=lambda p: p.relative_to(PACKAGE).as_posix())
 def test_target_side_code_parses_with_the_3_8_grammar(path: Path) -> None:
     ast.parse(path.read_text(encoding="utf-8"), feature_version=(3, 8))
+
+
+def test_the_copy_runs_without_envcheck_and_hides_its_folder(tmp_path: Path) -> None:
+    """The copy runs in a bare interpreter (``-I -S``: no site-packages, so no envcheck), takes its own
+    folder off the ``sys.path`` it records, and imports nothing named envcheck."""
+    from envcheck.probe.runner import _BOOT, PROBE_MODULE
+    from envcheck.target.copying import copy_package
+
+    folder = copy_package(str(tmp_path))
+    out = tmp_path / "result.json"
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", _BOOT, folder, PROBE_MODULE, str(out), "facts"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    import json
+
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["done"] is True
+    assert folder not in data["python"]["sys_path"]
+    assert not any("envcheck" in p for p in data["python"]["sys_path"])

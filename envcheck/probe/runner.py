@@ -22,20 +22,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envcheck.errors import ProbeError
+from envcheck.target.copying import PACKAGE as TARGET_PACKAGE
+from envcheck.target.copying import copy_package
 
 if TYPE_CHECKING:
     # Imported lazily: starting a probe must not wait for the manifest models (DESIGN §6).
     from envcheck.manifest.model import ProbeOutcome
 
-PROBE_SCRIPT = Path(__file__).with_name("target.py")
+# The probe's entry module in the copy of envcheck.target that each target runs (envcheck/target/probe.py).
+PROBE_MODULE = f"{TARGET_PACKAGE}.probe"
 STDERR_TAIL_CHARS = 4000
 
-# Runs the script as __main__ with argv[0] = script; `-c` keeps the script's folder off sys.path, and the
-# empty working directory keeps the caller's folder from shadowing anything on the target's sys.path.
+# `python -c _BOOT FOLDER MODULE OUT ARGS...`: runs MODULE with `-m` semantics from the temporary copy of
+# envcheck.target in FOLDER, the way pipdeptree runs its own code in a foreign interpreter. FOLDER goes on
+# sys.path inside the target only: PYTHONPATH would be recorded as the target's environment and inherited
+# by every child it starts; the probe takes FOLDER off again before it records sys.path. `-c` keeps
+# envcheck's own folder off sys.path, and the empty working directory keeps the caller's folder from
+# shadowing anything on the target's sys.path. The entry module sees `sys.argv[1:] == [OUT, *ARGS]`.
 _BOOT = (
-    "import sys; p = sys.argv[1]; sys.argv = sys.argv[1:]; "
-    "g = {'__name__': '__main__', '__file__': p}; "
-    "exec(compile(open(p, 'rb').read(), p, 'exec'), g)"
+    "import sys, runpy; sys.path.insert(0, sys.argv[1]); m = sys.argv[2]; del sys.argv[1:3]; "
+    "runpy.run_module(m, run_name='__main__', alter_sys=True)"
 )
 
 
@@ -53,7 +59,7 @@ class RunningTarget:
     def __init__(
         self,
         python: str,
-        script: Path,
+        module: str,
         args: Sequence[str],
         *,
         timeout: float,
@@ -63,7 +69,7 @@ class RunningTarget:
         self._out = Path(self._workdir.name) / "result.json"
         self.timeout = timeout
         self._started = time.monotonic()
-        argv = [python, "-c", _BOOT, str(script), str(self._out), *args]
+        argv = [python, "-c", _BOOT, copy_package(self._workdir.name), module, str(self._out), *args]
         popen_env = dict(os.environ if env is None else env)
         # The target's own output must not depend on the parent's buffering or locale.
         popen_env.setdefault("PYTHONIOENCODING", "utf-8")
@@ -167,22 +173,23 @@ def _tail(err: bytes) -> str | None:
 def start_target(
     python: str | None = None,
     *,
-    script: Path = PROBE_SCRIPT,
+    module: str = PROBE_MODULE,
     args: Sequence[str] = (),
     timeout: float = 120.0,
     env: Mapping[str, str] | None = None,
 ) -> RunningTarget:
-    """Start ``script`` in ``python`` (default: this interpreter) without waiting for it."""
-    return RunningTarget(python or sys.executable, script, args, timeout=timeout, env=env)
+    """Start ``module`` (an entry module of envcheck.target) in ``python`` (default: this interpreter)
+    without waiting for it."""
+    return RunningTarget(python or sys.executable, module, args, timeout=timeout, env=env)
 
 
 def run_target(
     python: str | None = None,
     *,
-    script: Path = PROBE_SCRIPT,
+    module: str = PROBE_MODULE,
     args: Sequence[str] = (),
     timeout: float = 120.0,
     env: Mapping[str, str] | None = None,
 ) -> TargetRun:
-    """Run ``script`` in ``python`` and wait for it. Raises ``ProbeError`` only if it cannot start."""
-    return start_target(python, script=script, args=args, timeout=timeout, env=env).wait()
+    """Run ``module`` in ``python`` and wait for it. Raises ``ProbeError`` only if it cannot start."""
+    return start_target(python, module=module, args=args, timeout=timeout, env=env).wait()

@@ -23,8 +23,10 @@ from envcheck.manifest.codec import decode
 from envcheck.manifest.model import ProbeOutcome
 from envcheck.manifest.verify import CheckResult, VerifySection
 from envcheck.probe.runner import TargetRun, run_target
+from envcheck.target.copying import PACKAGE as TARGET_PACKAGE
 
-SUITE_SCRIPT = Path(__file__).with_name("checks") / "suite.py"
+# The smoke-suite harness's entry module (envcheck/target/suite.py) in the copy of envcheck.target.
+SUITE_MODULE = f"{TARGET_PACKAGE}.suite"
 COMPILE_OPT_IN = "opt-in: pass --compile (torch.compile takes 15-35 s on 2 cores, beyond the suite's budget)"
 COMPILE_TIMEOUT = 300.0
 # A check that keeps crashing the process cannot loop forever: each rerun excludes at least one check.
@@ -103,7 +105,7 @@ def _run_group(
     for _ in range(_MAX_RERUNS):
         run = run_target(
             python,
-            script=SUITE_SCRIPT,
+            module=SUITE_MODULE,
             args=[json.dumps({**config, "exclude": exclude})],
             timeout=timeout,
             env=env,

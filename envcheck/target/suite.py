@@ -1,13 +1,13 @@
 # mypy: ignore-errors
 # ruff: noqa: UP004, UP031, PTH100, PTH105, PTH118, PTH120, PTH123, PLW0603, SIM101
-"""The smoke-suite harness: runs *inside the target interpreter* (stdlib + torch, numpy if present, Py 3.8).
+"""The smoke-suite harness's entry module: ``python -c BOOT FOLDER envcheck_target.suite OUT CONFIG_JSON``.
 
-Started by ``envcheck.verify.runner`` through ``envcheck.probe.runner`` as ``suite.py OUT CONFIG_JSON``.
-It never imports envcheck. It loads the check families beside it (``cpu.py``, ``training.py``,
-``runtime.py``, ``cuda.py``) by file path, plus the user's checks (``checks_file`` or the
-``envcheck.checks`` entry-point group), imports torch once, runs the checks of one *group* in order and
-rewrites OUT atomically before and after each check. ``current`` names the check in progress, so when the
-process crashes or hangs the runner knows which check did it and reruns the rest in a fresh process.
+Runs *inside the target interpreter* (stdlib + torch, numpy if present, Python 3.8) and never imports
+envcheck. It imports the check families of ``checks/`` (``runtime``, ``cpu``, ``training``, ``cuda``) one
+by one, plus the user's checks (``checks_file`` or the ``envcheck.checks`` entry-point group), imports
+torch once, runs the checks of one *group* in order and writes OUT through ``result.emit`` (redacted,
+atomic) before and after each check. ``current`` names the check in progress, so when the process crashes
+or hangs the runner knows which check did it and reruns the rest in a fresh process.
 
 A check is ``fn(ctx)`` (or ``fn()``) that records outputs with ``ctx.output(name, tensor)`` or returns a
 tensor / number / dict / list / tuple of them, calls ``ctx.skip(reason)`` when it cannot run here, and
@@ -17,6 +17,7 @@ dtype, sha256 of the bytes, sum, abs-sum and a deterministic sample of at most `
 
 import faulthandler
 import hashlib
+import importlib
 import importlib.util
 import inspect
 import json
@@ -26,9 +27,10 @@ import sys
 import time
 import traceback
 
+from .result import emit as _emit
+
 OUT = None
 _result = {"stage": "start", "done": False, "current": None, "planned": [], "results": []}
-HERE = os.path.dirname(os.path.abspath(__file__))
 FAMILIES = ("runtime", "cpu", "training", "cuda")
 SAMPLE_HEAD = 8
 SAMPLE_STRIDED = 16
@@ -36,12 +38,7 @@ MAX_ERROR_CHARS = 2000
 
 
 def emit():
-    if OUT is None:
-        return
-    tmp = OUT + ".part"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(_result, f, default=str)
-    os.replace(tmp, OUT)
+    _emit(OUT, _result)
 
 
 class Skip(Exception):
@@ -280,7 +277,8 @@ def custom_checks(config):
 
 
 def family_checks(torch, config, family):
-    module = _load_module(os.path.join(HERE, family + ".py"), "envcheck_verify_" + family)
+    # Relative to this package, whatever name the copy was given.
+    module = importlib.import_module(".checks." + family, __package__)
     return module.checks(torch, config, Check)
 
 

@@ -1,0 +1,116 @@
+"""The probe's entry module: ``python -c BOOT FOLDER envcheck_target.probe OUT STAGES``.
+
+Collects the environment's facts into one result dict and writes it to OUT through ``result.emit``
+(redacted, atomic) after every step, so a crash or a hang part-way leaves everything learnt before it,
+plus ``stage`` naming the step that never finished. Exits 0 when done, 3 when a step raised (the exception
+and a traceback tail are in the result).
+
+Stages (comma-separated STAGES, default both):
+- ``facts``: interpreter, platform, distributions, torch's version file, environment variables. Imports
+  nothing outside the standard library (except ``packaging.tags`` when the target has it).
+- ``runtime``: GPU driver (NVML / libcuda / nvidia-smi, without torch), then ``import torch``, one small op,
+  torch's build and numerics facts, the libraries mapped into the process, and the thread pools.
+"""
+
+import os
+import sys
+import time
+
+from .result import emit
+
+
+class Probe(object):
+    """The result so far and where it goes."""
+
+    def __init__(self, out):
+        self.out = out
+        self.result = {"stage": None, "done": False, "python_version": list(sys.version_info[:3])}
+
+    def stage(self, name):
+        self.result["stage"] = name
+        emit(self.out, self.result)
+
+    def facts(self):
+        from .distributions import distributions
+        from .environment import collect_env
+        from .host import platform_facts
+        from .interpreter import python_facts
+        from .torch_static import torch_static
+
+        self.stage("python")
+        self.result["python"] = python_facts()
+        self.stage("platform")
+        self.result["platform"] = platform_facts()
+        self.stage("distributions")
+        self.result["packages"], self.result["packages_error"] = distributions()
+        self.stage("torch version file")
+        self.result["torch"] = torch_static()
+        self.result["env"] = collect_env()
+
+    def runtime(self):
+        import importlib.util
+
+        from .gpu_driver import gpu_driver
+
+        self.stage("gpu driver")
+        self.result["gpu"] = gpu_driver()
+        if importlib.util.find_spec("torch") is None:
+            self.result["torch_missing"] = True  # an environment without torch: nothing more to learn here
+            return
+        self.stage("import torch")
+        started = time.perf_counter()
+        import torch
+
+        self.result["import_seconds"] = time.perf_counter() - started
+        from .loaded_libraries import loaded_libraries
+        from .thread_pools import thread_pools
+        from .torch_runtime import small_op, torch_runtime
+
+        self.stage("small op")
+        ok = small_op(torch)
+        self.stage("torch facts")
+        runtime = torch_runtime(torch)
+        runtime["small_op_ok"] = ok
+        self.result["torch_runtime"] = runtime
+        self.stage("loaded libraries")
+        self.result["loaded"] = loaded_libraries()
+        self.stage("thread pools")
+        self.result["threadpools"] = thread_pools()
+
+
+def forget_own_folder():
+    """Take the folder this package was copied to off ``sys.path``: it is envcheck's, not the target's, and
+    must not appear in ``sys_path`` nor shadow anything the probe looks up. The package's own modules still
+    import (a package finds its submodules through ``__path__``, not ``sys.path``)."""
+    package_dir = os.path.dirname(os.path.abspath(__file__))
+    own = os.path.dirname(package_dir)
+    sys.path[:] = [p for p in sys.path if not p or os.path.abspath(p) != own]
+
+
+def main(argv):
+    forget_own_folder()
+    probe = Probe(argv[1] if len(argv) > 1 else None)
+    stages = argv[2].split(",") if len(argv) > 2 else ["facts", "runtime"]
+    try:
+        if "facts" in stages:
+            probe.facts()
+        if "runtime" in stages:
+            probe.runtime()
+    except BaseException as e:  # recorded; the parent turns it into the probe outcome
+        import traceback
+
+        probe.result["exception"] = "%s: %s" % (type(e).__name__, e)
+        probe.result["traceback_tail"] = "".join(traceback.format_exc())[-4000:]
+        emit(probe.out, probe.result)
+        sys.exit(3)
+    probe.result["done"] = True
+    emit(probe.out, probe.result)
+    # The result is on disk: skip interpreter teardown, which costs torch ~0.3 s of destructors and
+    # thread joins and can itself crash on a broken build.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
