@@ -40,7 +40,7 @@ def test_vermin_finds_nothing_newer_than_python_3_8() -> None:
 
 def _imports(tree: ast.AST) -> list[tuple[int, int, str]]:
     """``(line, level, module)`` of every import: level 0 is absolute, 1+ relative."""
-    out = []
+    out: list[tuple[int, int, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out.extend((node.lineno, 0, a.name) for a in node.names)

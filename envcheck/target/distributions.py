@@ -38,6 +38,7 @@ def dist_path(dist):
 
 
 def distributions():
+    # type: () -> tuple
     """``(distributions, error)``: one dict per installed distribution in ``sys.path`` order (``shadowed``
     when an earlier one has the same canonical name), or an error text when metadata is unavailable."""
     try:

@@ -6,6 +6,7 @@ import sys
 
 
 def python_facts():
+    # type: () -> dict
     implementation = platform.python_implementation()
     prefix = sys.prefix
     if os.path.isdir(os.path.join(prefix, "conda-meta")):
