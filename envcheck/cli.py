@@ -53,10 +53,18 @@ app.command("gate")(verify_commands.gate)
 
 def main() -> None:
     """The console script. Once the command has finished and its output is flushed, the interpreter's
-    teardown only frees objects (two decoded manifests in a diff): skip it, as the exit code is known."""
+    teardown only frees objects (two decoded manifests in a diff): skip it, as the exit code is known.
+
+    Ctrl-C and SIGTERM end every target process and remove every registered temp folder at once (see
+    ``envcheck.probe.sessions``), then print ``interrupted`` and exit 130. A manifest is only written at
+    the very end, atomically, so an interrupt leaves the previous one as it was.
+    """
     import os
     import sys
 
+    from envcheck.probe import sessions
+
+    sessions.install_interrupt_handlers()
     try:
         app()
         code = 0
@@ -64,6 +72,13 @@ def main() -> None:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         if isinstance(e.code, str):
             sys.stderr.write(e.code + "\n")
+    except sessions.Interrupted:
+        # Already done by the handler; again for anything registered while the main thread unwound.
+        sessions.kill_all()
+        sys.stderr.write("interrupted\n")
+        code = sessions.EXIT_INTERRUPTED
+    # A target still registered here would outlive envcheck: none should be, but none may.
+    sessions.kill_all()
     try:
         sys.stdout.flush()
         sys.stderr.flush()

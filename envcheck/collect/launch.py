@@ -3,11 +3,13 @@ manifest models and the native parsers, so that work overlaps with the target's 
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 
-from envcheck.probe.runner import RunningTarget, start_target
+from envcheck.probe.runner import Deadline, RunningTarget, resolve_python, start_target
+
+# The facts probe reads files and metadata only: when it needs more than this, something is wrong.
+FACTS_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -35,9 +37,20 @@ class Probes:
 
 
 def start_probes(options: SnapshotOptions) -> Probes:
-    """Start both probes now. Raises ``ProbeError`` when the interpreter cannot be started."""
-    python = options.python or sys.executable
+    """Start both probes now, under one deadline ``options.timeout`` seconds away (``--timeout`` is a hard
+    deadline for all work in the target; the facts probe gets at most ``FACTS_TIMEOUT`` of it).
+
+    ``Probes.python`` is the absolute path of the interpreter (``resolve_python``). Raises ``ProbeError``
+    when the interpreter does not exist or cannot be started.
+    """
+    python = resolve_python(options.python)
     started = time.monotonic()
-    runtime = start_target(python, args=["runtime"], timeout=options.timeout) if options.probe else None
-    facts = start_target(python, args=["facts"], timeout=min(options.timeout, 60.0))
+    deadline = Deadline.after(options.timeout)
+    runtime = start_target(python, args=["runtime"], deadline=deadline) if options.probe else None
+    try:
+        facts = start_target(python, args=["facts"], timeout=FACTS_TIMEOUT, deadline=deadline)
+    except BaseException:
+        if runtime is not None:  # it would be left running until its deadline
+            runtime.kill()
+        raise
     return Probes(python=python, started=started, facts=facts, runtime=runtime)

@@ -1,16 +1,16 @@
 """Run the smoke suite in the target interpreter: one process per group, a fresh one after a crash.
 
 Groups: ``main`` (every built-in check: one ``import torch`` for the whole CPU suite, DESIGN §6),
-``compile`` (``torch.compile``, opt-in, its own process and timeout) and ``custom`` (the user's checks, in
-their own process beside ``main``). When a group's process crashes or hangs, the check it was running
-(``current`` in its result file) gets that outcome and the rest of the group runs again in a fresh process,
-so one bad check never hides the others.
+``compile`` (``torch.compile``, opt-in, its own process) and ``custom`` (the user's checks, in their own
+process beside ``main``). When a group's process crashes or hangs, the check it was running (``current`` in
+its result file) gets that outcome and the rest of the group runs again in a fresh process, so one bad
+check never hides the others. All of it runs under one ``Deadline`` (``--timeout``): a rerun gets only the
+time that is left, and once none is left the checks not run yet are ``timeout`` results, not new processes.
 """
 
 from __future__ import annotations
 
 import json
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -22,13 +22,13 @@ from envcheck.errors import ManifestError, UsageError
 from envcheck.manifest.codec import decode
 from envcheck.manifest.model import ProbeOutcome
 from envcheck.manifest.verify import CheckResult, VerifySection
-from envcheck.probe.runner import TargetRun, run_target
+from envcheck.probe import sessions
+from envcheck.probe.runner import Deadline, TargetRun, run_target
 from envcheck.target.copying import PACKAGE as TARGET_PACKAGE
 
 # The smoke-suite harness's entry module (envcheck/target/suite.py) in the copy of envcheck.target.
 SUITE_MODULE = f"{TARGET_PACKAGE}.suite"
 COMPILE_OPT_IN = "opt-in: pass --compile (torch.compile takes 15-35 s on 2 cores, beyond the suite's budget)"
-COMPILE_TIMEOUT = 300.0
 # A check that keeps crashing the process cannot loop forever: each rerun excludes at least one check.
 _MAX_RERUNS = 64
 
@@ -44,10 +44,13 @@ def run_suite(
     compile: bool = False,
     entry_points: bool = True,
     env: dict[str, str] | None = None,
+    deadline: Deadline | None = None,
 ) -> VerifySection:
     """Run the suite in ``python`` (default: this interpreter) and return its results.
 
-    ``timeout`` bounds each process (a hung check costs at most that). ``checks_file`` adds the user's
+    ``timeout`` is a hard deadline for all of it, every group and every rerun after a crash or hang;
+    ``deadline``, when given, is one shared with the caller's other target work (the earlier of the two
+    counts). Checks the deadline left no time for are ``timeout`` results. ``checks_file`` adds the user's
     ``check_*`` functions; ``entry_points`` adds those of the ``envcheck.checks`` entry-point group.
     ``compile`` opts into the ``torch.compile`` check. Raises ``UsageError`` if ``checks_file`` does not
     exist and ``ProbeError`` if the interpreter cannot be started; everything else is a result.
@@ -61,9 +64,9 @@ def run_suite(
     if checks_file is not None:
         base["checks_file"] = str(checks_file.resolve())
     groups = ["main", "custom"] + (["compile"] if compile else [])
-    # torch.compile gets its own, longer, timeout: a cold inductor compile takes ~30 s on 2 cores.
-    timeouts = {"compile": max(timeout, COMPILE_TIMEOUT)}
-    with tempfile.TemporaryDirectory(prefix="envcheck-verify-") as tmp, _Poller(progress) as poller:
+    ends = Deadline.after(timeout) if deadline is None else deadline.earliest(Deadline.after(timeout))
+    # Removed by an interrupt too, while the groups' threads still wait on their targets.
+    with sessions.temporary_folder("envcheck-verify-") as tmp, _Poller(progress) as poller:
         jobs = {}
         with ThreadPoolExecutor(len(groups)) as pool:
             for group in groups:
@@ -71,7 +74,7 @@ def run_suite(
                 progress_file.touch()
                 poller.watch(progress_file)
                 config = {**base, "group": group, "progress": str(progress_file)}
-                jobs[group] = pool.submit(_run_group, python, config, timeouts.get(group, timeout), env)
+                jobs[group] = pool.submit(_run_group, python, config, ends, env)
             by_group = {group: job.result() for group, job in jobs.items()}
     results = by_group["main"][0]
     if not compile:
@@ -95,19 +98,22 @@ def run_suite(
 
 
 def _run_group(
-    python: str | None, config: dict[str, Any], timeout: float, env: dict[str, str] | None
+    python: str | None, config: dict[str, Any], deadline: Deadline, env: dict[str, str] | None
 ) -> tuple[list[CheckResult], str | None]:
-    """Run one group to the end, rerunning after each crash or hang; results in plan order."""
+    """Run one group to the end or to the deadline, rerunning after each crash or hang (each rerun with
+    the time left); results in plan order, a ``timeout`` result for each check the deadline left out."""
     done: dict[str, CheckResult] = {}
     plan: list[tuple[str, str]] = []
     torch_version: str | None = None
     exclude: list[str] = []
     for _ in range(_MAX_RERUNS):
+        if deadline.expired():
+            break
         run = run_target(
             python,
             module=SUITE_MODULE,
             args=[json.dumps({**config, "exclude": exclude})],
-            timeout=timeout,
+            deadline=deadline,
             env=env,
         )
         data = run.data
@@ -135,6 +141,19 @@ def _run_group(
         done[current] = _ended(current, dict(plan)[current], run, data)
         # The rest of the group (including families not loaded yet) runs in a fresh process.
         exclude = sorted(done)
+    if deadline.expired():
+        # No time was left to start (or finish) these: each is a timeout, not a silent gap.
+        if not plan:
+            plan.append((f"{config['group']}/start", "cpu"))
+        for name, device in plan:
+            if name not in done:
+                done[name] = CheckResult(
+                    name=name,
+                    family=_family(name),
+                    device=device,
+                    status="timeout",
+                    timeout_s=deadline.seconds,
+                )
     ordered = [done[name] for name, _ in plan if name in done]
     ordered += [r for name, r in done.items() if name not in {n for n, _ in plan}]
     return ordered, torch_version
@@ -165,11 +184,16 @@ def _result(entry: object) -> CheckResult:
     return CheckResult(name=name, family="custom", device="cpu", status="error", error="malformed result")
 
 
+def _family(name: str) -> str:
+    """The family of a check known only by name (it never reported its own)."""
+    head = name.split("/", maxsplit=1)[0].split(":", maxsplit=1)[0]
+    return "runtime" if name == "import_torch" else (head if head in ("custom", "cuda") else "suite")
+
+
 def _ended(name: str, device: str, run: TargetRun, data: dict[str, Any]) -> CheckResult:
     """The result of the check that was running when its process ended abnormally."""
     outcome: ProbeOutcome = run.outcome
-    head = name.split("/", maxsplit=1)[0].split(":", maxsplit=1)[0]
-    family = "runtime" if name == "import_torch" else (head if head in ("custom", "cuda") else "suite")
+    family = _family(name)
     error = None
     for key in ("import_error", "load_error"):
         if isinstance(data.get(key), str):
