@@ -78,3 +78,101 @@ def fault_torch(venv_factory: Callable[[str], Path], name: str, body: str) -> Pa
     (package / "__init__.py").write_text(body, encoding="utf-8")
     (package / "version.py").write_text("__version__ = '9.9.9+fault'\ncuda = None\n", encoding="utf-8")
     return python
+
+
+# A fake torch whose import does what ENVCHECK_TEST_FAULT names, in every target that imports it (the
+# runtime probe, the suite's groups). The variable travels to the targets with the environment, so one
+# venv serves every case. ENVCHECK_TEST_LOG names a folder where it records the pids it leaves behind.
+HOSTILE_TORCH = r'''
+import os
+import signal
+import subprocess
+import sys
+import time
+
+fault = os.environ.get("ENVCHECK_TEST_FAULT", "")
+log_dir = os.environ.get("ENVCHECK_TEST_LOG", "")
+
+
+def log(name, line):
+    if log_dir:
+        with open(os.path.join(log_dir, name), "a") as f:
+            f.write(line + "\n")
+
+
+def sleeper():
+    """A child in the target's own process group: killing only the target would orphan it."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    log("pids", "%d\n%d" % (os.getpid(), child.pid))
+
+
+if fault == "hang":
+    sleeper()
+    time.sleep(600)
+elif fault == "interrupt":
+    sleeper()
+    try:  # the first target to get here interrupts envcheck, its parent; the others just hang
+        os.close(os.open(os.path.join(log_dir, "signalled"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        pass
+    else:
+        os.kill(os.getppid(), int(os.environ["ENVCHECK_TEST_SIGNAL"]))
+    time.sleep(600)
+elif fault == "daemon":
+    # The classic daemon: double fork + setsid. It leaves the target's session and keeps fd 2, the
+    # target's stderr pipe, open; the import itself then succeeds.
+    first = os.fork()
+    if first == 0:
+        os.setsid()
+        if os.fork() == 0:
+            log("daemons", str(os.getpid()))
+            time.sleep(600)
+        os._exit(0)
+    os.waitpid(first, 0)
+elif fault == "endless-stderr":
+    chunk = b"spam " * 13107 + b"\n"
+    while True:
+        os.write(2, chunk)
+elif fault == "stderr-300mb":
+    chunk = b"x" * (1024 * 1024 - 1) + b"\n"
+    for _ in range(300):
+        os.write(2, chunk)
+    os._exit(3)  # ends on its own, right after: the tail must hold the end of all 300 MB
+elif fault.startswith("result-"):
+    out = sys.argv[1]  # the result file the target writes, replaced by something hostile
+    tmp = out + ".hostile"
+    if fault == "result-2gb":
+        with open(tmp, "wb") as f:  # sparse: 2 GiB long, nothing on disk
+            f.seek(2 ** 31)
+            f.write(b"}")
+    elif fault == "result-zero-link":
+        os.symlink("/dev/zero", tmp)
+    elif fault == "result-fifo":
+        os.mkfifo(tmp)
+    os.replace(tmp, out)
+    os._exit(0)  # before the probe writes its own result over it
+'''
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie, dead but not yet reaped, does not count)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def processes_mentioning(text: str) -> dict[int, str]:
+    """The live processes whose command line mentions ``text`` (e.g. a run's temp folder): pid to it."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if text in cmdline and process_alive(int(entry.name)):
+            found[int(entry.name)] = cmdline
+    return found

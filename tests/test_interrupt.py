@@ -1,0 +1,70 @@
+"""Ctrl-C and SIGTERM during ``snapshot``, ``verify`` and ``gate``: every target session is killed, every
+temp folder removed, ``interrupted`` printed, exit 130, and the previous manifest left as it was.
+
+The fake torch (``venvs.HOSTILE_TORCH``, fault ``interrupt``) starts a child, then the first target to
+import it sends the signal to envcheck, its parent, and every target hangs: the signal lands while targets
+run (and while worker threads wait on them), exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hostile import assert_bounded, envcheck_argv, run_bounded
+from venvs import HOSTILE_TORCH, fault_torch, process_alive, processes_mentioning
+
+# Far beyond the run: only the interrupt can end it this early.
+TIMEOUT = 120.0
+BOUND = 30.0
+EXAMPLE = Path(__file__).parents[1] / "manifests" / "examples" / "torch-2.13.0-cpu-linux.json"
+
+
+@pytest.fixture(scope="module")
+def hostile_python(venv_factory: Callable[[str], Path]) -> Path:
+    return fault_torch(venv_factory, "interrupting-torch", HOSTILE_TORCH)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("command", ["snapshot", "verify", "gate"])
+def test_an_interrupt_ends_every_target_and_leaves_the_manifest(
+    hostile_python: Path, tmp_path: Path, command: str, signum: signal.Signals
+) -> None:
+    tmpdir = tmp_path / "tmp"
+    log = tmp_path / "log"
+    tmpdir.mkdir()
+    log.mkdir()
+    manifest = tmp_path / "envcheck.lock.json"
+    shutil.copyfile(EXAMPLE, manifest)
+    before = manifest.read_bytes()
+    common = ["--python", str(hostile_python), "--timeout", str(TIMEOUT)]
+    args = {
+        "snapshot": ["snapshot", "-o", str(manifest), *common],
+        "verify": ["verify", "--against", str(manifest), *common],
+        "gate": ["gate", str(manifest), *common],
+    }[command]
+    env = {
+        **os.environ,
+        "TMPDIR": str(tmpdir),
+        "ENVCHECK_TEST_FAULT": "interrupt",
+        "ENVCHECK_TEST_LOG": str(log),
+        "ENVCHECK_TEST_SIGNAL": str(int(signum)),
+    }
+
+    result = run_bounded(envcheck_argv(*args), timeout=BOUND, env=env, cwd=tmp_path)
+
+    assert_bounded(result, timeout=BOUND)
+    assert (log / "signalled").exists(), result.stderr  # the signal came from a running target
+    assert result.returncode == 130, result.stderr
+    assert result.stderr.splitlines()[-1] == "interrupted"
+    assert manifest.read_bytes() == before
+    # Every target and every child it started is gone, even those in sessions of their own.
+    pids = [int(p) for p in (log / "pids").read_text().split()]
+    assert pids
+    assert [pid for pid in pids if process_alive(pid)] == []
+    assert processes_mentioning(str(tmpdir)) == {}
+    assert list(tmpdir.iterdir()) == []
