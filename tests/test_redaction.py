@@ -135,6 +135,7 @@ def test_text_canary_is_redacted_and_the_rest_kept(kind: str, text: str, secret:
     assert secret not in out
     assert REDACTED in out
     assert kept in out
+    assert redact_text(out) == out  # idempotent: envcheck redacts again what the target redacted
 
 
 @pytest.mark.parametrize("name", SECRET_NAMES)

@@ -41,7 +41,7 @@ _BARE_USERINFO = re.compile(
     r"(?:^|(?<=[\s=,;'\"(<\[]))[^\s/@:=,;'\"<>()\[\]]+:[^\s/'\"<>]*@(?=[A-Za-z0-9\[])"
 )
 _QUERY_SECRET = re.compile(
-    r"(?P<key>[?&;][^=&;#\s]*?(?:token|secret|passw|key|sig|auth|cred|session)[^=&;#\s]*)=[^&;#\s\"'<>]*",
+    r"(?P<key>[?&;][^=&;#\s]*?(?:token|secret|passw|key|sig|auth|cred|session)[^=&;#\s]*)=[^&;#\s\"'<>]+",
     re.I,
 )
 # `password=x`, `HF_TOKEN: x`, `aws_secret_access_key = x` in free text (exception messages, stderr).
