@@ -56,8 +56,10 @@ def main() -> None:
     teardown only frees objects (two decoded manifests in a diff): skip it, as the exit code is known.
 
     Ctrl-C and SIGTERM end every target process and remove every registered temp folder at once (see
-    ``envcheck.probe.sessions``), then print ``interrupted`` and exit 130. A manifest is only written at
-    the very end, atomically, so an interrupt leaves the previous one as it was.
+    ``envcheck.probe.sessions``), then print ``interrupted`` and exit 130. On Linux envcheck is the
+    subreaper of its targets' descendants, so even a daemon that left a target's session ends with it.
+    A manifest is only written at the very end, atomically, so an interrupt leaves the previous one as it
+    was.
     """
     import os
     import sys
@@ -65,6 +67,7 @@ def main() -> None:
     from envcheck.probe import sessions
 
     sessions.install_interrupt_handlers()
+    sessions.adopt_orphans()
     try:
         app()
         code = 0
@@ -77,8 +80,9 @@ def main() -> None:
         sessions.kill_all()
         sys.stderr.write("interrupted\n")
         code = sessions.EXIT_INTERRUPTED
-    # A target still registered here would outlive envcheck: none should be, but none may.
+    # A target still registered here, or a daemon one left behind, would outlive envcheck: none may.
     sessions.kill_all()
+    sessions.kill_orphans()
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -30,8 +30,7 @@ def hostile_python(venv_factory: Callable[[str], Path]) -> Path:
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Iterator[Path]:
     """A folder for the run: ``tmp/`` is its TMPDIR, ``log/`` where the fake torch records its pids.
-    Afterwards, every process the fake torch recorded must be gone, and so must its daemons (killed here,
-    as they left envcheck's reach by design)."""
+    Daemons still alive afterwards (a failed test) are killed here, not left to the machine."""
     (tmp_path / "tmp").mkdir()
     (tmp_path / "log").mkdir()
     yield tmp_path
@@ -63,11 +62,7 @@ def _snapshot(
     assert result.returncode == 0, result.stderr
     # Nothing of the run is left: its targets and their children, its temp folders.
     assert [p for p in _pids(run_dir / "log" / "pids") if process_alive(p)] == []
-    # (A daemon of the "daemon" case left the target's session on purpose: the fixture ends it.)
-    daemons = _pids(run_dir / "log" / "daemons")
-    assert {
-        pid: cmd for pid, cmd in processes_mentioning(str(run_dir / "tmp")).items() if pid not in daemons
-    } == {}
+    assert processes_mentioning(str(run_dir / "tmp")) == {}
     assert list((run_dir / "tmp").iterdir()) == []
     return result, json.loads(manifest.read_text(encoding="utf-8"))
 
@@ -90,11 +85,11 @@ def test_a_hang_is_killed_at_the_deadline_with_every_process_it_started(
 
 def test_a_daemon_holding_stderr_does_not_keep_envcheck_waiting(hostile_python: Path, run_dir: Path) -> None:
     _, manifest = _snapshot(hostile_python, run_dir, "daemon", "--no-verify")
-    assert manifest["meta"]["probe"]["status"] != "timeout"  # the probe ended; only its daemon lingers
-    # The daemon really was there, holding the pipe, when envcheck finished (the fixture kills it).
+    assert manifest["meta"]["probe"]["status"] != "timeout"  # the probe ended; only its daemon lingered
+    # The daemon left the target's session, yet it is gone too: envcheck was its subreaper (Linux).
     daemons = _pids(run_dir / "log" / "daemons")
     assert daemons
-    assert all(process_alive(pid) for pid in daemons)
+    assert [pid for pid in daemons if process_alive(pid)] == []
 
 
 def test_endless_stderr_keeps_a_bounded_tail_and_names_the_cut(hostile_python: Path, run_dir: Path) -> None:

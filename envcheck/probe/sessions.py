@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -168,3 +169,55 @@ def _interrupt(signum: int) -> None:
         os._exit(EXIT_INTERRUPTED)
     _registry.handled = True
     raise Interrupted(signal.Signals(signum).name)
+
+
+# prctl(2) PR_SET_CHILD_SUBREAPER, Linux >= 3.4.
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def adopt_orphans() -> None:
+    """Make this process the subreaper of its descendants (Linux; elsewhere nothing happens).
+
+    A daemon that a target starts (double fork + ``setsid``) leaves the target's session, so killing the
+    session cannot reach it; as a subreaper, envcheck becomes its parent instead of init, and
+    ``kill_orphans`` can end it. For the console script only: it changes how this process's descendants
+    are re-parented. Never raises.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def kill_orphans() -> None:
+    """SIGKILL every live child of this process that is not a registered target: after
+    ``adopt_orphans``, the daemons that targets left behind. Linux only (``/proc``). Never raises."""
+    if not sys.platform.startswith("linux"):
+        return
+    with _registry.lock:
+        registered = set(_registry.sessions)
+    # A killed daemon's own children are re-parented here in turn: a few rounds, not a loop without end.
+    for _ in range(8):
+        orphans = _live_children(os.getpid()) - registered
+        if not orphans:
+            return
+        for pid in orphans:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _live_children(parent: int) -> set[int]:
+    children = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ")".
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[1] == str(parent) and fields[0] not in ("Z", "X"):
+            children.add(int(entry.name))
+    return children
