@@ -82,7 +82,8 @@ TimeoutOption = Annotated[
     typer.Option(
         "--timeout",
         min=1.0,
-        help="Seconds the target may take before it counts as hung.",
+        help="A hard deadline in seconds for all work in the target (every probe, check and rerun); "
+        "at it the target's whole process session is killed.",
         envvar="ENVCHECK_TIMEOUT",
     ),
 ]
