@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import tempfile
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from envcheck.errors import UsageError
@@ -51,7 +51,7 @@ def scan_target(path: str) -> NativeSection:
             )
         with tempfile.TemporaryDirectory(prefix="envcheck-scan-") as tmp:
             skipped = _extract_native(target, tmp)
-            return scan_folder(tmp, display_root=tmp, refused=skipped)
+            return scan_folder(tmp, display_root=tmp, refused=skipped, wheel=True)
     if not target.is_dir():
         raise UsageError(f"{path} is neither a file nor a folder")
     return scan_folder(str(target), display_root=None)
@@ -161,11 +161,16 @@ class _Oversize(Exception):
     """A member's data decompresses past the size its header declares."""
 
 
-def _records(root: str, refused: list[RefusedFile]) -> Iterator[tuple[str, str, str | None]]:
+def _records(
+    root: str, refused: list[RefusedFile], display: Callable[[str], str], *, every_row_inside: bool
+) -> Iterator[tuple[str, str, str | None]]:
     """``(distribution, RECORD path, sha256 hex)`` for the native files of each ``*.dist-info/RECORD``.
 
     A RECORD is opened only if it is a regular file inside ``root``, and read up to ``MAX_RECORD_BYTES``;
-    one that cannot be read is appended to ``refused`` with the reason."""
+    one that cannot be read is appended to ``refused`` with the reason. With ``every_row_inside`` (a
+    wheel, whose RECORD never leaves it: data files go to ``<name>.data/``), any row naming a path outside
+    ``root`` is appended too (``record-escape``); in a site-packages folder, scripts in ``../../../bin`` are
+    normal, and only native rows are checked (by ``scan_folder``)."""
     from envcheck.target.record import parse_record_natives
 
     try:
@@ -182,7 +187,7 @@ def _records(root: str, refused: list[RefusedFile]) -> Iterator[tuple[str, str, 
         except FileNotFoundError:
             continue
         except NotOpened as e:
-            refused.append(RefusedFile(path=f"{entry}/RECORD", owner=dist, kind=e.kind, reason=e.reason))  # type: ignore[arg-type]
+            refused.append(RefusedFile(path=display(record), owner=dist, kind=e.kind, reason=e.reason))  # type: ignore[arg-type]
             continue
         except OSError:
             continue
@@ -191,18 +196,46 @@ def _records(root: str, refused: list[RefusedFile]) -> Iterator[tuple[str, str, 
         if len(raw) > MAX_RECORD_BYTES:
             refused.append(
                 RefusedFile(
-                    path=f"{entry}/RECORD",
+                    path=display(record),
                     owner=dist,
                     kind="member-cap",
                     reason=f"over the {MAX_RECORD_BYTES}-byte cap for a RECORD: not read",
                 )
             )
             continue
-        for native in parse_record_natives(raw.decode("utf-8", errors="replace")):
+        text = raw.decode("utf-8", errors="replace")
+        if every_row_inside:
+            refused += _escaping_rows(root, dist, text)
+        for native in parse_record_natives(text):
             yield dist, native["path"], native["sha256"]
 
 
-def scan_folder(root: str, *, display_root: str | None, refused: Sequence[RefusedFile] = ()) -> NativeSection:
+def _leaves(root: str, rel: str) -> bool:
+    full = os.path.normpath(os.path.join(root, rel))
+    return os.path.isabs(rel) or not is_inside(os.path.normcase(full), [os.path.normcase(root)])
+
+
+def _escaping_rows(root: str, dist: str, text: str) -> list[RefusedFile]:
+    """The rows of a wheel's RECORD naming a path outside the wheel, none of them read."""
+    import csv
+
+    out = []
+    for row in csv.reader(text.splitlines()):
+        if row and _leaves(root, row[0].replace("\\", "/")):
+            out.append(
+                RefusedFile(
+                    path=row[0],
+                    owner=dist,
+                    kind="record-escape",
+                    reason="RECORD names a path outside the wheel: not read",
+                )
+            )
+    return out
+
+
+def scan_folder(
+    root: str, *, display_root: str | None, refused: Sequence[RefusedFile] = (), wheel: bool = False
+) -> NativeSection:
     """The tree of every native file under ``root`` (RECORD-owned ones keyed by their distribution).
 
     Only regular files whose real path stays inside ``root`` are opened; a RECORD entry naming a path
@@ -215,9 +248,11 @@ def scan_folder(root: str, *, display_root: str | None, refused: Sequence[Refuse
         catalog.display = lambda p: os.path.relpath(p, base).replace(os.sep, "/")
     skipped = list(refused)
     roots: dict[str, RootFile] = {}
-    for dist, rel, sha in _records(root, skipped):
+    for dist, rel, sha in _records(root, skipped, catalog.display, every_row_inside=wheel):
         full = os.path.normpath(os.path.join(root, rel))
-        if os.path.isabs(rel) or not is_inside(os.path.normcase(full), [os.path.normcase(root)]):
+        if _leaves(root, rel):
+            if wheel:
+                continue  # already refused with every other row of the wheel's RECORD
             skipped.append(
                 RefusedFile(
                     path=rel,
@@ -334,12 +369,21 @@ def format_text(section: NativeSection, target: str) -> str:
         lines.append("")
         lines.append("RECORD entries that leave the tree (never read):")
         lines += [f"    {esc(r.owner)}: {esc(r.path)}" for r in escapes]
+    shown = {n.path for n in nodes if n.error}
+    unopened = [r for r in section.refused or [] if r.kind in _UNOPENED and r.path not in shown]
+    if unopened:
+        lines.append("")
+        lines.append("files not opened:")
+        lines += [f"    {esc(r.path)}: {esc(r.reason)}" for r in unopened]
     members = [r for r in section.refused or [] if r.kind in ("member-name", "member-cap")]
     if members:
         lines.append("")
         lines.append("wheel members not extracted:")
         lines += [f"    {esc(r.path)}: {esc(r.reason)}" for r in members]
     return "\n".join(lines) + "\n"
+
+
+_UNOPENED = ("not-regular", "link-outside", "link-loop")
 
 
 def is_broken(section: NativeSection) -> bool:
