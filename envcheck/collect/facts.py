@@ -1,17 +1,22 @@
 """Turn the probe's raw JSON into manifest sections. Pure functions: no I/O beyond what is passed in.
 
 The probe's output is untrusted in the same way a manifest is (it comes from another interpreter, maybe
-another Python version), so every section goes through ``codec.decode`` and a malformed answer becomes a
-``ManifestError`` naming the location, never a ``KeyError``.
+another Python version, maybe a program that only calls itself Python), so every section goes through
+``codec.decode`` or an explicit type check, and a malformed answer becomes a ``ManifestError`` naming
+every malformed location, never a ``KeyError`` or a ``TypeError``. ``static_facts`` and ``runtime_facts``
+decode a whole result (of the facts and of the runtime probe) and are the entry points ``take_snapshot``
+uses.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import PurePath
-from typing import Any
+from typing import Any, TypeVar
 
+from envcheck.errors import ManifestError
 from envcheck.manifest.codec import decode
 from envcheck.manifest.model import (
     Distribution,
@@ -27,6 +32,181 @@ from envcheck.manifest.model import (
 )
 
 SOURCE = "probe output"
+# A live process maps a few hundred libraries (a CUDA torch about 300); a list far longer than any real one
+# would only make envcheck hash files for a hostile target.
+MAX_LOADED_LIBRARIES = 20_000
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StaticFacts:
+    """The facts probe's result, decoded: what the target told about itself without importing torch."""
+
+    python_version: tuple[int, ...] | None
+    platform: PlatformInfo
+    python: PythonInfo
+    packages: list[Distribution]
+    torch: TorchInfo
+    env: dict[str, str]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RuntimeFacts:
+    """The runtime probe's result, decoded. ``None`` where the probe did not get that far (a crash, no
+    torch): absent is data; present and malformed is a ``ManifestError``."""
+
+    gpu: GpuDriver | None
+    torch_runtime: TorchRuntime | None
+    loaded: list[str] | None
+    threadpools: list[dict[str, Any]] | None
+    traceback_tail: str | None
+
+
+class _Problems:
+    """Every malformed location of one result, so that one message lists them all."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def section(self, build: Callable[[], T]) -> T | None:
+        try:
+            return build()
+        except ManifestError as e:
+            self.items.extend(e.problems)
+            return None
+
+    def expect(self, ok: bool, problem: str) -> bool:
+        if not ok:
+            self.items.append(problem)
+        return ok
+
+    def raise_any(self) -> None:
+        if self.items:
+            raise ManifestError(SOURCE, self.items)
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object" if isinstance(value, dict) else "a value"
+
+
+def static_facts(data: Mapping[str, Any]) -> StaticFacts:
+    """Decode the facts probe's result. Raises ``ManifestError`` (source ``probe output``) listing every
+    missing or malformed section with its location (``platform``, ``packages[3].version``, ``env.PATH``)."""
+    problems = _Problems()
+    version = data.get("python_version")
+    python_version = None
+    if version is not None and problems.expect(
+        isinstance(version, list)
+        and len(version) >= 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in version),
+        f"python_version: expected an array of integers (major, minor, micro), got {_kind(version)}",
+    ):
+        python_version = tuple(version)
+    platform = problems.section(lambda: platform_info(_required(data, "platform")))
+    python = problems.section(lambda: python_info(_required(data, "python")))
+    raw_packages = data.get("packages")
+    packages = (
+        problems.section(lambda: distributions(raw_packages or []))
+        if problems.expect(
+            raw_packages is None or isinstance(raw_packages, list),
+            f"packages: expected an array, got {_kind(raw_packages)}",
+        )
+        else None
+    )
+    raw_torch = data.get("torch")
+    torch = (
+        problems.section(lambda: torch_info(raw_torch or {}, None))
+        if problems.expect(
+            raw_torch is None or isinstance(raw_torch, dict),
+            f"torch: expected an object, got {_kind(raw_torch)}",
+        )
+        else None
+    )
+    env = problems.section(
+        lambda: decode(dict[str, str], data.get("env") or {}, source=SOURCE, location="env")
+    )
+    problems.raise_any()
+    assert platform is not None and python is not None and torch is not None and env is not None
+    return StaticFacts(
+        python_version=python_version,
+        platform=platform,
+        python=python,
+        packages=packages or [],
+        torch=torch,
+        env=dict(sorted(env.items())),
+    )
+
+
+def runtime_facts(data: Mapping[str, Any]) -> RuntimeFacts:
+    """Decode the runtime probe's result. Raises ``ManifestError`` listing every malformed location; a
+    result that says ``done`` must hold what a finished probe writes (``torch_runtime`` and ``loaded``,
+    unless ``torch_missing``)."""
+    problems = _Problems()
+
+    def optional(key: str, kind: type, what: str) -> Any:
+        value = data.get(key)
+        return (
+            value
+            if problems.expect(
+                value is None or isinstance(value, kind), f"{key}: expected {what}, got {_kind(value)}"
+            )
+            else None
+        )
+
+    raw_gpu = optional("gpu", dict, "an object")
+    gpu = problems.section(lambda: gpu_driver(raw_gpu)) if raw_gpu is not None else None
+    raw_runtime = optional("torch_runtime", dict, "an object")
+    runtime = problems.section(lambda: torch_runtime(raw_runtime)) if raw_runtime is not None else None
+    loaded = optional("loaded", list, "an array of paths")
+    if loaded is not None:
+        problems.expect(
+            len(loaded) <= MAX_LOADED_LIBRARIES,
+            f"loaded: {len(loaded)} libraries, more than any process maps ({MAX_LOADED_LIBRARIES})",
+        )
+        bad = [i for i, p in enumerate(loaded) if not isinstance(p, str) or not p or "\0" in p]
+        if bad:
+            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+            problems.expect(False, f"loaded[{bad[0]}]: expected a path, got {_kind(loaded[bad[0]])}{more}")
+    pools = optional("threadpools", list, "an array of objects")
+    for i, pool in enumerate(pools or []):
+        where = f"threadpools[{i}]"
+        if not problems.expect(isinstance(pool, dict), f"{where}: expected an object, got {_kind(pool)}"):
+            continue
+        for key in ("user_api", "internal_api", "filepath"):
+            problems.expect(
+                isinstance(pool.get(key), str),
+                f"{where}.{key}: expected a string, got {_kind(pool.get(key))}",
+            )
+        problems.expect(
+            pool.get("version") is None or isinstance(pool.get("version"), str),
+            f"{where}.version: expected a string, got {_kind(pool.get('version'))}",
+        )
+        threads = pool.get("num_threads")
+        problems.expect(
+            threads is None or (isinstance(threads, int) and not isinstance(threads, bool)),
+            f"{where}.num_threads: expected an integer, got {_kind(threads)}",
+        )
+    tail = optional("traceback_tail", str, "a string")
+    if data.get("done") is True and data.get("torch_missing") is not True:
+        for key in ("torch_runtime", "loaded"):
+            problems.expect(key in data, f"{key}: missing (the result says done, and torch is not missing)")
+    problems.raise_any()
+    return RuntimeFacts(gpu=gpu, torch_runtime=runtime, loaded=loaded, threadpools=pools, traceback_tail=tail)
+
+
+def _required(data: Mapping[str, Any], key: str) -> Any:
+    if key not in data:
+        raise ManifestError(SOURCE, [f"{key}: missing"])
+    return data[key]
 
 
 def torch_variant(version: str | None, cuda: str | None, hip: str | None) -> str:
@@ -51,7 +231,10 @@ def python_info(raw: Mapping[str, Any]) -> PythonInfo:
 
     from packaging import tags
 
-    version = tuple(int(p) for p in info.version.split(".")[:2])
+    found = re.match(r"(\d+)\.(\d+)", info.version)
+    if found is None:
+        raise ManifestError(SOURCE, [f"python.version: expected 'X.Y.Z', got {info.version[:40]!r}"])
+    version = (int(found.group(1)), int(found.group(2)))
     wanted = list(tags.cpython_tags(python_version=version, platforms=list(tags.platform_tags())))
     return replace(info, wheel_tags=[str(t) for t in wanted[:12]])
 
@@ -73,15 +256,17 @@ def torch_runtime(raw: Mapping[str, Any]) -> TorchRuntime:
 def torch_info(raw: Mapping[str, Any], runtime: Mapping[str, Any] | None) -> TorchInfo:
     static_raw = raw.get("static")
     static = None
+    if static_raw is not None and not isinstance(static_raw, Mapping):
+        raise ManifestError(SOURCE, [f"torch.static: expected an object, got {_kind(static_raw)}"])
     if isinstance(static_raw, Mapping):
+
+        def text(key: str) -> str | None:  # a wrong type is left for decode to name
+            value = static_raw.get(key)
+            return value if isinstance(value, str) else None
+
         static = decode(
             TorchStatic,
-            {
-                **static_raw,
-                "variant": torch_variant(
-                    static_raw.get("version"), static_raw.get("cuda"), static_raw.get("hip")
-                ),
-            },
+            {**static_raw, "variant": torch_variant(text("version"), text("cuda"), text("hip"))},
             source=SOURCE,
             location="torch.static",
         )

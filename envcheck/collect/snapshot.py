@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import stat
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +18,7 @@ from pathlib import Path
 from envcheck import __version__
 from envcheck.collect import facts
 from envcheck.collect.launch import Probes, SnapshotOptions, start_probes
-from envcheck.errors import ProbeError
+from envcheck.errors import ManifestError, ProbeError
 from envcheck.manifest.model import SCHEMA_VERSION, Manifest, Meta, ProbeOutcome
 from envcheck.manifest.native import NativeSection
 from envcheck.probe.runner import TargetRun
@@ -29,30 +30,36 @@ def take_snapshot(
     options: SnapshotOptions, *, native: NativeScanner | None = None, probes: Probes | None = None
 ) -> Manifest:
     """Snapshot the target interpreter. A target that crashes, hangs or cannot import torch still yields a
-    manifest, with ``meta.probe`` saying what happened. Raises ``ProbeError`` only when the interpreter
-    cannot run even the standard-library facts probe. ``probes``: already started by ``start_probes``.
+    manifest, with ``meta.probe`` saying what happened; so does a runtime probe result that is malformed
+    (``meta.probe``: ``error``, "malformed probe result: <locations>"). Raises ``ProbeError`` only when
+    the interpreter cannot run even the standard-library facts probe, or answers it with a result that
+    is malformed (every location named). ``probes``: already started by ``start_probes``.
     """
     probes = probes or start_probes(options)
     started = probes.started
     python = probes.python
     runtime_probe = probes.runtime
     facts_run = probes.facts.wait()
-    if not facts_run.data.get("done"):
+    try:
+        done = facts_run.data.get("done")
+        if done is not True and facts_run.outcome.status != "ok":
+            raise ProbeError(_facts_failure(python, facts_run))
+        _refuse_old_python(python, facts_run.data.get("python_version"))
+        try:
+            if done is not True:  # it exited 0 claiming success, but not in the result's own terms
+                raise ManifestError(facts.SOURCE, [f"done: expected true, got {done!r:.40}"])
+            found = facts.static_facts(facts_run.data)
+        except ManifestError as e:
+            raise ProbeError(
+                f"the target interpreter {python} answered with a malformed facts result: "
+                + _shown(e.problems),
+                tip=f"Check that {python} is a Python 3.8+ interpreter (run it with --version).",
+            ) from e
+    except ProbeError:
         if runtime_probe is not None:
-            runtime_probe.wait()
-        raise ProbeError(_facts_failure(python, facts_run))
-    data = facts_run.data
-    version = data.get("python_version")
-    if isinstance(version, list) and version[:2] < [3, 8]:
-        if runtime_probe is not None:
-            runtime_probe.wait()
-        shown = ".".join(str(v) for v in version)
-        raise ProbeError(
-            f"the target interpreter {python} is Python {shown}; envcheck inspects Python 3.8 and newer",
-            tip="Point --python at the interpreter that runs the application (3.8+).",
-        )
-    packages = facts.distributions(data.get("packages") or [])
-    owners = facts.Owners(packages)
+            runtime_probe.wait()  # collected, not left running until its deadline
+        raise
+    owners = facts.Owners(found.packages)
     base = Manifest(
         schema_version=SCHEMA_VERSION,
         meta=Meta(
@@ -62,13 +69,13 @@ def take_snapshot(
             probe=ProbeOutcome(status="not-run"),
             created=_now(),
         ),
-        platform=facts.platform_info(data["platform"]),
-        python=facts.python_info(data["python"]),
-        packages=packages,
-        torch=facts.torch_info(data.get("torch") or {}, None),
+        platform=found.platform,
+        python=found.python,
+        packages=found.packages,
+        torch=found.torch,
         gpu=None,
         runtimes=None,
-        env=dict(sorted((data.get("env") or {}).items())),
+        env=found.env,
     )
     # The native tree is static: it is walked while the runtime probe imports torch.
     native_section = native(base, options) if native is not None else None
@@ -83,22 +90,52 @@ def take_snapshot(
     return manifest
 
 
+def _refuse_old_python(python: str, version: object) -> None:
+    """Raise ``ProbeError`` for a target older than 3.8 (a malformed version is left to the decoder)."""
+    if not (isinstance(version, list) and len(version) >= 2 and all(type(v) is int for v in version)):
+        return
+    if version[:2] < [3, 8]:
+        shown = ".".join(str(v) for v in version)
+        raise ProbeError(
+            f"the target interpreter {python} is Python {shown}; envcheck inspects Python 3.8 and newer",
+            tip="Point --python at the interpreter that runs the application (3.8+).",
+        )
+
+
+def _shown(problems: Sequence[str], limit: int = 5) -> str:
+    more = f" (and {len(problems) - limit} more)" if len(problems) > limit else ""
+    return "; ".join(problems[:limit]) + more
+
+
+def _malformed(outcome: ProbeOutcome, error: ManifestError) -> ProbeOutcome:
+    """The outcome of a runtime probe whose result does not decode. A crash or a timeout stays what it
+    was (the result is partial anyway); a probe that claims success, or reports an exception, becomes an
+    ``error`` whose exception says the result was malformed and where."""
+    if outcome.status in ("crashed", "timeout"):
+        return outcome
+    note = "malformed probe result: " + _shown(error.problems)
+    exception = f"{outcome.exception}; {note}" if outcome.exception else note
+    return dataclasses.replace(outcome, status="error", exception=exception[:4000])
+
+
 def _add_runtime(manifest: Manifest, run: TargetRun, owners: facts.Owners) -> Manifest:
-    data = run.data
+    """The runtime probe's sections and outcome added to ``manifest``; a malformed result adds only an
+    outcome that says so (the static facts stand)."""
     outcome = run.outcome
-    if outcome.status == "error" and data.get("traceback_tail"):
-        outcome = dataclasses.replace(outcome, stderr_tail=str(data["traceback_tail"])[-4000:])
-    gpu = facts.gpu_driver(data["gpu"]) if isinstance(data.get("gpu"), dict) else None
+    try:
+        found = facts.runtime_facts(run.data)
+    except ManifestError as e:
+        return manifest.replace(meta=dataclasses.replace(manifest.meta, probe=_malformed(outcome, e)))
+    if outcome.status == "error" and found.traceback_tail:
+        outcome = dataclasses.replace(outcome, stderr_tail=found.traceback_tail[-4000:])
     torch = manifest.torch
-    if isinstance(data.get("torch_runtime"), dict):
-        torch = dataclasses.replace(torch, runtime=facts.torch_runtime(data["torch_runtime"]))
+    if found.torch_runtime is not None:
+        torch = dataclasses.replace(torch, runtime=found.torch_runtime)
     runtimes = None
-    loaded = data.get("loaded")
-    if isinstance(loaded, list):
-        paths = [p for p in loaded if isinstance(p, str)]
+    if found.loaded is not None:
+        paths = found.loaded
         identities = _identities([p for p in paths if owners.owner(p)[1] is None])
-        pools = data.get("threadpools") if isinstance(data.get("threadpools"), list) else None
-        runtimes = facts.runtimes(paths, pools, owners, identities)
+        runtimes = facts.runtimes(paths, found.threadpools, owners, identities)
     native = manifest.native
     if native is not None and runtimes is not None and native.skipped is None:
         # Static vs loaded: where the live process mapped something other than the tree predicts.
@@ -107,7 +144,7 @@ def _add_runtime(manifest: Manifest, run: TargetRun, owners: facts.Owners) -> Ma
         native = reconcile_loaded(native, runtimes)
     return manifest.replace(
         torch=torch,
-        gpu=gpu,
+        gpu=found.gpu,
         runtimes=runtimes,
         native=native,
         meta=dataclasses.replace(manifest.meta, probe=outcome),
@@ -115,11 +152,23 @@ def _add_runtime(manifest: Manifest, run: TargetRun, owners: facts.Owners) -> Ma
 
 
 def _identities(paths: Sequence[str]) -> dict[str, str | None]:
-    """sha256 of files no RECORD vouches for (system libraries, hand-copied files), hashed in parallel."""
+    """sha256 of files no RECORD vouches for (system libraries, hand-copied files), hashed in parallel.
+
+    The paths come from the target: only regular files are hashed (a "library" that is a FIFO would block
+    the open, /dev/zero would never end); anything else has no identity."""
     from envcheck.native.hashing import file_sha256
 
+    regular = [p for p in paths if _is_regular_file(p)]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        return dict(zip(paths, pool.map(file_sha256, paths), strict=True))
+        hashed = dict(zip(regular, pool.map(file_sha256, regular), strict=True))
+    return {p: hashed.get(p) for p in paths}
+
+
+def _is_regular_file(path: str) -> bool:
+    try:
+        return stat.S_ISREG(Path(path).stat().st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def _facts_failure(python: str, run: TargetRun) -> str:
@@ -161,7 +210,8 @@ def record(
 ) -> Manifest:
     """``envcheck snapshot``: ``take_snapshot`` and, unless ``options.verify`` is off, the smoke suite
     (``envcheck.verify.run_suite``) side by side; the suite's outputs become the manifest's goldens.
-    Raises what either raises (``ProbeError``, ``UsageError`` for a missing checks file).
+    Raises what either raises (``ProbeError``), and ``UsageError`` (file:line) for a checks file that is
+    missing, does not compile (found before the suite starts) or cannot be imported in the target.
     """
     from envcheck.manifest.verify import VerifySection
 
@@ -169,12 +219,18 @@ def record(
         manifest = take_snapshot(options, native=native, probes=probes)
         return manifest.replace(verify=VerifySection(skipped="--no-verify"))
     from envcheck.verify import run_suite
+    from envcheck.verify.checks_file import compile_checks_file, raise_load_failure
 
+    if checks_file is not None:
+        compile_checks_file(checks_file)
     python = probes.python if probes is not None else options.python
     with ThreadPoolExecutor(1) as pool:
         suite = pool.submit(run_suite, python, timeout=options.timeout, checks_file=checks_file)
         manifest = take_snapshot(options, native=native, probes=probes)
         goldens = suite.result()
+    if checks_file is not None:
+        # Goldens recorded without the user's checks would make every later verify report them missing.
+        raise_load_failure(goldens, checks_file)
     if not manifest.torch.trees:  # nothing to verify: say so instead of keeping an import error as golden
         goldens = VerifySection(skipped="torch is not installed in the target")
     return manifest.replace(verify=goldens)
