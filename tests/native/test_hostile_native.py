@@ -10,7 +10,9 @@ import os
 import struct
 import zipfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hostile import assert_bounded, envcheck_argv, make_char_device, make_fifo, run_bounded
@@ -36,18 +38,15 @@ def _scan(target: Path, *extra: str) -> tuple[int, str, str]:
     return result.returncode, result.stdout, result.stderr
 
 
-def _scan_json(target: Path) -> tuple[int, dict[str, object], str]:
+def _scan_json(target: Path) -> tuple[int, dict[str, Any], str]:
     code, out, _err = _scan(target, "--format", "json")
     return code, json.loads(out), out
 
 
-def _refused(section: dict[str, object], root: Path | None = None) -> dict[str, tuple[str, str]]:
+def _refused(section: dict[str, Any], root: Path | None = None) -> dict[str, tuple[str, str]]:
     """Refused entries by path (relative to ``root`` for a folder scan, which shows absolute paths)."""
     prefix = f"{root}/" if root is not None else ""
-    return {
-        r["path"].removeprefix(prefix): (r["kind"], r["reason"])
-        for r in section.get("refused") or []  # type: ignore[attr-defined]
-    }
+    return {r["path"].removeprefix(prefix): (r["kind"], r["reason"]) for r in section.get("refused") or []}
 
 
 # ----------------------------------------------------------------------------- FIFOs, devices, links
@@ -97,7 +96,7 @@ def test_scan_of_fifo_devices_and_links_ends_and_opens_none_of_them(
     if SHADOW.exists():
         assert refused["libshadow.so"][0] == "link-outside"
         assert _sha(SHADOW) not in raw
-    nodes = {n["key"]: n for n in section["nodes"]}  # type: ignore[attr-defined]
+    nodes = {n["key"]: n for n in section["nodes"]}
     assert nodes["tree:libgood.so"]["error"] is None
     assert nodes["tree:libsecret.so"]["identity"] is None and nodes["tree:libsecret.so"]["size"] is None
     code, text, _ = _scan(pkg)
@@ -186,7 +185,7 @@ def test_version_needs_bomb_is_refused_in_linear_time(tmp_path: Path) -> None:
     with pytest.raises(BinaryError, match="more symbol version entries than the file's size can hold"):
         read_binary(str(bomb))
     code, section, _raw = _scan_json(pkg)
-    (node,) = section["nodes"]  # type: ignore[misc]
+    (node,) = section["nodes"]
     assert code == 1
     assert node["error"] == "corrupt ELF: more symbol version entries than the file's size can hold"
 
@@ -226,7 +225,7 @@ def test_fat_macho_claiming_a_million_architectures(tmp_path: Path) -> None:
         struct.pack(">II", 0xCAFEBABE, 1_000_000) + struct.pack(">iiIII", 0x01000007, 3, 4096, 4096, 12)
     )
     code, section, _raw = _scan_json(pkg)
-    (node,) = section["nodes"]  # type: ignore[misc]
+    (node,) = section["nodes"]
     assert code == 1
     assert node["error"] == (
         "not a valid Mach-O file: a fat header claiming 1000000 architectures (20000008 bytes of table) "
@@ -333,7 +332,7 @@ def test_wheel_with_escaping_member_names_and_record(elf_tree: ElfTree, tmp_path
     assert refused["/tmp/libabsolute.so"] == ("member-name", "an absolute member name: not extracted")
     for row in ("../../etc/shadow", "../../../tmp/libplanted.so", "/etc/passwd"):
         assert refused[row] == ("record-escape", "RECORD names a path outside the wheel: not read")
-    assert [n["key"] for n in section["nodes"]] == ["evil:evil/libok.so"]  # type: ignore[attr-defined]
+    assert [n["key"] for n in section["nodes"]] == ["evil:evil/libok.so"]
     assert not (tmp_path.parent / "libslip.so").exists() and not Path("/tmp/libabsolute.so").exists()
     if SHADOW.exists():
         assert _sha(SHADOW) not in raw
@@ -359,11 +358,11 @@ def test_not_a_wheel_is_one_line_and_exit_2(tmp_path: Path) -> None:
 
 
 def test_snapshot_no_probe_refuses_a_record_path_outside_the_environment(
-    elf_tree: ElfTree, venv_factory: object, tmp_path: Path
+    elf_tree: ElfTree, venv_factory: Callable[[str], Path], tmp_path: Path
 ) -> None:
     from venvs import venv_site
 
-    python = venv_factory("escape")  # type: ignore[operator]
+    python = venv_factory("escape")
     site = venv_site(python)
     secret = tmp_path / "outside" / "libsecret.so"
     secret.parent.mkdir()
