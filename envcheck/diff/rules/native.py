@@ -642,11 +642,11 @@ def native_record_escape(rule: Rule, m: Manifest) -> Iterator[Finding]:
             continue
         yield rule.finding(
             f"{entry.owner}:{entry.path}",
-            f"The RECORD of {entry.owner} lists {entry.path}, which leads outside the environment "
-            f"({entry.reason}).",
-            f"Do not uninstall {entry.owner} with pip until its RECORD is repaired (pip would delete that "
-            f"file); reinstall it from a trusted index: `pip install --force-reinstall --no-deps "
-            f"{entry.owner}`.",
+            f"The RECORD of {entry.owner} lists {entry.path}, which leads outside the environment; "
+            "envcheck did not read that file.",
+            f"Delete that line from the RECORD of {entry.owner} before any pip uninstall or upgrade (pip "
+            f"deletes every file RECORD lists), then reinstall it from a trusted index: "
+            f"`pip install --force-reinstall --no-deps {entry.owner}`.",
             base="inside the environment",
             target=entry.path,
         )
