@@ -89,3 +89,26 @@ def test_the_copy_runs_without_envcheck_and_hides_its_folder(tmp_path: Path) -> 
     assert data["done"] is True
     assert folder not in data["python"]["sys_path"]
     assert not any("envcheck" in p for p in data["python"]["sys_path"])
+
+
+def test_the_record_reader_knows_version_parts_that_are_not_all_digits() -> None:
+    """LLVM's plugins are versioned like ``.so.23.0git``; a text file named ``.so.txt`` is no library."""
+    from envcheck.target.record import parse_record_natives
+
+    record = (
+        "triton/_C/libMLIRDialectPlugin.so.23.0git,sha256=AAAA,4\n"
+        "torch/lib/libcudart.so.12,,\n"
+        "torch/_C.cpython-311-x86_64-linux-gnu.so,,7\n"
+        "docs/notes.so.txt,,1\n"
+        "torch/lib/backup.so.bak,,1\n"
+        "torch\\lib\\c10.DLL,,2\n"
+    )
+    paths = [n["path"] for n in parse_record_natives(record)]
+    assert paths == [
+        "triton/_C/libMLIRDialectPlugin.so.23.0git",
+        "torch/lib/libcudart.so.12",
+        "torch/_C.cpython-311-x86_64-linux-gnu.so",
+        "torch/lib/c10.DLL",
+    ]
+    assert parse_record_natives(record)[0]["sha256"] == "000000"
+    assert parse_record_natives(record)[0]["size"] == 4
