@@ -179,6 +179,7 @@ RefusalKind = Literal[
     "record-escape",  # a RECORD entry naming a path outside the environment / the wheel
     "member-name",  # a wheel member named with ``..`` or an absolute path (zip slip)
     "member-cap",  # a wheel member over a size, ratio or count cap
+    "member-corrupt",  # a wheel member that cannot be extracted (bad CRC, a clashing or duplicate name)
 ]
 
 

@@ -121,7 +121,7 @@ def _extract_native(wheel: Path, into: str) -> list[RefusedFile]:
                     continue
                 why = _extract_member(zf, info, into)
                 if why is not None:
-                    skip(name, "member-cap", why)
+                    skip(name, "member-corrupt", why)
                     continue
                 total += declared
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError) as e:
@@ -248,7 +248,11 @@ def scan_folder(
         catalog.display = lambda p: os.path.relpath(p, base).replace(os.sep, "/")
     skipped = list(refused)
     roots: dict[str, RootFile] = {}
+    # A member the extraction skipped is reported once, with its cap, not again as "not on disk".
+    not_extracted = {r.path for r in refused if r.kind in _NOT_EXTRACTED}
     for dist, rel, sha in _records(root, skipped, catalog.display, every_row_inside=wheel):
+        if rel in not_extracted:
+            continue
         full = os.path.normpath(os.path.join(root, rel))
         if _leaves(root, rel):
             if wheel:
@@ -375,7 +379,7 @@ def format_text(section: NativeSection, target: str) -> str:
         lines.append("")
         lines.append("files not opened:")
         lines += [f"    {esc(r.path)}: {esc(r.reason)}" for r in unopened]
-    members = [r for r in section.refused or [] if r.kind in ("member-name", "member-cap")]
+    members = [r for r in section.refused or [] if r.kind in _NOT_EXTRACTED]
     if members:
         lines.append("")
         lines.append("wheel members not extracted:")
@@ -384,6 +388,7 @@ def format_text(section: NativeSection, target: str) -> str:
 
 
 _UNOPENED = ("not-regular", "link-outside", "link-loop")
+_NOT_EXTRACTED = ("member-name", "member-cap", "member-corrupt")
 
 
 def is_broken(section: NativeSection) -> bool:

@@ -309,6 +309,7 @@ def test_zip_bomb_wheel_is_not_expanded(zip_bomb_wheel: Path) -> None:
     assert kind == "member-cap"
     assert reason.startswith(f"expands to {3 * 1024**3} bytes from ")
     assert reason.endswith(f"over the {MAX_RATIO}:1 ratio cap")
+    assert not section["nodes"]
     code, text, _ = _scan(zip_bomb_wheel)
     assert "wheel members not extracted:\n    bomb/libbomb.so: expands to 3221225472 bytes" in text
 
@@ -418,3 +419,23 @@ def test_scan_text_escapes_names_from_binaries_and_files(elf_tree: ElfTree, tmp_
     assert "\x1b" not in text and "\x07" not in text
     assert "l\\x1b[2Jx.so -> MISSING" in text
     assert "tree:lib\\x1b]0;pwned\\x07.so: not an ELF, PE or Mach-O file" in text
+
+
+def test_member_whose_data_outgrows_its_declared_size_is_cut_off(tmp_path: Path) -> None:
+    """The central directory says 1 MiB and a ratio under the cap; the data inflates to 64 MiB. Extraction
+    stops at the declared size instead of trusting the stream."""
+    raw, _crc = _deflated_zeros(64 * 1024**2)
+    wheel = tmp_path / "liar-1.0-py3-none-any.whl"
+    _zip_with_raw_member(
+        wheel, "liar/libliar.so", raw, 0, 1024**2, {"liar-1.0.dist-info/RECORD": b"liar/libliar.so,,\n"}
+    )
+    code, section, _raw = _scan_json(wheel)
+    assert code == 1
+    kind, reason = _refused(section)["liar/libliar.so"]
+    assert kind == "member-corrupt"
+    # zipfile itself stops at the declared size and then finds the CRC wrong; either way nothing past the
+    # declared size is written.
+    assert reason in ("holds more than the 1048576 bytes its header declares",) or reason.startswith(
+        "cannot be extracted: Bad CRC-32"
+    )
+    assert not section["nodes"]  # reported once, as not extracted, not again as "not on disk"
