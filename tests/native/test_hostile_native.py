@@ -233,6 +233,27 @@ def test_fat_macho_claiming_a_million_architectures(tmp_path: Path) -> None:
     )
 
 
+def test_macho_load_command_and_overlap_bombs(tmp_path: Path) -> None:
+    """A thin image claiming 10^8 load commands in 32 bytes, and a fat file whose two architectures both
+    claim the same bytes (each would be parsed again: the count times the size)."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    thin = struct.pack("<IiiIIII", 0xFEEDFACF, 0x01000007, 3, 6, 100_000_000, 64, 0) + b"\0" * 4
+    (pkg / "libthin.dylib").write_bytes(thin)
+    arch = struct.pack(">iiIII", 0x01000007, 3, 64, len(thin), 3)
+    overlapping = struct.pack(">II", 0xCAFEBABE, 2) + arch + arch
+    (pkg / "libtwice.dylib").write_bytes(overlapping + b"\0" * (64 - len(overlapping)) + thin)
+    code, section, _raw = _scan_json(pkg)
+    assert code == 1
+    errors = {n["key"]: n["error"] for n in section["nodes"]}
+    assert errors["tree:libthin.dylib"] == (
+        "not a valid Mach-O file: 100000000 load commands in 64 bytes of a 32-byte image"
+    )
+    assert errors["tree:libtwice.dylib"] == (
+        "not a valid Mach-O file: fat architectures overlap or run past the end"
+    )
+
+
 # ------------------------------------------------------------------------------------------ wheels
 
 
