@@ -162,6 +162,17 @@ def hand_copied_dll(d: dict[str, Any]) -> None:
     node["identity"] = "sha256:" + "1" * 64
 
 
+def record_escape(d: dict[str, Any]) -> None:
+    d["native"]["refused"] = [
+        {
+            "path": "../../../../../etc/libx.so",
+            "owner": "torch",
+            "kind": "record-escape",
+            "reason": "RECORD names /etc/libx.so, outside the environment: not read",
+        }
+    ]
+
+
 # rule id -> (manifest, edits, expected severity, expected subject)
 TRIGGERS: dict[str, tuple[str, tuple[Edit, ...], Severity, str]] = {
     "ENV-TORCH-TREES": ("dev-cpu", (second_torch_tree,), "error", "torch"),
@@ -190,6 +201,7 @@ TRIGGERS: dict[str, tuple[str, tuple[Edit, ...], Severity, str]] = {
     "ENV-SYMBOL-VERSION": ("dev-cpu", (glibcxx_too_new,), "error", "GLIBCXX_3.4.32"),
     "ENV-NATIVE-SHADOWED": ("dev-cpu", (gomp_from_system,), "error", "libgomp.so.1"),
     "ENV-NATIVE-TAMPERED": ("dev-cpu", (hand_copied_dll,), "error", "torch:torch/lib/libgomp.so.1"),
+    "ENV-NATIVE-RECORD-ESCAPE": ("dev-cpu", (record_escape,), "error", "torch:../../../../../etc/libx.so"),
     "ENV-GLIBC-TOO-OLD": ("dev-cpu", (old_glibc,), "error", "torch"),
     "ENV-OPENMP-MULTIPLE": ("dev-cpu", (intel_openmp_too,), "error", "OpenMP"),
     "ENV-KMP-DUPLICATE-LIB-OK": (
