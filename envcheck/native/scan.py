@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ from envcheck.native.macos import MacosResolver
 from envcheck.native.safe import NotOpened, is_inside, open_regular
 from envcheck.native.tree import NATIVE_SUFFIX, Catalog, Role, RootFile, Walker, is_extension
 from envcheck.native.windows import WindowsResolver
+from envcheck.probe.sessions import temporary_folder
 
 # A wheel is read member by member, and only native files and ``.dist-info/RECORD`` / ``WHEEL`` come out.
 # Every cap is named in the report when it skips a member (DESIGN §5.11). The caps leave room for real
@@ -49,7 +49,9 @@ def scan_target(path: str) -> NativeSection:
                 f"{path} is a file but not a wheel (.whl)",
                 tip="Give a .whl file, an unpacked tree or a site-packages folder.",
             )
-        with tempfile.TemporaryDirectory(prefix="envcheck-scan-") as tmp:
+        # A folder an interrupt removes too, even while extraction is blocked in a worker.
+        with temporary_folder("envcheck-scan-") as folder:
+            tmp = str(folder)
             skipped = _extract_native(target, tmp)
             return scan_folder(tmp, display_root=tmp, refused=skipped, wheel=True)
     if not target.is_dir():
