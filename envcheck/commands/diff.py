@@ -28,9 +28,42 @@ from envcheck.report.options import (
 
 if TYPE_CHECKING:
     from envcheck.diff.finding import Finding
+    from envcheck.diff.policy import Policy
     from envcheck.manifest.model import Manifest
 
 _LIVE = "this machine"
+
+NoPolicyOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-policy",
+        help="Apply no policy: neither --policy nor [tool.envcheck] in ./pyproject.toml.",
+    ),
+]
+
+
+def load_rules_policy(policy: Path | None, no_policy: bool) -> Policy:
+    """--policy FILE, else [tool.envcheck] of ./pyproject.toml, else none; --no-policy: none, said so."""
+    from envcheck.diff.policy import load_policy
+
+    return load_policy(policy, Path.cwd(), disabled=no_policy)
+
+
+def apply_rules_policy(
+    rules_policy: Policy, findings: list[Finding], *, rule_ids: Sequence[str]
+) -> tuple[list[Finding], str]:
+    """The findings the policy leaves (sorted), and the report's policy line. The line also goes to stderr
+    when the policy ignored or downgraded something: a gate that passes because of a policy says so in
+    the CI log even when the report is a file. ``rule_ids``: what the command checked."""
+    from envcheck.diff.finding import Finding
+    from envcheck.diff.policy import policy_line
+    from envcheck.report.escape import terminal
+
+    outcome = rules_policy.apply_counted(findings)
+    line = policy_line(rules_policy, outcome, rule_ids=rule_ids)
+    if outcome.ignored or outcome.downgraded:
+        typer.echo(terminal(line), err=True)
+    return sorted(outcome.findings, key=Finding.sort_key), line
 
 
 def _names(paths: Sequence[Path], manifests: Sequence[Manifest]) -> list[str]:
@@ -58,6 +91,7 @@ def diff(
     output: OutputOption = None,
     fail_on: FailOnOption = SeverityChoice.error,
     policy: PolicyOption = None,
+    no_policy: NoPolicyOption = False,
     junit: JunitOption = None,
     python: PythonOption = None,
     timeout: TimeoutOption = 120.0,
@@ -68,13 +102,14 @@ def diff(
     `envcheck doctor` would). Several targets give one fleet report: each finding names its machine.
     Policy (--policy FILE, or [tool.envcheck] in ./pyproject.toml): `ignore = ["RULE", "RULE:subject"]`,
     `[severity] RULE = "warning"`, `[[intended]] rule = "..." reason = "..."` (reported, never failing).
-    Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
+    Every report names the policy applied and counts what it ignored or downgraded; --no-policy applies
+    none. Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     """
     from envcheck.diff import engine
-    from envcheck.diff.policy import load_policy
+    from envcheck.diff.catalog import rule_ids
     from envcheck.manifest.io import load
 
-    rules_policy = load_policy(policy, Path.cwd())
+    rules_policy = load_rules_policy(policy, no_policy)
     base_manifest = load(base)
     paths = list(targets or [])
     manifests = [load(p) for p in paths] if paths else [snapshot_this_machine(python, timeout)]
@@ -88,7 +123,8 @@ def diff(
 
             found = [dataclasses.replace(f, machine=name) for f in found]
         findings.extend(found)
-    findings = sorted(set(rules_policy.apply(findings)), key=lambda f: f.sort_key())
+    # _policy_text goes to the report as report_findings(..., policy=policy_text) once it takes it.
+    findings, _policy_text = apply_rules_policy(rules_policy, findings, rule_ids=rule_ids())
     title = f"envcheck diff: {base} → " + (f"{len(names)} machines" if fleet else names[0])
     report_findings(findings, title=title, fmt=fmt, output=output, fail_on=fail_on, junit=junit)
 
@@ -107,6 +143,7 @@ def doctor(
     output: OutputOption = None,
     fail_on: FailOnOption = SeverityChoice.error,
     policy: PolicyOption = None,
+    no_policy: NoPolicyOption = False,
     junit: JunitOption = None,
     python: PythonOption = None,
     timeout: TimeoutOption = 120.0,
@@ -117,12 +154,12 @@ def doctor(
     Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     """
     from envcheck.diff import engine
-    from envcheck.diff.policy import load_policy
+    from envcheck.diff.catalog import rule_ids
     from envcheck.manifest.io import load
 
-    rules_policy = load_policy(policy, Path.cwd())
+    rules_policy = load_rules_policy(policy, no_policy)
     target = load(manifest) if manifest is not None else snapshot_this_machine(python, timeout)
-    findings = engine.doctor(target, policy=rules_policy)
+    findings, _policy_text = apply_rules_policy(rules_policy, engine.doctor(target), rule_ids=rule_ids())
     live = f"{_LIVE} ({python})" if python else _LIVE
     title = f"envcheck doctor: {manifest if manifest is not None else live}"
     report_findings(findings, title=title, fmt=fmt, output=output, fail_on=fail_on, junit=junit)

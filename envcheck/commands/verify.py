@@ -17,6 +17,7 @@ from envcheck.commands._common import (
     report_findings,
     snapshot_this_machine,
 )
+from envcheck.commands.diff import NoPolicyOption, apply_rules_policy, load_rules_policy
 from envcheck.errors import UsageError
 from envcheck.report.options import (
     FailOnOption,
@@ -77,10 +78,15 @@ def _progress() -> Iterator[Callable[[str], None] | None]:
 
 
 def _run(python: str | None, timeout: float, checks: Path | None, compile_: bool) -> VerifySection:
+    """The suite's results. Raises ``UsageError`` (file:line) when the checks file could not be loaded."""
     from envcheck.verify import run_suite
+    from envcheck.verify.checks_file import raise_load_failure
 
     with _progress() as progress:
-        return run_suite(python, timeout=timeout, checks_file=checks, progress=progress, compile=compile_)
+        section = run_suite(python, timeout=timeout, checks_file=checks, progress=progress, compile=compile_)
+    if checks is not None:
+        raise_load_failure(section, checks)
+    return section
 
 
 def _goldens(manifest: Manifest) -> VerifySection | None:
@@ -130,6 +136,7 @@ def verify(
     output: OutputOption = None,
     fail_on: FailOnOption = SeverityChoice.error,
     policy: PolicyOption = None,
+    no_policy: NoPolicyOption = False,
     junit: JunitOption = None,
     python: PythonOption = None,
     timeout: TimeoutOption = 120.0,
@@ -147,12 +154,14 @@ def verify(
 
     Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     """
-    from envcheck.diff.policy import load_policy
     from envcheck.manifest.io import load
     from envcheck.verify import compare, outcomes
+    from envcheck.verify.checks_file import compile_checks_file
     from envcheck.verify.compare import VERIFY_RULES
 
-    rules_policy = load_policy(policy, Path.cwd())
+    rules_policy = load_rules_policy(policy, no_policy)
+    if checks is not None:
+        compile_checks_file(checks)  # a syntax error is an input error before anything runs
     golden = None
     if against is not None:
         golden = _goldens(load(against))
@@ -168,10 +177,17 @@ def verify(
         typer.echo(_outputs_line(golden, current, findings), err=True)
     if strict:
         findings = _strict(findings)
-    findings = sorted(set(rules_policy.apply(findings)), key=lambda f: f.sort_key())
+    findings, _policy_text = apply_rules_policy(rules_policy, findings, rule_ids=VERIFY_RULES)
     title = "envcheck verify" + (f" against {against}" if against is not None else "")
     report_findings(
-        findings, title=title, fmt=fmt, output=output, fail_on=fail_on, junit=junit, rules=list(VERIFY_RULES)
+        findings,
+        title=title,
+        fmt=fmt,
+        output=output,
+        fail_on=fail_on,
+        junit=junit,
+        rules=list(VERIFY_RULES),
+        # policy=_policy_text, once report_findings takes it (render already does)
     )
 
 
@@ -187,6 +203,7 @@ def gate(
     output: OutputOption = None,
     fail_on: FailOnOption = SeverityChoice.error,
     policy: PolicyOption = None,
+    no_policy: NoPolicyOption = False,
     junit: JunitOption = None,
     python: PythonOption = None,
     timeout: TimeoutOption = 120.0,
@@ -199,14 +216,15 @@ def gate(
     from concurrent.futures import ThreadPoolExecutor
 
     from envcheck.diff import engine
-    from envcheck.diff.catalog import rule_ids
+    from envcheck.diff.catalog import all_rule_ids
     from envcheck.diff.finding import Finding
-    from envcheck.diff.policy import load_policy
     from envcheck.manifest.io import load
     from envcheck.verify import compare, outcomes
-    from envcheck.verify.compare import VERIFY_RULES
+    from envcheck.verify.checks_file import compile_checks_file
 
-    rules_policy = load_policy(policy, Path.cwd())
+    rules_policy = load_rules_policy(policy, no_policy)
+    if checks is not None:
+        compile_checks_file(checks)  # a syntax error is an input error before anything runs
     base = load(manifest)
     golden = _goldens(base)
     # The snapshot and the suite are separate target processes: run them side by side.
@@ -233,7 +251,8 @@ def gate(
         )
     if strict:
         findings = _strict(findings)
-    findings = sorted(set(rules_policy.apply(findings)), key=lambda f: f.sort_key())
+    checked = all_rule_ids()
+    findings, _policy_text = apply_rules_policy(rules_policy, findings, rule_ids=checked)
     report_findings(
         findings,
         title=f"envcheck gate: this machine against {manifest}",
@@ -241,5 +260,6 @@ def gate(
         output=output,
         fail_on=fail_on,
         junit=junit,
-        rules=[*rule_ids(), *VERIFY_RULES],
+        rules=list(checked),
+        # policy=_policy_text, once report_findings takes it (render already does)
     )

@@ -34,4 +34,14 @@ def get_rule(rule_id: str) -> Rule | None:
 
 
 def rule_ids() -> tuple[str, ...]:
+    """The diff catalog's ids (what diff and doctor check), sorted."""
     return tuple(r.id for r in all_rules())
+
+
+def all_rule_ids() -> tuple[str, ...]:
+    """Every id a finding of any command can carry: the diff catalog and the smoke suite's ``VERIFY-*``
+    ids (``envcheck.verify.compare.VERIFY_RULES``), sorted. What a policy may name; what gate checks."""
+    # Imported here: verify sits beside diff, and only this question needs both.
+    from envcheck.verify.compare import VERIFY_RULES
+
+    return tuple(sorted({*rule_ids(), *VERIFY_RULES}))

@@ -75,7 +75,8 @@ CHECK_TOLERANCE: dict[str, Tol] = {
     "quant_dynamic": Tol(1e-2, 1e-2),
 }
 DEFAULT_TOL = Tol(1.3e-6, 1e-5)
-# Every rule id this module produces (JUnit lists each as a test case).
+# Every VERIFY-* id a finding can carry (this module's, and gate's VERIFY-NO-GOLDEN): JUnit lists each as
+# a test case, and a policy may name each (envcheck.diff.catalog.all_rule_ids, checked by the tests).
 VERIFY_RULES = (
     "VERIFY-CRASH",
     "VERIFY-ERROR",
