@@ -107,11 +107,13 @@ def report_findings(
     fail_on: SeverityChoice,
     junit: Path | None,
     rules: list[str] | None = None,
+    policy: str | None = None,
 ) -> None:
     """Render, write the report (and the JUnit file), and exit 1 when a finding fails the gate.
 
     ``rules``: the rule ids that were checked (one JUnit case each, with those that found something);
-    None means the diff catalog.
+    None means the diff catalog. ``policy``: the one line naming the policy applied and what it changed,
+    shown by every format.
     """
     from envcheck.diff.finding import at_or_above
     from envcheck.report import render
@@ -121,9 +123,12 @@ def report_findings(
     if rules is not None:
         rules = sorted(set(rules) | {f.rule for f in findings})
     color = use_color(fmt, output)
-    text = render(findings, fmt.format_name, title=title, fail_on=severity, color=color, rules=rules)
+    text = render(
+        findings, fmt.format_name, title=title, fail_on=severity, color=color, rules=rules, policy=policy
+    )
     write_output(text, output)
     if junit is not None:
-        write_output(render(findings, "junit", title=title, fail_on=severity, rules=rules), str(junit))
+        junit_text = render(findings, "junit", title=title, fail_on=severity, rules=rules, policy=policy)
+        write_output(junit_text, str(junit))
     if any(at_or_above(f, severity) for f in findings):
         raise typer.Exit(EXIT_FINDINGS)
