@@ -34,12 +34,13 @@ from envcheck.native.elf import version_key
 from envcheck.native.hashing import Hasher
 from envcheck.native.interface import Found, Image, Resolver
 from envcheck.native.oslibs import classify_name, openmp_family
+from envcheck.target import names as target_names
 
 Role = Literal["extension", "library", "interpreter"]
 
-# ``.so`` may carry version components, each starting with a digit: ``libfoo.so.1.2.3``, LLVM's
-# ``libMLIRDialectPlugin.so.23.0git``, ``libbar.so.4.0rc1``; ``notes.so.bak`` is not a library.
-NATIVE_SUFFIX = re.compile(r"\.(so(\.\d[\w+-]*)*|pyd|dll|dylib)$", re.I)
+# The one pattern, shared with the probe: ``libfoo.so.1.2.3``, LLVM's ``libMLIRDialectPlugin.so.23.0git``;
+# ``notes.so.bak`` is not a library.
+NATIVE_SUFFIX = target_names.NATIVE_SUFFIX
 # Python extension modules: PEP 3149 tags (.cpython-311-x86_64-linux-gnu.so, .abi3.so), Windows .pyd,
 # and the untagged ``_foo.so`` a few build systems still produce (``lib*.so`` are libraries).
 _EXTENSION = re.compile(r"(\.(cpython|pypy|graalpy)[-\w]*\.(so|dylib)|\.abi3\.(so|dylib)|\.pyd)$", re.I)

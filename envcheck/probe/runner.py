@@ -1,7 +1,8 @@
-"""Start stdlib-only scripts in a target interpreter, with a deadline, and turn *how they ended* into data.
+"""Start stdlib-only code in a target interpreter, with a deadline, and turn *how it ended* into data.
 
-A target script writes its JSON result to the file named by its first argument, atomically, as often as it
-likes (``target.py`` rewrites it after every step). Whatever the process then does — exit, raise, segfault,
+The code is a module of ``envcheck.target`` (the probe, the smoke suite), run from a temporary copy of that
+package. It writes its JSON result to the file named by its first argument, atomically, as often as it
+likes (the probe rewrites it after every step). Whatever the process then does — exit, raise, segfault,
 abort, hang — ``TargetRun`` holds the last result written and a ``ProbeOutcome`` saying how it ended.
 Only a target that cannot be started at all raises ``ProbeError``.
 
@@ -197,11 +198,12 @@ class RunningTarget:
         self._out = Path(self._workdir.name) / "result.json"
         self.deadline = deadline
         self._started = time.monotonic()
-        argv = [python, "-c", _BOOT, copy_package(self._workdir.name), module, str(self._out), *args]
         popen_env = dict(os.environ if env is None else env)
         # The target's own output must not depend on the parent's buffering or locale.
         popen_env.setdefault("PYTHONIOENCODING", "utf-8")
         try:
+            # A full disk fails the copy: the same one-line error as a target that cannot start.
+            argv = [python, "-c", _BOOT, copy_package(self._workdir.name), module, str(self._out), *args]
             self._proc = sessions.launch(
                 lambda: subprocess.Popen(
                     argv,

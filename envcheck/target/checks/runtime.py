@@ -256,7 +256,9 @@ def gloo_all_reduce(ctx):
     dist = torch.distributed
     if not dist.is_available() or not dist.is_gloo_available():
         ctx.skip("torch.distributed with Gloo is not available in this build")
-    tmp = tempfile.mkdtemp(prefix="envcheck-gloo-")
+    # Inside the work folder the runner made (the target's cwd): a target killed at the deadline or by an
+    # interrupt leaves nothing behind in the system temp folder, as the runner removes that folder.
+    tmp = tempfile.mkdtemp(prefix="envcheck-gloo-", dir=os.getcwd())
     init = "file://" + os.path.join(tmp, "store").replace("\\", "/")
     if "fork" in multiprocessing.get_all_start_methods():
         # fork: rank 1 need not import torch again; nothing here has started OpenMP threads yet.
