@@ -123,10 +123,11 @@ def diff(
 
             found = [dataclasses.replace(f, machine=name) for f in found]
         findings.extend(found)
-    # _policy_text goes to the report as report_findings(..., policy=policy_text) once it takes it.
-    findings, _policy_text = apply_rules_policy(rules_policy, findings, rule_ids=rule_ids())
+    findings, policy_text = apply_rules_policy(rules_policy, findings, rule_ids=rule_ids())
     title = f"envcheck diff: {base} → " + (f"{len(names)} machines" if fleet else names[0])
-    report_findings(findings, title=title, fmt=fmt, output=output, fail_on=fail_on, junit=junit)
+    report_findings(
+        findings, title=title, fmt=fmt, output=output, fail_on=fail_on, junit=junit, policy=policy_text
+    )
 
 
 @handles_errors
@@ -159,10 +160,12 @@ def doctor(
 
     rules_policy = load_rules_policy(policy, no_policy)
     target = load(manifest) if manifest is not None else snapshot_this_machine(python, timeout)
-    findings, _policy_text = apply_rules_policy(rules_policy, engine.doctor(target), rule_ids=rule_ids())
+    findings, policy_text = apply_rules_policy(rules_policy, engine.doctor(target), rule_ids=rule_ids())
     live = f"{_LIVE} ({python})" if python else _LIVE
     title = f"envcheck doctor: {manifest if manifest is not None else live}"
-    report_findings(findings, title=title, fmt=fmt, output=output, fail_on=fail_on, junit=junit)
+    report_findings(
+        findings, title=title, fmt=fmt, output=output, fail_on=fail_on, junit=junit, policy=policy_text
+    )
 
 
 @handles_errors

@@ -177,7 +177,7 @@ def verify(
         typer.echo(_outputs_line(golden, current, findings), err=True)
     if strict:
         findings = _strict(findings)
-    findings, _policy_text = apply_rules_policy(rules_policy, findings, rule_ids=VERIFY_RULES)
+    findings, policy_text = apply_rules_policy(rules_policy, findings, rule_ids=VERIFY_RULES)
     title = "envcheck verify" + (f" against {against}" if against is not None else "")
     report_findings(
         findings,
@@ -187,7 +187,7 @@ def verify(
         fail_on=fail_on,
         junit=junit,
         rules=list(VERIFY_RULES),
-        # policy=_policy_text, once report_findings takes it (render already does)
+        policy=policy_text,
     )
 
 
@@ -252,7 +252,7 @@ def gate(
     if strict:
         findings = _strict(findings)
     checked = all_rule_ids()
-    findings, _policy_text = apply_rules_policy(rules_policy, findings, rule_ids=checked)
+    findings, policy_text = apply_rules_policy(rules_policy, findings, rule_ids=checked)
     report_findings(
         findings,
         title=f"envcheck gate: this machine against {manifest}",
@@ -261,5 +261,5 @@ def gate(
         fail_on=fail_on,
         junit=junit,
         rules=list(checked),
-        # policy=_policy_text, once report_findings takes it (render already does)
+        policy=policy_text,
     )

@@ -270,13 +270,6 @@ def test_a_pyproject_that_ignores_everything_passes_but_says_so(
     assert code == 1 and "policy:" not in err
 
 
-PENDING = pytest.mark.xfail(
-    strict=True,
-    reason="report_findings (commands/_common.py) does not pass policy= to render yet",
-)
-
-
-@PENDING
 def test_every_report_names_the_policy_applied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write(tmp_path / "pyproject.toml", "[tool.envcheck]\nignore = ['*']\n")
     monkeypatch.chdir(tmp_path)
@@ -301,7 +294,6 @@ def test_a_downgrade_is_announced_on_stderr(tmp_path: Path) -> None:
     assert err.splitlines() == [f"policy: {policy}: 0 ignored, 2 downgraded"]
 
 
-@PENDING
 def test_a_downgrade_is_counted_in_the_report(tmp_path: Path) -> None:
     policy = write(tmp_path / "p.toml", "[severity]\n'ENV-TORCH-*' = 'warning'\n")
     _, out, _ = cli("diff", CUDA, DEV, "--policy", str(policy), "--format", "markdown")
