@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hostile import assert_bounded, envcheck_argv, make_char_device, make_fifo, run_bounded
 from typer.testing import CliRunner
 
 from envcheck.cli import app
@@ -67,6 +68,23 @@ def test_a_missing_file_is_an_input_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["show", str(tmp_path / "absent.json")])
     assert result.exit_code == 2
     assert "cannot read: No such file or directory" in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "urandom-link"])
+def test_a_fifo_or_a_device_is_refused_unread(tmp_path: Path, kind: str) -> None:
+    if kind == "fifo":
+        path = make_fifo(tmp_path / "m.json")  # nobody writes: an open(2) without O_NONBLOCK waits forever
+    elif kind == "zero":
+        path = make_char_device(tmp_path / "m.json", 1, 5)
+    else:
+        path = tmp_path / "m.json"
+        path.symlink_to(make_char_device(tmp_path / "urandom", 1, 9))
+    result = run_bounded(envcheck_argv("show", str(path)), timeout=10)
+    assert_bounded(result, timeout=10)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: {path}: cannot read: it is a character device") or (
+        kind == "fifo" and "it is a FIFO" in result.stderr
+    ), result.stderr
 
 
 def test_a_real_process_prints_no_traceback_either() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 from envcheck.errors import ManifestError
@@ -67,10 +66,14 @@ def loads(text: str | bytes, *, source: str = "manifest") -> Manifest:
 
 def load(path: str | os.PathLike[str]) -> Manifest:
     """Read and validate a manifest file. Raises ``ManifestError`` (also for unreadable files)."""
+    from envcheck.files import NotOpened, read_capped
+
     source = os.fspath(path)
     try:
-        with Path(path).open("rb") as f:
-            raw = f.read(MAX_MANIFEST_BYTES + 1)
+        # A FIFO, /dev/zero or /dev/urandom named as a manifest would block or never end: regular files only.
+        raw = read_capped(source, MAX_MANIFEST_BYTES)
+    except NotOpened as e:
+        raise ManifestError(source, [f"cannot read: it {e.reason}"]) from e
     except OSError as e:
         raise ManifestError(source, [f"cannot read: {e.strerror or e}"]) from e
     try:

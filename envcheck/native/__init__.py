@@ -49,8 +49,8 @@ def scan_for_snapshot(manifest: Manifest, options: SnapshotOptions) -> NativeSec
 
 
 def _snapshot_tree(manifest: Manifest, *, verify_files: bool) -> NativeSection:
+    from envcheck.files import is_inside
     from envcheck.manifest.native import RefusedFile
-    from envcheck.native.safe import is_inside
     from envcheck.native.tree import Catalog, RootFile, Walker, is_extension
 
     catalog = Catalog()

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Literal, NamedTuple
 
-from envcheck.native.safe import NotOpened, open_regular
+from envcheck.files import NotOpened, open_regular
 
 # NamedTuples, not dataclasses, for the per-file records: they are built in a hot loop and each dataclass
 # definition costs ~2 ms of import time, which envcheck snapshot pays on every run (DESIGN §6).
@@ -78,7 +78,7 @@ def read_binary(path: str, *, inside: Sequence[str] | None = None) -> BinaryInfo
     """Parse ``path`` with the reader for its format. Raises ``BinaryError`` with the reason when it is not a
     readable binary (empty, truncated, not native, unreadable, a directory, a symlink loop) or was refused
     unopened (a device, a FIFO, a socket; with ``inside``, the real paths of a scanned tree, a link leading
-    out of it): see ``envcheck.native.safe``."""
+    out of it): see ``envcheck.files``."""
     try:
         fd = open_regular(path, inside=inside)
     except NotOpened as e:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from envcheck.native.safe import NotOpened, open_regular
+from envcheck.files import NotOpened, open_regular
 
 # Hashing a file that RECORD does not cover is bounded: a multi-GB library must not stall a snapshot.
 MAX_HASH_BYTES = 512 * 1024 * 1024

@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from envcheck.errors import UsageError
+from envcheck.files import NotOpened, is_inside, open_regular
 from envcheck.manifest.native import NativeSection, RefusalKind, RefusedFile
 from envcheck.native.interface import Resolver
 from envcheck.native.linux import LinuxResolver
 from envcheck.native.macos import MacosResolver
-from envcheck.native.safe import NotOpened, is_inside, open_regular
 from envcheck.native.tree import NATIVE_SUFFIX, Catalog, Role, RootFile, Walker, is_extension
 from envcheck.native.windows import WindowsResolver
 from envcheck.probe.sessions import temporary_folder

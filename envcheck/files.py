@@ -1,5 +1,6 @@
-"""Opening files of a tree that may be hostile: only regular files, never a device, FIFO or socket, and (in
-a scan) never a file a link leads to outside the scanned tree.
+"""Opening untrusted files: only regular files, never a device, FIFO or socket, and (in a scan) never a file
+a link leads to outside the scanned tree. Every reader of an input envcheck does not control (a manifest, a
+policy, a checks file, a binary, a RECORD) opens it here and reads it with a cap.
 
 Why each step:
 
@@ -103,3 +104,22 @@ def open_regular(path: str, *, inside: Sequence[str] | None = None) -> int:
             raise NotOpened("is a directory, not a file", kind="directory")
         raise NotOpened(f"is {file_kind(mode)}, not a regular file: not opened", kind="not-regular")
     return fd
+
+
+def read_capped(path: str, cap: int) -> bytes:
+    """At most ``cap + 1`` bytes of the regular file ``path``: a caller seeing more than ``cap`` knows the
+    file is over its limit without having read it whole. Raises ``NotOpened`` (not a regular file) and
+    ``OSError`` (cannot be opened or read)."""
+    fd = open_regular(path)
+    try:
+        chunks: list[bytes] = []
+        size = 0
+        while size <= cap:
+            chunk = os.read(fd, cap + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
