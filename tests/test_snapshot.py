@@ -277,7 +277,8 @@ def test_redact_paths_hides_the_home_folder(
 def test_a_missing_interpreter_is_a_usage_error(tmp_path: Path) -> None:
     code, _, stderr, out = snapshot(tmp_path, "--python", str(tmp_path / "nope" / "python"))
     assert code == 2
-    assert stderr.startswith("error: cannot start the target interpreter")
+    assert stderr.startswith("error: the target interpreter ")
+    assert "does not exist" in stderr
     assert "Tip: " in stderr
     assert not out.exists()
 

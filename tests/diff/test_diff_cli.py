@@ -35,7 +35,7 @@ def test_same_environment_exits_0() -> None:
 def test_cpu_against_cuda_exits_1_with_the_errors_on_stdout() -> None:
     code, out, err = run("diff", DEV, CUDA)
     assert (code, err) == (1, "")
-    assert out.startswith(f"envcheck diff: {DEV} → cuda\nFAIL: 2 errors")
+    assert out.startswith(f"envcheck diff: {DEV} → cuda\npolicy: none\nFAIL: 2 errors")
     assert "ENV-TORCH-VARIANT" in out and "ENV-TORCH-VERSION" in out
     assert "\x1b[" not in out  # not a terminal: plain text
 
