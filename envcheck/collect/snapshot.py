@@ -217,7 +217,8 @@ def record(
 
     if not options.verify:
         manifest = take_snapshot(options, native=native, probes=probes)
-        return manifest.replace(verify=VerifySection(skipped="--no-verify"))
+        reason = "--no-verify" if options.probe else "--no-probe"
+        return manifest.replace(verify=VerifySection(skipped=reason))
     from envcheck.verify import run_suite
     from envcheck.verify.checks_file import compile_checks_file, raise_load_failure
 

@@ -61,6 +61,10 @@ def snapshot(
         # The smoke suite imports torch: --no-probe promises that nothing in the target does.
         verify=not (no_verify or no_probe),
     )
+    if checks is not None and options.verify:
+        from envcheck.verify.checks_file import compile_checks_file
+
+        compile_checks_file(checks)  # a file that does not compile is refused before the target starts
     probes = start_probes(options)  # first: the target starts while the rest of envcheck imports
     from envcheck.collect.snapshot import record
     from envcheck.manifest.io import dumps

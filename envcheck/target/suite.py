@@ -395,7 +395,9 @@ def main(argv):
                     "family": load_name.split("/")[0],
                     "device": "cpu",
                     "status": "error",
-                    "error": ("%s: %s" % (type(e).__name__, e))[:2000],
+                    "error": ("%s: %s" % (type(e).__name__, e))[:MAX_ERROR_CHARS],
+                    # The frame in the user's file names the line of a failed import exactly.
+                    "traceback": traceback.format_exc()[-MAX_ERROR_CHARS:],
                 }
             )
             _result["planned"].append([load_name, "cpu"])
