@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import stat
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -154,21 +153,12 @@ def _add_runtime(manifest: Manifest, run: TargetRun, owners: facts.Owners) -> Ma
 def _identities(paths: Sequence[str]) -> dict[str, str | None]:
     """sha256 of files no RECORD vouches for (system libraries, hand-copied files), hashed in parallel.
 
-    The paths come from the target: only regular files are hashed (a "library" that is a FIFO would block
-    the open, /dev/zero would never end); anything else has no identity."""
+    The paths come from the target: ``file_sha256`` reads only regular files (a "library" that is a FIFO
+    would block the open, /dev/zero would never end); anything else has no identity."""
     from envcheck.native.hashing import file_sha256
 
-    regular = [p for p in paths if _is_regular_file(p)]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        hashed = dict(zip(regular, pool.map(file_sha256, regular), strict=True))
-    return {p: hashed.get(p) for p in paths}
-
-
-def _is_regular_file(path: str) -> bool:
-    try:
-        return stat.S_ISREG(Path(path).stat().st_mode)
-    except (OSError, ValueError):
-        return False
+        return dict(zip(paths, pool.map(file_sha256, paths), strict=True))
 
 
 def _facts_failure(python: str, run: TargetRun) -> str:
