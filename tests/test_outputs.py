@@ -152,6 +152,31 @@ def test_snapshot_checks_its_output_before_it_starts(tmp_path: Path) -> None:
     assert "does not exist" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [
+        (["diff", A], "-o"),
+        (["doctor"], "--junit"),
+        (["verify"], "-o"),
+        (["gate", A], "--junit"),
+    ],
+)
+def test_every_live_command_checks_its_outputs_before_it_starts(
+    tmp_path: Path, command: list[str], option: str
+) -> None:
+    hang = tmp_path / "python"
+    hang.write_text("#!/bin/sh\nexec sleep 600\n")
+    hang.chmod(0o755)
+    argv = envcheck_argv(
+        *command, "--python", str(hang), "--timeout", "120", option, str(tmp_path / "no" / "x")
+    )
+    result = run_bounded(argv, timeout=10)
+    assert_bounded(result, timeout=10)
+    assert result.returncode == 2
+    _one_error_line(result.stderr)
+    assert "does not exist" in result.stderr
+
+
 def _limited_file_size() -> None:
     # A real write failure (EFBIG) past 4 KiB, as a full disk would give; the signal would kill us instead.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

@@ -68,6 +68,16 @@ def write_output(text: str, output: str | Destination | None) -> None:
     write(output if isinstance(output, Destination) else destination(output), text)
 
 
+def check_outputs(output: str | None, junit: Path | None = None) -> None:
+    """Refuse a bad ``-o`` / ``--junit`` now (a missing folder, a folder, a socket...), before
+    the seconds of work whose result they would receive. Raises ``OutputError``."""
+    from envcheck.outputs import destination
+
+    destination(output)
+    if junit is not None:
+        destination(junit)
+
+
 PythonOption = Annotated[
     str | None,
     typer.Option(

@@ -11,6 +11,7 @@ import typer
 from envcheck.commands._common import (
     PythonOption,
     TimeoutOption,
+    check_outputs,
     handles_errors,
     report_findings,
     snapshot_this_machine,
@@ -109,6 +110,7 @@ def diff(
     from envcheck.diff.catalog import rule_ids
     from envcheck.manifest.io import load
 
+    check_outputs(output, junit)
     rules_policy = load_rules_policy(policy, no_policy)
     base_manifest = load(base)
     paths = list(targets or [])
@@ -158,6 +160,7 @@ def doctor(
     from envcheck.diff.catalog import rule_ids
     from envcheck.manifest.io import load
 
+    check_outputs(output, junit)
     rules_policy = load_rules_policy(policy, no_policy)
     target = load(manifest) if manifest is not None else snapshot_this_machine(python, timeout)
     findings, policy_text = apply_rules_policy(rules_policy, engine.doctor(target), rule_ids=rule_ids())

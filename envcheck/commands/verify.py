@@ -13,6 +13,7 @@ import typer
 from envcheck.commands._common import (
     PythonOption,
     TimeoutOption,
+    check_outputs,
     handles_errors,
     report_findings,
     snapshot_this_machine,
@@ -159,6 +160,7 @@ def verify(
     from envcheck.verify.checks_file import compile_checks_file
     from envcheck.verify.compare import VERIFY_RULES
 
+    check_outputs(output, junit)
     rules_policy = load_rules_policy(policy, no_policy)
     if checks is not None:
         compile_checks_file(checks)  # a syntax error is an input error before anything runs
@@ -222,6 +224,7 @@ def gate(
     from envcheck.verify import compare, outcomes
     from envcheck.verify.checks_file import compile_checks_file
 
+    check_outputs(output, junit)
     rules_policy = load_rules_policy(policy, no_policy)
     if checks is not None:
         compile_checks_file(checks)  # a syntax error is an input error before anything runs
