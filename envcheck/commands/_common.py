@@ -14,7 +14,7 @@ from envcheck.errors import EnvcheckError
 from envcheck.outputs import Destination
 
 if TYPE_CHECKING:
-    from envcheck.diff.finding import Finding
+    from envcheck.findings import Finding
     from envcheck.manifest.model import Manifest
     from envcheck.report.options import ReportFormatChoice, SeverityChoice
 
@@ -125,7 +125,7 @@ def report_findings(
     None means the diff catalog. ``policy``: the one line naming the policy applied and what it changed,
     shown by every format.
     """
-    from envcheck.diff.finding import at_or_above
+    from envcheck.findings import at_or_above
     from envcheck.report import render
     from envcheck.report.options import use_color
 

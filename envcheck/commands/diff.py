@@ -28,8 +28,8 @@ from envcheck.report.options import (
 )
 
 if TYPE_CHECKING:
-    from envcheck.diff.finding import Finding
     from envcheck.diff.policy import Policy
+    from envcheck.findings import Finding
     from envcheck.manifest.model import Manifest
 
 _LIVE = "this machine"
@@ -56,8 +56,8 @@ def apply_rules_policy(
     """The findings the policy leaves (sorted), and the report's policy line. The line also goes to stderr
     when the policy ignored or downgraded something: a gate that passes because of a policy says so in
     the CI log even when the report is a file. ``rule_ids``: what the command checked."""
-    from envcheck.diff.finding import Finding
     from envcheck.diff.policy import policy_line
+    from envcheck.findings import Finding
     from envcheck.report.escape import terminal
 
     outcome = rules_policy.apply_counted(findings)
@@ -177,45 +177,51 @@ def rules(
         str | None, typer.Argument(metavar="[ID]", help="A rule id to explain (default: list them all).")
     ] = None,
 ) -> None:
-    """The rule catalog, or one rule explained with its evidence (failure modes and upstream issues)."""
-    from envcheck.diff.catalog import FAMILY_MODULES, all_rules, get_rule
+    """The rule catalog (every id any command emits), or one rule explained with its evidence."""
+    from difflib import get_close_matches
 
+    from envcheck.findings import FAMILY_MODULES, catalog, get_rule
+
+    rules_ = catalog()
     if rule_id is None:
-        catalog = all_rules()
-        width = max(len(r.id) for r in catalog)
+        width = max(len(r.id) for r in rules_)
         order = {module: i for i, module in enumerate(FAMILY_MODULES)}
         rank: dict[str, int] = {}
-        for r in catalog:
-            check = r.difference or r.single
-            rank.setdefault(r.family, order.get(getattr(check, "__module__", ""), len(order)))
+        for r in rules_:  # a family ranks where the module of its first check stands in FAMILY_MODULES
+            module = getattr(r.difference or r.single, "__module__", "envcheck.verify.rules")
+            rank[r.family] = min(rank.get(r.family, len(order)), order.get(module, len(order)))
+        families = sorted(rank, key=lambda f: (rank[f], f))
         lines: list[str] = []
-        for family in sorted(rank, key=rank.__getitem__):
+        for family in families:
             lines += [*([""] if lines else []), family.upper()]
             lines += [
                 f"  {r.id:<{width}}  {r.kind:<10}  {r.severity:<8}  {r.title}"
-                for r in catalog
+                for r in rules_
                 if r.family == family
             ]
         lines.append(
-            f"\n{len(catalog)} rules (kind: difference = base vs target, single = doctor). "
-            "`envcheck rules ID` explains one."
+            f"\n{len(rules_)} rules (kind: difference = base vs target, single = one environment (doctor), "
+            "verify = the smoke suite). `envcheck rules ID` explains one."
         )
         typer.echo("\n".join(lines))
         return
     rule = get_rule(rule_id)
     if rule is None:
-        raise UsageError(f"no rule {rule_id!r}", tip="`envcheck rules` lists every rule id.")
-    kind = (
-        "difference rule (base vs target)"
-        if rule.kind == "difference"
-        else "single-environment rule (doctor)"
-    )
+        close = get_close_matches(rule_id.strip().upper(), [r.id for r in rules_], n=1)
+        tip = f"Did you mean {close[0]}? " if close else ""
+        raise UsageError(f"no rule {rule_id!r}", tip=tip + "`envcheck rules` lists every rule id.")
+    kind = {
+        "difference": "difference rule (base vs target)",
+        "single": "single-environment rule (doctor)",
+        "verify": "smoke-suite rule (verify, gate)",
+    }[rule.kind]
     lines = [
         f"{rule.id}: {rule.title}",
         f"  kind            {kind}",
         f"  family          {rule.family}",
         f"  severity        {rule.severity} (by default; a finding may be graded by its consequence)",
         f"  why it matters  {rule.why}",
+        *([f"  what to do      {rule.remedy}"] if rule.remedy else []),
         f"  failure modes   {', '.join(rule.failure_modes) or '-'}",
         f"  evidence        {', '.join(rule.evidence) or '-'}",
     ]

@@ -31,7 +31,7 @@ from envcheck.report.options import (
 )
 
 if TYPE_CHECKING:
-    from envcheck.diff.finding import Finding
+    from envcheck.findings import Finding
     from envcheck.manifest.model import Manifest
     from envcheck.manifest.verify import VerifySection
 
@@ -219,7 +219,7 @@ def gate(
 
     from envcheck.diff import engine
     from envcheck.diff.catalog import all_rule_ids
-    from envcheck.diff.finding import Finding
+    from envcheck.findings import Finding
     from envcheck.manifest.io import load
     from envcheck.verify import compare, outcomes
     from envcheck.verify.checks_file import compile_checks_file

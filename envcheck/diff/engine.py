@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from envcheck.diff.finding import Finding
+from envcheck.findings import Finding
 
 if TYPE_CHECKING:
     from envcheck.diff.policy import Policy
-    from envcheck.diff.rules.base import Rule
+    from envcheck.findings import Rule
     from envcheck.manifest.model import Manifest
 
 

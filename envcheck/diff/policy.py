@@ -37,8 +37,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from envcheck.diff.finding import SEVERITY_RANK, Finding, Severity
 from envcheck.errors import UsageError
+from envcheck.findings import SEVERITY_RANK, Finding, Severity
 
 MAX_POLICY_BYTES = 1024 * 1024
 # A policy needs three levels ([tool.envcheck.severity]) and a pyproject.toml rarely more than six; deeper

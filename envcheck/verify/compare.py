@@ -21,7 +21,8 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from envcheck.diff.finding import Finding, Severity
+import envcheck.verify.rules  # noqa: F401 - registers the VERIFY-* rules
+from envcheck.findings import Finding, Severity, rule_ids
 from envcheck.manifest.verify import CheckResult, Number, OutputSummary, VerifySection
 
 
@@ -75,20 +76,8 @@ CHECK_TOLERANCE: dict[str, Tol] = {
     "quant_dynamic": Tol(1e-2, 1e-2),
 }
 DEFAULT_TOL = Tol(1.3e-6, 1e-5)
-# Every VERIFY-* id a finding can carry (this module's, and gate's VERIFY-NO-GOLDEN): JUnit lists each as
-# a test case, and a policy may name each (envcheck.diff.catalog.all_rule_ids, checked by the tests).
-VERIFY_RULES = (
-    "VERIFY-CRASH",
-    "VERIFY-ERROR",
-    "VERIFY-FAILED",
-    "VERIFY-INFO",
-    "VERIFY-NO-GOLDEN",
-    "VERIFY-NUMERICS",
-    "VERIFY-SKIPPED",
-    "VERIFY-SPEED",
-    "VERIFY-TIMEOUT",
-    "VERIFY-WITHIN-TOLERANCE",
-)
+# Every VERIFY-* id a finding can carry, from the one catalog (``envcheck.verify.rules`` registers them).
+VERIFY_RULES = rule_ids("verify")
 # matmul GFLOP/s below this fraction of the golden's is a warning (never an error: machines are shared).
 SPEED_DROP = 0.5
 

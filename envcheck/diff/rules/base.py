@@ -6,8 +6,8 @@ Two kinds:
 - ``single`` rules look at one environment (``check(manifest)``): traps that need no baseline.
 
 Each family module registers its rules with ``@difference_rule`` / ``@single_rule``; ``catalog`` imports the
-families and hands out the registry. A check yields ``Finding``s built with ``Rule.finding`` so that the rule
-id and default severity come from one place.
+families and ``envcheck.findings`` holds the one registry. A check yields ``Finding``s built with
+``Rule.finding`` so that the rule id and default severity come from one place.
 """
 
 from __future__ import annotations
@@ -16,63 +16,15 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from envcheck.diff.finding import Finding, Severity
+from envcheck.findings import Finding, Rule, RuleKind, Severity, register
 
 if TYPE_CHECKING:
     from envcheck.manifest.model import Distribution, Manifest
 
-RuleKind = Literal["difference", "single"]
 DifferenceCheck = Callable[["Rule", "Manifest", "Manifest"], Iterable[Finding]]
 SingleCheck = Callable[["Rule", "Manifest"], Iterable[Finding]]
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Rule:
-    """One rule of the catalog. ``failure_modes`` are ids from the research corpus (``FM-01``);
-    ``evidence`` lists the upstream issues behind it (``pytorch/pytorch#131662``)."""
-
-    id: str
-    kind: RuleKind
-    family: str
-    severity: Severity
-    title: str
-    why: str
-    failure_modes: tuple[str, ...]
-    evidence: tuple[str, ...]
-    difference: DifferenceCheck | None = None
-    single: SingleCheck | None = None
-
-    def finding(
-        self,
-        subject: str,
-        message: str,
-        remedy: str,
-        *,
-        base: str | None = None,
-        target: str | None = None,
-        severity: Severity | None = None,
-    ) -> Finding:
-        """A finding of this rule (its default severity unless the check knows better)."""
-        return Finding(
-            rule=self.id,
-            severity=severity or self.severity,
-            subject=subject,
-            message=message,
-            remedy=remedy,
-            base=base,
-            target=target,
-        )
-
-
-REGISTRY: dict[str, Rule] = {}
-
-
-def _register(rule: Rule) -> None:
-    if rule.id in REGISTRY:  # pragma: no cover - a programming error caught by the catalog test
-        raise ValueError(f"rule id {rule.id} registered twice")
-    REGISTRY[rule.id] = rule
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -110,11 +62,11 @@ def difference_rule(
     """Register ``check(rule, base, target)`` as a difference rule."""
     meta = _Meta(family=family, severity=severity, title=title, why=why, fm=fm, evidence=evidence)
 
-    def register(check: DifferenceCheck) -> DifferenceCheck:
-        _register(replace(meta.rule(id, "difference"), difference=check))
+    def decorate(check: DifferenceCheck) -> DifferenceCheck:
+        register(replace(meta.rule(id, "difference"), difference=check))
         return check
 
-    return register
+    return decorate
 
 
 def single_rule(
@@ -130,11 +82,11 @@ def single_rule(
     """Register ``check(rule, manifest)`` as a single-environment rule."""
     meta = _Meta(family=family, severity=severity, title=title, why=why, fm=fm, evidence=evidence)
 
-    def register(check: SingleCheck) -> SingleCheck:
-        _register(replace(meta.rule(id, "single"), single=check))
+    def decorate(check: SingleCheck) -> SingleCheck:
+        register(replace(meta.rule(id, "single"), single=check))
         return check
 
-    return register
+    return decorate
 
 
 def major(version: str | None) -> str | None:

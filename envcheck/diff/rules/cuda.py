@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from envcheck.diff.finding import Finding
 from envcheck.diff.rules._requirements import Req, applicable, requirement_name, satisfies
-from envcheck.diff.rules.base import Rule, canon, difference_rule, pkg, release, single_rule
+from envcheck.diff.rules.base import canon, difference_rule, pkg, release, single_rule
+from envcheck.findings import Finding, Rule
 from envcheck.manifest.model import Manifest
 
 FAMILY = "CUDA, driver and GPU"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from envcheck.diff.finding import Finding, Severity
-from envcheck.diff.rules.base import Rule, difference_rule
+from envcheck.diff.rules.base import difference_rule
+from envcheck.findings import Finding, Rule, Severity
 from envcheck.manifest.model import Manifest
 
 FAMILY = "environment variables"

@@ -10,8 +10,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from envcheck.diff.finding import Finding, Severity
-from envcheck.diff.rules.base import Rule, canon, difference_rule, pkg, single_rule
+from envcheck.diff.rules.base import canon, difference_rule, pkg, single_rule
+from envcheck.findings import Finding, Rule, Severity
 from envcheck.manifest.model import LoadedLibrary, Manifest
 from envcheck.manifest.native import NativeNode
 

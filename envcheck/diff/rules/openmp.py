@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from envcheck.diff.finding import Finding
-from envcheck.diff.rules.base import Rule, difference_rule, single_rule
+from envcheck.diff.rules.base import difference_rule, single_rule
 from envcheck.diff.rules.native import library_key
+from envcheck.findings import Finding, Rule
 from envcheck.manifest.model import Manifest
 
 FAMILY = "OpenMP and BLAS runtimes"

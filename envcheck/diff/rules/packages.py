@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from envcheck.diff.finding import Finding
 from envcheck.diff.rules._requirements import applicable, requirement_name, satisfies
 from envcheck.diff.rules.base import (
-    Rule,
     canon,
     difference_rule,
     local_label,
@@ -16,6 +14,7 @@ from envcheck.diff.rules.base import (
     release,
     single_rule,
 )
+from envcheck.findings import Finding, Rule
 from envcheck.manifest.model import Distribution, Manifest
 
 FAMILY = "packages"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from envcheck.diff.finding import Finding
-from envcheck.diff.rules.base import Rule, difference_rule, pkg, release, single_rule
+from envcheck.diff.rules.base import difference_rule, pkg, release, single_rule
+from envcheck.findings import Finding, Rule
 from envcheck.manifest.model import Backends, Manifest
 
 FAMILY = "torch build and variant"

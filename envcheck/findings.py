@@ -1,0 +1,168 @@
+"""The bottom of envcheck's findings: ``Finding``, ``Severity``, ``Rule`` and the one registry of rules.
+
+Every finding any command emits — a difference (``diff``), a trap of one environment (``doctor``), a
+smoke-suite result (``VERIFY-*``), a scan's refusal — carries the id of a rule registered here, so that
+``envcheck rules`` lists it, a policy can name it (a typo is refused with the closest id) and reports take
+its explanation from one place. Rule families live above this module and register themselves on import
+(``catalog()`` imports them by name); this module imports nothing of envcheck.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Severity = Literal["error", "warning", "info"]
+SEVERITY_RANK: dict[Severity, int] = {"error": 0, "warning": 1, "info": 2}
+
+RuleKind = Literal["difference", "single", "verify"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Finding:
+    """One finding. ``rule`` is a stable id (``ENV-TORCH-VARIANT``) that users put in policy files.
+
+    ``base`` / ``target`` are the two values compared (``None`` for single-environment rules or where a
+    side lacks the fact). ``intended`` holds the policy's reason when the difference is declared intended:
+    it is still reported but never fails the gate. ``machine`` names the target in a fleet report.
+    ``caused_by`` is the ``key`` of the root-cause finding this one is a consequence of (reports fold it
+    under that one); ``None`` for a root cause.
+    """
+
+    rule: str
+    severity: Severity
+    subject: str
+    message: str
+    remedy: str
+    base: str | None = None
+    target: str | None = None
+    intended: str | None = None
+    machine: str | None = None
+    caused_by: str | None = None
+
+    @property
+    def key(self) -> str:
+        """A stable name for this finding within one report: ``RULE:subject`` (``@machine`` in a fleet)."""
+        key = f"{self.rule}:{self.subject}"
+        return f"{key}@{self.machine}" if self.machine else key
+
+    def sort_key(self) -> tuple[int, str, str, str, str]:
+        """Errors first, then by rule id, subject and machine: the same input gives the same report."""
+        return (SEVERITY_RANK[self.severity], self.rule, self.subject, self.machine or "", self.target or "")
+
+
+def at_or_above(finding: Finding, threshold: Severity) -> bool:
+    """True when ``finding`` counts against a gate set to ``--fail-on threshold`` (intended ones never do)."""
+    return finding.intended is None and SEVERITY_RANK[finding.severity] <= SEVERITY_RANK[threshold]
+
+
+# A rule's check, typed loosely here so that this module needs no manifest model: diff rules take
+# ``(rule, base, target)`` or ``(rule, manifest)`` (``envcheck.diff.rules.base`` types them precisely).
+Check = Callable[..., Iterable[Finding]]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Rule:
+    """One rule of the catalog. ``failure_modes`` are ids of docs/failure-modes.md (``FM-01``); ``evidence``
+    lists the upstream issues behind it (``pytorch/pytorch#131662``). ``remedy`` is the general advice
+    (each finding carries its own, specific one). ``kind``: ``difference`` and ``single`` rules have a
+    check the diff engine runs; ``verify`` rules are emitted by the smoke suite's comparison."""
+
+    id: str
+    kind: RuleKind
+    family: str
+    severity: Severity
+    title: str
+    why: str
+    failure_modes: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()
+    remedy: str = ""
+    difference: Check | None = field(default=None, compare=False)
+    single: Check | None = field(default=None, compare=False)
+
+    def finding(
+        self,
+        subject: str,
+        message: str,
+        remedy: str,
+        *,
+        base: str | None = None,
+        target: str | None = None,
+        severity: Severity | None = None,
+        caused_by: str | None = None,
+    ) -> Finding:
+        """A finding of this rule (its default severity unless the check knows better)."""
+        return Finding(
+            rule=self.id,
+            severity=severity or self.severity,
+            subject=subject,
+            message=message,
+            remedy=remedy,
+            base=base,
+            target=target,
+            caused_by=caused_by,
+        )
+
+
+REGISTRY: dict[str, Rule] = {}
+
+
+def register(rule: Rule) -> Rule:
+    """Add ``rule`` to the catalog. Raises ``ValueError`` for an id registered twice (a programming error
+    that the catalog test catches)."""
+    if rule.id in REGISTRY:
+        raise ValueError(f"rule id {rule.id} registered twice")
+    REGISTRY[rule.id] = rule
+    return rule
+
+
+# The modules that register rules, in the catalog's family order. Imported by name on first use: the
+# registry sits at the bottom, the families above it.
+FAMILY_MODULES = (
+    "envcheck.diff.rules.platform",
+    "envcheck.diff.rules.packages",
+    "envcheck.diff.rules.torch",
+    "envcheck.diff.rules.cuda",
+    "envcheck.diff.rules.native",
+    "envcheck.diff.rules.openmp",
+    "envcheck.diff.rules.numerics",
+    "envcheck.diff.rules.envvars",
+    "envcheck.diff.rules.process",
+    "envcheck.verify.rules",
+)
+
+
+def catalog() -> tuple[Rule, ...]:
+    """Every rule of every family, sorted by id."""
+    import importlib
+
+    for module in FAMILY_MODULES:
+        importlib.import_module(module)
+    return tuple(REGISTRY[k] for k in sorted(REGISTRY))
+
+
+def get_rule(rule_id: str) -> Rule | None:
+    """The rule with this id (case-insensitive), or None."""
+    catalog()
+    return REGISTRY.get(rule_id.strip().upper())
+
+
+def rule_ids(*kinds: RuleKind) -> tuple[str, ...]:
+    """The ids of the rules of ``kinds`` (default: all), sorted."""
+    return tuple(r.id for r in catalog() if not kinds or r.kind in kinds)
+
+
+def describe(rule: Rule) -> dict[str, Any]:
+    """The rule as plain data (``envcheck rules --format json``, Markdown and JUnit take from it)."""
+    return {
+        "id": rule.id,
+        "kind": rule.kind,
+        "family": rule.family,
+        "severity": rule.severity,
+        "title": rule.title,
+        "why": rule.why,
+        "remedy": rule.remedy,
+        "failure_modes": list(rule.failure_modes),
+        "evidence": list(rule.evidence),
+    }
