@@ -14,7 +14,7 @@ from envcheck.errors import EnvcheckError
 from envcheck.outputs import Destination
 
 if TYPE_CHECKING:
-    from envcheck.findings import Finding
+    from envcheck.flows import Report
     from envcheck.manifest.model import Manifest
     from envcheck.report.options import ReportFormatChoice, SeverityChoice
 
@@ -109,36 +109,33 @@ def snapshot_this_machine(python: str | None, timeout: float) -> Manifest:
 
 
 def report_findings(
-    findings: list[Finding],
+    report: Report,
     *,
-    title: str,
     fmt: ReportFormatChoice,
     output: str | None,
     fail_on: SeverityChoice,
     junit: Path | None,
-    rules: list[str] | None = None,
-    policy: str | None = None,
 ) -> None:
-    """Render, write the report (and the JUnit file), and exit 1 when a finding fails the gate.
-
-    ``rules``: the rule ids that were checked (one JUnit case each, with those that found something);
-    None means the diff catalog. ``policy``: the one line naming the policy applied and what it changed,
-    shown by every format.
-    """
+    """Render ``report``, write it (and the JUnit file), say on stderr when the policy hid or softened
+    something, and exit 1 when a finding fails the gate."""
     from envcheck.findings import at_or_above
     from envcheck.report import render
+    from envcheck.report.escape import terminal
     from envcheck.report.options import use_color
 
     severity = fail_on.severity
-    if rules is not None:
-        rules = sorted(set(rules) | {f.rule for f in findings})
-    color = use_color(fmt, output)
-    text = render(
-        findings, fmt.format_name, title=title, fail_on=severity, color=color, rules=rules, policy=policy
+    if report.policy_changed:
+        typer.echo(terminal(report.policy_line), err=True)
+    rendered = functools.partial(
+        render,
+        report.findings,
+        title=report.title,
+        fail_on=severity,
+        rules=report.rules,
+        policy=report.policy_line,
     )
-    write_output(text, output)
+    write_output(rendered(fmt.format_name, color=use_color(fmt, output)), output)
     if junit is not None:
-        junit_text = render(findings, "junit", title=title, fail_on=severity, rules=rules, policy=policy)
-        write_output(junit_text, str(junit))
-    if any(at_or_above(f, severity) for f in findings):
+        write_output(rendered("junit"), str(junit))
+    if any(at_or_above(f, severity) for f in report.findings):
         raise typer.Exit(EXIT_FINDINGS)

@@ -29,7 +29,6 @@ from envcheck.report.options import (
 
 if TYPE_CHECKING:
     from envcheck.diff.policy import Policy
-    from envcheck.findings import Finding
     from envcheck.manifest.model import Manifest
 
 _LIVE = "this machine"
@@ -50,21 +49,8 @@ def load_rules_policy(policy: Path | None, no_policy: bool) -> Policy:
     return load_policy(policy, Path.cwd(), disabled=no_policy)
 
 
-def apply_rules_policy(
-    rules_policy: Policy, findings: list[Finding], *, rule_ids: Sequence[str]
-) -> tuple[list[Finding], str]:
-    """The findings the policy leaves (sorted), and the report's policy line. The line also goes to stderr
-    when the policy ignored or downgraded something: a gate that passes because of a policy says so in
-    the CI log even when the report is a file. ``rule_ids``: what the command checked."""
-    from envcheck.diff.policy import policy_line
-    from envcheck.findings import Finding
-    from envcheck.report.escape import terminal
-
-    outcome = rules_policy.apply_counted(findings)
-    line = policy_line(rules_policy, outcome, rule_ids=rule_ids)
-    if outcome.ignored or outcome.downgraded:
-        typer.echo(terminal(line), err=True)
-    return sorted(outcome.findings, key=Finding.sort_key), line
+def _live(python: str | None) -> str:
+    return f"{_LIVE} ({python})" if python else _LIVE
 
 
 def _names(paths: Sequence[Path], manifests: Sequence[Manifest]) -> list[str]:
@@ -106,30 +92,20 @@ def diff(
     Every report names the policy applied and counts what it ignored or downgraded; --no-policy applies
     none. Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     """
-    from envcheck.diff import engine
-    from envcheck.diff.catalog import rule_ids
+    from envcheck import flows
     from envcheck.manifest.io import load
 
     check_outputs(output, junit)
     rules_policy = load_rules_policy(policy, no_policy)
     base_manifest = load(base)
     paths = list(targets or [])
-    manifests = [load(p) for p in paths] if paths else [snapshot_this_machine(python, timeout)]
-    names = _names(paths, manifests) if paths else [f"{_LIVE} ({python})" if python else _LIVE]
-    fleet = len(manifests) > 1
-    findings: list[Finding] = []
-    for name, target in zip(names, manifests, strict=True):
-        found = engine.diff(base_manifest, target) + engine.doctor(target)
-        if fleet:
-            import dataclasses
-
-            found = [dataclasses.replace(f, machine=name) for f in found]
-        findings.extend(found)
-    findings, policy_text = apply_rules_policy(rules_policy, findings, rule_ids=rule_ids())
-    title = f"envcheck diff: {base} → " + (f"{len(names)} machines" if fleet else names[0])
-    report_findings(
-        findings, title=title, fmt=fmt, output=output, fail_on=fail_on, junit=junit, policy=policy_text
-    )
+    if paths:
+        manifests = [load(p) for p in paths]
+        named = list(zip(_names(paths, manifests), manifests, strict=True))
+    else:
+        named = [(_live(python), snapshot_this_machine(python, timeout))]
+    report = flows.diff(str(base), base_manifest, named, rules_policy)
+    report_findings(report, fmt=fmt, output=output, fail_on=fail_on, junit=junit)
 
 
 @handles_errors
@@ -156,19 +132,16 @@ def doctor(
 
     Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     """
-    from envcheck.diff import engine
-    from envcheck.diff.catalog import rule_ids
+    from envcheck import flows
     from envcheck.manifest.io import load
 
     check_outputs(output, junit)
     rules_policy = load_rules_policy(policy, no_policy)
-    target = load(manifest) if manifest is not None else snapshot_this_machine(python, timeout)
-    findings, policy_text = apply_rules_policy(rules_policy, engine.doctor(target), rule_ids=rule_ids())
-    live = f"{_LIVE} ({python})" if python else _LIVE
-    title = f"envcheck doctor: {manifest if manifest is not None else live}"
-    report_findings(
-        findings, title=title, fmt=fmt, output=output, fail_on=fail_on, junit=junit, policy=policy_text
-    )
+    if manifest is not None:
+        report = flows.doctor(str(manifest), load(manifest), rules_policy)
+    else:
+        report = flows.doctor(_live(python), snapshot_this_machine(python, timeout), rules_policy)
+    report_findings(report, fmt=fmt, output=output, fail_on=fail_on, junit=junit)
 
 
 @handles_errors

@@ -18,7 +18,7 @@ from envcheck.commands._common import (
     report_findings,
     snapshot_this_machine,
 )
-from envcheck.commands.diff import NoPolicyOption, apply_rules_policy, load_rules_policy
+from envcheck.commands.diff import NoPolicyOption, load_rules_policy
 from envcheck.errors import UsageError
 from envcheck.report.options import (
     FailOnOption,
@@ -31,8 +31,7 @@ from envcheck.report.options import (
 )
 
 if TYPE_CHECKING:
-    from envcheck.findings import Finding
-    from envcheck.manifest.model import Manifest
+    from envcheck.flows import Report
     from envcheck.manifest.verify import VerifySection
 
 ChecksOption = Annotated[
@@ -90,13 +89,6 @@ def _run(python: str | None, timeout: float, checks: Path | None, compile_: bool
     return section
 
 
-def _goldens(manifest: Manifest) -> VerifySection | None:
-    section = manifest.verify
-    if section is None or section.skipped is not None or not section.results:
-        return None
-    return section
-
-
 def _tally(section: VerifySection) -> str:
     counts: dict[str, int] = {}
     for r in section.results:
@@ -106,20 +98,18 @@ def _tally(section: VerifySection) -> str:
     return f"{len(section.results)} checks{wall}: {parts}"
 
 
-def _strict(findings: list[Finding]) -> list[Finding]:
-    import dataclasses
-
-    return [dataclasses.replace(f, severity="error") if f.rule == "VERIFY-SKIPPED" else f for f in findings]
-
-
-def _outputs_line(golden: VerifySection, current: VerifySection, findings: list[Finding]) -> str:
+def _say_counts(golden: VerifySection | None, current: VerifySection, report: Report) -> None:
+    """On stderr: how many checks ran, and how many outputs matched the goldens."""
     from envcheck.verify.compare import output_counts
 
-    n = output_counts(golden, current, findings)
-    return (
-        f"{n['compared']} outputs compared with the goldens: {n['identical']} identical, "
-        f"{n['within']} within tolerance, {n['beyond']} beyond"
-    )
+    typer.echo(_tally(current), err=True)
+    if golden is not None:
+        n = output_counts(golden, current, list(report.findings))
+        typer.echo(
+            f"{n['compared']} outputs compared with the goldens: {n['identical']} identical, "
+            f"{n['within']} within tolerance, {n['beyond']} beyond",
+            err=True,
+        )
 
 
 @handles_errors
@@ -155,10 +145,9 @@ def verify(
 
     Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     """
+    from envcheck import flows
     from envcheck.manifest.io import load
-    from envcheck.verify import compare, outcomes
     from envcheck.verify.checks_file import compile_checks_file
-    from envcheck.verify.compare import VERIFY_RULES
 
     check_outputs(output, junit)
     rules_policy = load_rules_policy(policy, no_policy)
@@ -166,31 +155,16 @@ def verify(
         compile_checks_file(checks)  # a syntax error is an input error before anything runs
     golden = None
     if against is not None:
-        golden = _goldens(load(against))
+        golden = flows.goldens(load(against))
         if golden is None:
             raise UsageError(
                 f"{against} holds no verify goldens",
                 tip="Record them with `envcheck snapshot` (without --no-verify) on the reference machine.",
             )
     current = _run(python, timeout, checks, compile_)
-    typer.echo(_tally(current), err=True)
-    findings = compare(golden, current) if golden is not None else outcomes(current)
-    if golden is not None:
-        typer.echo(_outputs_line(golden, current, findings), err=True)
-    if strict:
-        findings = _strict(findings)
-    findings, policy_text = apply_rules_policy(rules_policy, findings, rule_ids=VERIFY_RULES)
-    title = "envcheck verify" + (f" against {against}" if against is not None else "")
-    report_findings(
-        findings,
-        title=title,
-        fmt=fmt,
-        output=output,
-        fail_on=fail_on,
-        junit=junit,
-        rules=list(VERIFY_RULES),
-        policy=policy_text,
-    )
+    report = flows.verify(str(against) if against else None, golden, current, rules_policy, strict=strict)
+    _say_counts(golden, current, report)
+    report_findings(report, fmt=fmt, output=output, fail_on=fail_on, junit=junit)
 
 
 @handles_errors
@@ -217,11 +191,8 @@ def gate(
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from envcheck.diff import engine
-    from envcheck.diff.catalog import all_rule_ids
-    from envcheck.findings import Finding
+    from envcheck import flows
     from envcheck.manifest.io import load
-    from envcheck.verify import compare, outcomes
     from envcheck.verify.checks_file import compile_checks_file
 
     check_outputs(output, junit)
@@ -229,40 +200,11 @@ def gate(
     if checks is not None:
         compile_checks_file(checks)  # a syntax error is an input error before anything runs
     base = load(manifest)
-    golden = _goldens(base)
     # The snapshot and the suite are separate target processes: run them side by side.
     with ThreadPoolExecutor(1) as pool:
         live_job = pool.submit(snapshot_this_machine, python, timeout)
         current = _run(python, timeout, checks, compile_)
         live = live_job.result()
-    typer.echo(_tally(current), err=True)
-    findings = engine.diff(base, live) + engine.doctor(live)
-    if golden is not None:
-        verified = compare(golden, current)
-        typer.echo(_outputs_line(golden, current, verified), err=True)
-        findings += verified
-    else:
-        findings += outcomes(current)
-        findings.append(
-            Finding(
-                rule="VERIFY-NO-GOLDEN",
-                severity="warning",
-                subject="verify",
-                message=f"{manifest} holds no verify goldens: the suite ran, but numerics were not compared",
-                remedy="Record the manifest with `envcheck snapshot` (without --no-verify).",
-            )
-        )
-    if strict:
-        findings = _strict(findings)
-    checked = all_rule_ids()
-    findings, policy_text = apply_rules_policy(rules_policy, findings, rule_ids=checked)
-    report_findings(
-        findings,
-        title=f"envcheck gate: this machine against {manifest}",
-        fmt=fmt,
-        output=output,
-        fail_on=fail_on,
-        junit=junit,
-        rules=list(checked),
-        policy=policy_text,
-    )
+    report = flows.gate(str(manifest), base, live, current, rules_policy, strict=strict)
+    _say_counts(flows.goldens(base), current, report)
+    report_findings(report, fmt=fmt, output=output, fail_on=fail_on, junit=junit)

@@ -1,0 +1,149 @@
+"""The flows: what each command computes, as pure functions over manifests, suite results and a policy.
+
+A command parses its arguments, gathers its inputs (loads manifests, takes a live snapshot, runs the
+suite: the effects), calls one flow, renders the ``Report`` and picks the exit code. Every flow ends in
+``finish``, the one place where strictness, the policy, de-duplication, cause linking and ordering are
+applied, so the four commands cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from envcheck.findings import Finding, rule_ids
+
+if TYPE_CHECKING:
+    from envcheck.diff.policy import Policy
+    from envcheck.manifest.model import Manifest
+    from envcheck.manifest.verify import VerifySection
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Report:
+    """What a command reports: findings (root causes first within each severity, consequences linked by
+    ``caused_by``), the rule ids that were checked (one JUnit case each), the policy line, and whether the
+    policy hid or softened anything (then the line goes to stderr too: a gate that passes because of a
+    policy says so in the CI log even when the report is a file)."""
+
+    title: str
+    findings: tuple[Finding, ...]
+    rules: tuple[str, ...]
+    policy_line: str
+    policy_changed: bool
+
+
+def finish(
+    title: str, findings: Sequence[Finding], policy: Policy, *, rules: Sequence[str], strict: bool = False
+) -> Report:
+    """Strictness (a skipped check becomes an error), the policy, exact duplicates once, consequences
+    linked to their root causes (``envcheck.diff.causes``), errors first."""
+    from envcheck.diff.causes import link
+    from envcheck.diff.policy import policy_line
+
+    if strict:
+        findings = [
+            dataclasses.replace(f, severity="error") if f.rule == "VERIFY-SKIPPED" else f for f in findings
+        ]
+    outcome = policy.apply_counted(findings)
+    linked = link(list(dict.fromkeys(outcome.findings)))
+    return Report(
+        title=title,
+        findings=tuple(sorted(linked, key=Finding.sort_key)),
+        rules=tuple(sorted({*rules, *(f.rule for f in linked)})),
+        policy_line=policy_line(policy, outcome, rule_ids=rules),
+        policy_changed=bool(outcome.ignored or outcome.downgraded),
+    )
+
+
+def _strict(finding: Finding) -> Finding:
+    return dataclasses.replace(finding, severity="error") if finding.rule == "VERIFY-SKIPPED" else finding
+
+
+def diff(base_name: str, base: Manifest, targets: Sequence[tuple[str, Manifest]], policy: Policy) -> Report:
+    """``envcheck diff``: each target against ``base`` (difference rules) and alone (single rules). Several
+    targets make a fleet report, each finding naming its machine."""
+    from envcheck.diff import engine
+
+    fleet = len(targets) > 1
+    findings: list[Finding] = []
+    for name, target in targets:
+        found = engine.diff(base, target) + engine.doctor(target)
+        findings += [_on_machine(f, name) for f in found] if fleet else found
+    shown = f"{len(targets)} machines" if fleet else targets[0][0]
+    return finish(
+        f"envcheck diff: {base_name} → {shown}", findings, policy, rules=rule_ids("difference", "single")
+    )
+
+
+def _on_machine(finding: Finding, machine: str) -> Finding:
+    """A finding of one machine of a fleet; its cause, if any, is that machine's too."""
+    cause = f"{finding.caused_by}@{machine}" if finding.caused_by else None
+    return dataclasses.replace(finding, machine=machine, caused_by=cause)
+
+
+def doctor(name: str, manifest: Manifest, policy: Policy) -> Report:
+    """``envcheck doctor``: the traps of one environment, no baseline."""
+    from envcheck.diff import engine
+
+    return finish(
+        f"envcheck doctor: {name}", engine.doctor(manifest), policy, rules=rule_ids("difference", "single")
+    )
+
+
+def verify(
+    against: str | None, golden: VerifySection | None, current: VerifySection, policy: Policy, *, strict: bool
+) -> Report:
+    """``envcheck verify``: the suite's outcomes, compared with ``golden`` when there is one."""
+    from envcheck.verify import compare, outcomes
+
+    findings = compare(golden, current) if golden is not None else outcomes(current)
+    title = "envcheck verify" + (f" against {against}" if against is not None else "")
+    return finish(title, findings, policy, rules=rule_ids("verify"), strict=strict)
+
+
+def gate(
+    manifest_name: str,
+    base: Manifest,
+    live: Manifest,
+    current: VerifySection,
+    policy: Policy,
+    *,
+    strict: bool,
+) -> Report:
+    """``envcheck gate``: this machine (``live``) against ``base``, and the suite against its goldens."""
+    from envcheck.diff import engine
+    from envcheck.verify import compare, outcomes
+
+    findings = engine.diff(base, live) + engine.doctor(live)
+    golden = goldens(base)
+    if golden is not None:
+        findings += compare(golden, current)
+    else:
+        findings += outcomes(current)
+        findings.append(
+            Finding(
+                rule="VERIFY-NO-GOLDEN",
+                severity="warning",
+                subject="verify",
+                message=f"{manifest_name} holds no verify goldens: the suite ran, numerics were not compared",
+                remedy="Record the manifest with `envcheck snapshot` (without --no-verify).",
+            )
+        )
+    return finish(
+        f"envcheck gate: this machine against {manifest_name}",
+        findings,
+        policy,
+        rules=rule_ids(),
+        strict=strict,
+    )
+
+
+def goldens(manifest: Manifest) -> VerifySection | None:
+    """The manifest's smoke-suite goldens, or None when it was recorded without them."""
+    section = manifest.verify
+    if section is None or section.skipped is not None or not section.results:
+        return None
+    return section
