@@ -10,6 +10,14 @@ One mechanism serves every section, so validation, ``to_dict`` and the JSON Sche
 
 Supported annotations: ``str``, ``int``, ``float``, ``bool``, ``None``, unions of those, ``list[T]``,
 ``tuple[T, ...]``, ``dict[str, T]``, ``Literal[...]``, nested dataclasses, and ``JsonValue`` (any JSON).
+
+Numbers are untrusted like everything else in a manifest. A ``float`` field takes only finite numbers
+(``1e400`` parses to infinity; ``NaN`` and ``Infinity`` are Python's extensions to JSON, not JSON) and an
+integer a float can hold. An integer of more digits than Python will convert (CVE-2020-10735: 4300 by
+default) makes ``json.loads`` raise a bare ``ValueError`` with no location; parse with
+``json.loads(text, parse_int=parse_json_int)`` and such a number becomes an ``OversizedNumber`` that
+``decode`` reports at its location, in typed and ``JsonValue`` fields alike. Strings may hold lone
+surrogates (PEP 383 file names): they are data, kept as they are.
 A field whose metadata has ``volatile=True`` changes from run to run (timestamps, durations): the diff
 ignores it and the schema marks it ``"x-volatile": true``.
 """
@@ -18,9 +26,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+import re
+import sys
 import types
 import typing
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 from envcheck.errors import ManifestError
@@ -31,6 +43,26 @@ T = TypeVar("T")
 JsonValue: typing.TypeAlias = Any
 
 _MAX_ERRORS = 50
+# Python's own limit on int/str conversion (sys.set_int_max_str_digits, 3.11+); 3.10 has none, so the
+# default of later versions bounds the parse there too.
+_MAX_INT_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 0)() or 4300
+
+
+@dataclass(frozen=True, slots=True)
+class OversizedNumber:
+    """An integer literal with more digits than a manifest may hold, kept as its digit count only."""
+
+    digits: int
+
+
+def parse_json_int(token: str) -> int | OversizedNumber:
+    """``parse_int`` for ``json.loads``: an ``int``, or an ``OversizedNumber`` that ``decode`` reports at its
+    location instead of ``json.loads`` failing with a bare ``ValueError`` (and no location) on the first
+    integer past Python's conversion limit."""
+    digits = len(token) - token.startswith("-")
+    if digits > _MAX_INT_DIGITS:
+        return OversizedNumber(digits=digits)
+    return int(token)
 
 
 def volatile(default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
@@ -57,6 +89,8 @@ def _fields(cls: type) -> tuple[dataclasses.Field[Any], ...]:
 
 
 def _describe(value: object) -> str:
+    if isinstance(value, OversizedNumber):
+        return f"a number of {value.digits} digits (at most {_MAX_INT_DIGITS})"
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -72,17 +106,57 @@ def _describe(value: object) -> str:
     return type(value).__name__
 
 
+# A key that reads well after a dot; any other key is shown quoted (see ``_join``).
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.+-]{0,79}")
+
+
 def _join(location: str, key: str) -> str:
+    """``location.key``; a key from the manifest that is not a plain name is shown as ``location['…']``
+    with ``repr``'s escapes and cut short, so an error message never carries the manifest's control
+    characters, lone surrogates or megabytes to the user's terminal."""
+    if not _PLAIN_KEY.fullmatch(key):
+        shown = repr(key[:60]) + ("…" if len(key) > 60 else "")
+        return f"{location}[{shown}]"
     return f"{location}.{key}" if location else key
+
+
+def _oversized_in(value: object, location: str) -> tuple[str, OversizedNumber] | None:
+    """Where the first ``OversizedNumber`` inside untyped JSON at ``location`` is, and it; or None.
+
+    Iterative: an untyped value may nest as deep as ``json.loads`` allows, deeper than Python's stack."""
+    stack: list[tuple[object, str]] = [(value, location)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, OversizedNumber):
+            return where, item
+        if type(item) is list:
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+        elif type(item) is dict:
+            stack.extend((v, _join(where, k)) for k, v in item.items())
+    return None
 
 
 _SENTINEL = object()
 
 
+def _finite(value: float) -> float | None:
+    """``value`` as a finite float, or None: ``1e400`` parses to infinity, ``NaN``/``Infinity`` are not JSON,
+    and ``float(10**400)`` raises ``OverflowError``."""
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _decode(tp: Any, value: object, location: str, problems: _Problems) -> Any:
     """Return the decoded value, or ``_SENTINEL`` after recording a problem."""
     if tp is Any:
-        return value
+        found = _oversized_in(value, location)
+        if found is None:
+            return value
+        problems.add(found[0], _describe(found[1]))
+        return _SENTINEL
     origin = get_origin(tp)
     if origin is Union or origin is types.UnionType:
         options = get_args(tp)
@@ -131,7 +205,11 @@ def _decode(tp: Any, value: object, location: str, problems: _Problems) -> Any:
             return value
     elif tp is float:
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
+            number = _finite(value)
+            if number is not None:
+                return number
+            problems.add(location, f"{value!r:.40} is not a finite number a float can hold")
+            return _SENTINEL
     elif tp is str:
         if isinstance(value, str):
             return value
@@ -196,7 +274,14 @@ def _compiled(tp: Any) -> Decoder:
 
 def _compile(tp: Any) -> Decoder:
     if tp is Any:
-        return lambda v: v
+
+        def untyped(v: Any) -> Any:
+            # Containers may hide an oversized integer; scalars (the usual case) are returned at once.
+            if (type(v) is list or type(v) is dict or type(v) is OversizedNumber) and _oversized_in(v, ""):
+                raise _Invalid
+            return v
+
+        return untyped
     origin = get_origin(tp)
     if origin is Union or origin is types.UnionType:
         options = get_args(tp)
@@ -278,7 +363,9 @@ def _compile(tp: Any) -> Decoder:
 
         def number(v: Any) -> Any:
             if type(v) is float or type(v) is int:
-                return float(v)
+                finite = _finite(v)
+                if finite is not None:
+                    return finite
             raise _Invalid
 
         return number
