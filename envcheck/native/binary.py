@@ -1,4 +1,4 @@
-"""What a reader extracts from one native file, whatever its format, and the dispatch on magic bytes."""
+"""Reading one native file, whatever its format: the dispatch on magic bytes to the format's reader."""
 
 # Paths stay strings (os.path / posixpath): the walk touches thousands of them per snapshot, and a tree
 # may come from another platform, whose paths a host-flavoured pathlib.Path would misread.
@@ -6,51 +6,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from types import MappingProxyType
-from typing import Literal, NamedTuple
+from collections.abc import Sequence
 
 from envcheck.files import NotOpened, open_regular
+from envcheck.native.records import BinaryError, BinaryInfo, Format, Needed
 
-# NamedTuples, not dataclasses, for the per-file records: they are built in a hot loop and each dataclass
-# definition costs ~2 ms of import time, which envcheck snapshot pays on every run (DESIGN §6).
-_NO_VERSIONS: Mapping[str, str] = MappingProxyType({})
-
-Format = Literal["elf", "pe", "macho"]
-
-
-class BinaryError(Exception):
-    """The file cannot be read as a native binary; the message is the reason recorded in the tree.
-    ``refused`` names why a file was never opened (``not-regular``, ``link-outside``, ``link-loop``)."""
-
-    def __init__(self, reason: str, *, refused: str | None = None) -> None:
-        super().__init__(reason)
-        self.refused = refused
-
-
-class Needed(NamedTuple):
-    """One library a binary asks its loader for."""
-
-    name: str
-    delay_load: bool = False
-    weak: bool = False
-
-
-class BinaryInfo(NamedTuple):
-    """The loader-relevant header facts of one binary."""
-
-    format: Format
-    machine: str
-    bits: int
-    soname: str | None = None
-    needed: tuple[Needed, ...] = ()
-    rpath: tuple[str, ...] = ()
-    runpath: tuple[str, ...] = ()
-    version_needs: Mapping[str, str] = _NO_VERSIONS
-    version_provides: Mapping[str, str] = _NO_VERSIONS
-    build_id: str | None = None
-    file_version: str | None = None
-    nodeflib: bool = False  # ELF DF_1_NODEFLIB: no ld.so.cache, no default folders
+__all__ = ["BinaryError", "BinaryInfo", "Format", "Needed", "read_binary", "sniff"]
 
 
 def sniff(head: bytes) -> Format | None:

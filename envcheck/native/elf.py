@@ -3,7 +3,7 @@ needs (``.gnu.version_r``) and definitions (``.gnu.version_d``), and the GNU bui
 
 Two readers with one result:
 
-- ``read_elf`` walks the *program headers* the way ld.so does (PT_DYNAMIC, PT_LOAD to map addresses,
+- ``read_elf_file`` walks the *program headers* the way ld.so does (PT_DYNAMIC, PT_LOAD to map addresses,
   PT_NOTE) over an ``mmap`` of the file, touching only the few pages it needs. libtorch_cpu.so is 430 MB;
   its dynamic segment is 1 KB.
 - ``read_elf_reference`` does the same through pyelftools, the library made for ELF. It is the reference
@@ -25,7 +25,7 @@ import re
 import struct
 from typing import BinaryIO
 
-from envcheck.native.binary import BinaryError, BinaryInfo, Needed
+from envcheck.native.records import BinaryError, BinaryInfo, Needed
 
 PT_LOAD, PT_DYNAMIC, PT_NOTE = 1, 2, 4
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1, 5, 10, 14, 15, 29
@@ -54,20 +54,8 @@ class _Declined(Exception):
     """The fast reader cannot handle this (valid) layout: use pyelftools."""
 
 
-def read_elf(path: str) -> BinaryInfo:
-    """The loader facts of the ELF file ``path`` (opened only if it is a regular file).
-
-    Raises ``BinaryError`` (truncated, corrupt, not a regular file) or ``OSError``."""
-    from envcheck.native.binary import read_binary
-
-    info = read_binary(path)
-    if info.format != "elf":
-        raise BinaryError(f"not an ELF file but {info.format.upper()}")
-    return info
-
-
 def read_elf_file(f: BinaryIO) -> BinaryInfo:
-    """``read_elf`` of an open regular file. Raises ``BinaryError`` (truncated, corrupt) or ``OSError``."""
+    """The loader facts of an open regular ELF file. Raises ``BinaryError`` (truncated, corrupt) or ``OSError``."""
     try:
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except ValueError as e:

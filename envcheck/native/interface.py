@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from envcheck.manifest.native import Resolution
-from envcheck.native.binary import BinaryInfo, Needed
+from envcheck.native.records import BinaryInfo, Needed
 
 
 class Image(NamedTuple):

@@ -30,9 +30,9 @@ import os
 import posixpath
 from collections.abc import Sequence
 
-from envcheck.native.binary import Needed
 from envcheck.native.interface import Found, Image, Probe, Resolver
 from envcheck.native.ldcache import cache_lookup, read_ld_cache
+from envcheck.native.records import Needed
 
 _MULTIARCH = {
     "x86_64": "x86_64-linux-gnu",

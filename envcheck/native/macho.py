@@ -8,7 +8,7 @@ import os
 import struct
 from typing import BinaryIO
 
-from envcheck.native.binary import BinaryError, BinaryInfo, Needed
+from envcheck.native.records import BinaryError, BinaryInfo, Needed
 
 # Real fat files hold a handful of architectures; dyld and lipo know about a dozen CPU types.
 MAX_FAT_ARCHS = 64
@@ -21,17 +21,6 @@ _THIN = {
     b"\xfe\xed\xfa\xcf": (">", 32),
     b"\xcf\xfa\xed\xfe": ("<", 32),
 }
-
-
-def read_macho(path: str) -> BinaryInfo:
-    """The loader facts of the Mach-O file ``path`` (opened only if it is a regular file).
-    Raises ``BinaryError`` when it cannot be read as Mach-O."""
-    from envcheck.native.binary import read_binary
-
-    info = read_binary(path)
-    if info.format != "macho":
-        raise BinaryError(f"not a Mach-O file but {info.format.upper()}")
-    return info
 
 
 def check_layout(f: BinaryIO) -> None:
@@ -85,7 +74,7 @@ def _check_image(f: BinaryIO, offset: int, length: int) -> None:
 
 
 def read_macho_file(f: BinaryIO, path: str) -> BinaryInfo:
-    """``read_macho`` of an open regular file; ``path`` is only its name. Raises ``BinaryError``."""
+    """The loader facts of an open regular Mach-O file; ``path`` is only its name. Raises ``BinaryError``."""
     from macholib import mach_o
     from macholib.MachO import MachO
 

@@ -20,8 +20,8 @@ import os
 import posixpath
 from collections.abc import Sequence
 
-from envcheck.native.binary import Needed
 from envcheck.native.interface import Found, Image, Probe, Resolver
+from envcheck.native.records import Needed
 
 _SYSTEM_PREFIXES = ("/usr/lib/", "/System/Library/")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import mmap
 from typing import Any, BinaryIO
 
-from envcheck.native.binary import BinaryError, BinaryInfo, Needed
+from envcheck.native.records import BinaryError, BinaryInfo, Needed
 
 # IMAGE_FILE_HEADER.Machine (Microsoft PE format: "Machine Types")
 MACHINES = {
@@ -22,19 +22,8 @@ MACHINES = {
 }
 
 
-def read_pe(path: str) -> BinaryInfo:
-    """The loader facts of the PE file ``path`` (opened only if it is a regular file).
-    Raises ``BinaryError`` when it is not a valid PE."""
-    from envcheck.native.binary import read_binary
-
-    info = read_binary(path)
-    if info.format != "pe":
-        raise BinaryError(f"not a PE file but {info.format.upper()}")
-    return info
-
-
 def read_pe_file(f: BinaryIO) -> BinaryInfo:
-    """``read_pe`` of an open regular file. pefile bounds its own loops by the data's length (import
+    """The loader facts of an open regular PE file. pefile bounds its own loops by the data's length (import
     descriptors until the end of the data, ``MAX_IMPORT_SYMBOLS``, ``MAX_SECTIONS``, resource limits).
     Raises ``BinaryError`` when it is not a valid PE."""
     import pefile

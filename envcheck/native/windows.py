@@ -31,9 +31,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from envcheck.native.binary import BinaryInfo, Needed
 from envcheck.native.interface import Found, Image, Probe, Resolver
 from envcheck.native.oslibs import WINDOWS_KNOWN_DLLS, is_api_set
+from envcheck.native.records import BinaryInfo, Needed
 
 
 class WindowsResolver(Resolver):

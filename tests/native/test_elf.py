@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from envcheck.native.binary import read_binary
-from envcheck.native.elf import read_elf, read_elf_reference
+from envcheck.native.elf import read_elf_reference
 from envcheck.native.ldcache import cache_lookup, read_ld_cache
 
 from .conftest import EXT, ElfTree, dep, node, walk_host
@@ -36,7 +36,7 @@ def _dlopen(path: Path, env: dict[str, str] | None = None) -> subprocess.Complet
 
 
 def test_reader_facts(elf_tree: ElfTree) -> None:
-    info = read_elf(str(elf_tree / "libuser_rpath.so"))
+    info = read_binary(str(elf_tree / "libuser_rpath.so"))
     assert info.format == "elf"
     assert info.machine in ("x86_64", "aarch64")
     assert info.soname == "libuser_rpath.so"
@@ -44,20 +44,20 @@ def test_reader_facts(elf_tree: ElfTree) -> None:
     assert info.rpath == ("$ORIGIN/lib",)
     assert info.runpath == ()
     assert info.build_id is not None and len(info.build_id) == 40  # gcc on Debian links --build-id (sha1)
-    runpath = read_elf(str(elf_tree / "libuser_runpath.so"))
+    runpath = read_binary(str(elf_tree / "libuser_runpath.so"))
     assert runpath.runpath == ("$ORIGIN/lib",)
     assert runpath.rpath == ()
 
 
 def test_glibc_version_need_from_a_version_node(elf_tree: ElfTree) -> None:
-    info = read_elf(str(elf_tree / "libnewglibc.so"))
+    info = read_binary(str(elf_tree / "libnewglibc.so"))
     assert info.version_needs["GLIBC"] == "2.99"
-    provider = read_elf(str(elf_tree / "lib/libfakeglibc.so"))
+    provider = read_binary(str(elf_tree / "lib/libfakeglibc.so"))
     assert provider.version_provides == {"GLIBC": "2.99"}
     # libuser_rpath.so brings in this machine's libc.so.6 (libnewglibc.so alone needs no libc symbol).
     section = walk_host(elf_tree.root, [elf_tree / "libnewglibc.so", elf_tree / "libuser_rpath.so"])
     assert section.glibc_required == "2.99"
-    libc = read_elf(
+    libc = read_binary(
         cache_lookup(read_ld_cache(), "libc.so.6", info.machine) or "/lib/x86_64-linux-gnu/libc.so.6"
     )
     assert section.glibc_provided == libc.version_provides["GLIBC"]
@@ -70,7 +70,7 @@ def test_fast_reader_matches_pyelftools(elf_tree: ElfTree) -> None:
     cache = read_ld_cache()
     files += [p for p in (cache_lookup(cache, n, "x86_64") for n in ("libc.so.6", "libstdc++.so.6")) if p]
     for path in files:
-        assert read_elf(path) == read_elf_reference(path), path
+        assert read_binary(path) == read_elf_reference(path), path
 
 
 @pytest.mark.skipif(
@@ -78,7 +78,7 @@ def test_fast_reader_matches_pyelftools(elf_tree: ElfTree) -> None:
 )
 def test_fast_reader_matches_pyelftools_on_torch() -> None:
     for path in sorted(glob.glob(f"{sys.prefix}/lib/python3*/site-packages/torch/lib/*.so*")):
-        assert read_elf(path) == read_elf_reference(path), path
+        assert read_binary(path) == read_elf_reference(path), path
 
 
 def test_rpath_and_runpath_with_origin(elf_tree: ElfTree) -> None:
@@ -177,7 +177,7 @@ def test_nodeflib_takes_libc_from_the_interpreter(elf_tree: ElfTree) -> None:
     """ld(1) -z nodefaultlib: no ld.so.cache, no default folders; the interpreter (a dynamically linked
     python) has libc.so.6 loaded already, so the real loader loads the library anyway."""
     lib = elf_tree / "libnodeflib.so"
-    assert read_elf(str(lib)).nodeflib
+    assert read_binary(str(lib)).nodeflib
     python = os.path.realpath(sys.executable)
     section = walk_host(elf_tree.root, [lib], executable=python)
     libc = dep(node(section, "fixture:libnodeflib.so"), "libc.so.6")
