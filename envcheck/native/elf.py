@@ -55,7 +55,9 @@ class _Declined(Exception):
 
 
 def read_elf_file(f: BinaryIO) -> BinaryInfo:
-    """The loader facts of an open regular ELF file. Raises ``BinaryError`` (truncated, corrupt) or ``OSError``."""
+    """The loader facts of an open regular ELF file.
+
+    Raises ``BinaryError`` (truncated, corrupt) or ``OSError``."""
     try:
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except ValueError as e:
