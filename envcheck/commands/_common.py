@@ -55,9 +55,9 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
 
 def _say(line: str) -> None:
     from envcheck.redact import redact_text
-    from envcheck.report.escape import terminal
+    from envcheck.report.escape import one_line
 
-    typer.echo(terminal(redact_text(line)), err=True)
+    typer.echo(one_line(redact_text(line)), err=True)
 
 
 def write_output(text: str, output: str | Destination | None) -> None:

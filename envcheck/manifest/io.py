@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from envcheck.errors import ManifestError
-from envcheck.manifest.codec import decode, encode
+from envcheck.manifest.codec import decode, encode, parse_json_int
 from envcheck.manifest.model import SCHEMA_VERSION, Manifest
 
 # A torch CUDA environment's manifest is a few MB; 32 MiB leaves room and stops a hostile file early.
@@ -29,13 +29,14 @@ def loads(text: str | bytes, *, source: str = "manifest") -> Manifest:
     if not text.strip():
         raise ManifestError(source, ["file is empty"], tip="Write one with `envcheck snapshot -o FILE`.")
     try:
-        data: Any = json.loads(text)
+        # Integers past Python's conversion limit (4300 digits) become a located problem, not a ValueError.
+        data: Any = json.loads(text, parse_int=parse_json_int)
     except json.JSONDecodeError as e:
         hint = " (the file looks truncated)" if e.pos >= len(text.rstrip()) - 1 else ""
         raise ManifestError(
             source, [f"line {e.lineno} column {e.colno}: not valid JSON: {e.msg}{hint}"]
         ) from e
-    except (UnicodeDecodeError, RecursionError) as e:
+    except (UnicodeDecodeError, RecursionError, ValueError) as e:
         raise ManifestError(source, [f"not a JSON text: {type(e).__name__}"]) from e
     if not isinstance(data, dict):
         raise ManifestError(source, ["<top>: expected a JSON object, the manifest"])

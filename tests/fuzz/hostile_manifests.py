@@ -76,9 +76,9 @@ hostile_text = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=12), min_s
 )
 huge_text = st.builds(lambda piece, n: piece * n, st.sampled_from(FRAGMENTS[:8]), st.integers(500, 2_000))
 
-# Raw JSON number tokens. Integers past Python's 4300-digit conversion limit are not here: the loader
-# does not yet report them as a ManifestError (see test_fuzz_findings.py).
+# Raw JSON number tokens, an integer past Python's 4300-digit conversion limit among them.
 RAW_NUMBERS = (
+    "9" * 5000,
     "1e400",
     "-1e400",
     "NaN",

@@ -59,12 +59,6 @@ def test_an_integer_past_the_conversion_limit_is_located_by_the_codec(
     assert any(p.startswith(f"{location}: ") for p in raised.value.problems), raised.value.problems
 
 
-@pytest.mark.xfail(
-    raises=ValueError,
-    strict=True,
-    reason="envcheck/manifest/io.py: loads() must call json.loads(text, parse_int=codec.parse_json_int); "
-    "today json.loads raises a bare ValueError (a traceback, exit 1) on an integer of over 4300 digits",
-)
 def test_an_integer_past_the_conversion_limit_is_a_manifest_error_from_the_loader() -> None:
     with pytest.raises(ManifestError, match=r"platform\.shm_bytes: .*5000 digits"):
         loads(_with(("platform", "shm_bytes"), "9" * 5000))
