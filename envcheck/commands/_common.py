@@ -54,8 +54,8 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
 
 
 def _say(line: str) -> None:
+    from envcheck.escape import one_line
     from envcheck.redact import redact_text
-    from envcheck.report.escape import one_line
 
     typer.echo(one_line(redact_text(line)), err=True)
 
@@ -118,9 +118,9 @@ def report_findings(
 ) -> None:
     """Render ``report``, write it (and the JUnit file), say on stderr when the policy hid or softened
     something, and exit 1 when a finding fails the gate."""
+    from envcheck.escape import terminal
     from envcheck.findings import at_or_above
     from envcheck.report import render
-    from envcheck.report.escape import terminal
     from envcheck.report.options import use_color
 
     severity = fail_on.severity

@@ -319,7 +319,7 @@ def format_text(section: NativeSection, target: str) -> str:
     """The readable report of a scan: the tree, what the machine must provide, what is missing, and what
     was never opened. Every string from the scanned files (names, sonames, paths, reasons quoting them) is
     escaped for the terminal (``report.escape.one_line``): a DLL name may carry terminal escapes."""
-    from envcheck.report.escape import one_line as esc
+    from envcheck.escape import one_line as esc
 
     lines = [f"native tree of {esc(target)} ({section.loader or 'no binaries'})", ""]
     nodes = section.nodes or []

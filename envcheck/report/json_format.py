@@ -27,7 +27,7 @@ import json
 from collections.abc import Sequence
 
 from envcheck.diff.finding import Finding, at_or_above
-from envcheck.report.escape import json_text
+from envcheck.escape import json_text
 from envcheck.report.interface import ReportContext, ReportFormat, summarize
 
 REPORT_VERSION = 1

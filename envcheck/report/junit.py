@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
 from envcheck.diff.finding import Finding, at_or_above
-from envcheck.report.escape import xml
+from envcheck.escape import xml
 from envcheck.report.interface import ReportContext, ReportFormat, summarize
 
 

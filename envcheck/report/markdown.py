@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 
 from envcheck.diff.finding import Finding, Severity
-from envcheck.report.escape import markdown
+from envcheck.escape import markdown
 from envcheck.report.interface import (
     ReportContext,
     ReportFormat,

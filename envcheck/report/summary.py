@@ -7,8 +7,8 @@ visible data on one line and never drives the reader's terminal.
 
 from __future__ import annotations
 
+from envcheck.escape import one_line
 from envcheck.manifest.model import Manifest, ProbeOutcome
-from envcheck.report.escape import one_line
 
 
 def _v(value: object) -> str:

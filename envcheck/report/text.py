@@ -14,7 +14,7 @@ import textwrap
 from collections.abc import Sequence
 
 from envcheck.diff.finding import Finding, Severity
-from envcheck.report.escape import one_line, terminal
+from envcheck.escape import one_line, terminal
 from envcheck.report.interface import (
     PLURAL,
     ReportContext,

@@ -11,10 +11,10 @@ from hostile import assert_bounded, envcheck_argv, run_bounded
 from hostile_manifests import SMALL, assert_printable, manifest_text
 
 from envcheck.errors import ManifestError
+from envcheck.escape import json_text
 from envcheck.manifest.codec import decode, parse_json_int
 from envcheck.manifest.io import loads
 from envcheck.manifest.model import Manifest
-from envcheck.report.escape import json_text
 
 TWIN = next(p for p in SMALL if p.name == "twin-a.json")
 OSC = "\x1b]0;pwned\x07"

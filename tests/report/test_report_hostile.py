@@ -15,8 +15,8 @@ from junitparser import JUnitXml
 from markdown_it import MarkdownIt
 
 from envcheck.diff.finding import Finding
+from envcheck.escape import json_text, markdown, one_line, terminal, xml
 from envcheck.report import FORMATS, FormatName, render
-from envcheck.report.escape import json_text, markdown, one_line, terminal, xml
 
 OSC_TITLE = "\x1b]0;pwned\x07"
 CLEAR = "\x1b[2J\x1b[H"
