@@ -1,4 +1,7 @@
-"""The pure engine: rules over manifests, policy applied, findings sorted. No I/O, no printing."""
+"""The pure engine: rules over manifests, policy applied, findings sorted. No I/O, no printing.
+
+Each run builds one ``View`` per manifest (``envcheck.diff.rules.base.views``): the package index and the
+requirement graph the rules share, instead of caches that outlive the run."""
 
 from __future__ import annotations
 
@@ -39,10 +42,13 @@ def diff(
     ``Finding.sort_key``. ``rules`` defaults to the whole catalog (single-environment rules in it are
     skipped); ``policy`` ignores, re-grades or marks findings intended. Pure; raises nothing for
     well-formed manifests."""
+    from envcheck.diff.rules.base import views
+
     findings: list[Finding] = []
-    for rule in _rules(rules):
-        if rule.difference is not None:
-            findings.extend(rule.difference(rule, base, target))
+    with views(base, target):  # one view of each manifest for every rule of this run
+        for rule in _rules(rules):
+            if rule.difference is not None:
+                findings.extend(rule.difference(rule, base, target))
     return _finish(findings, policy)
 
 
@@ -53,8 +59,11 @@ def doctor(
     policy: Policy | None = None,
 ) -> list[Finding]:
     """Single-environment rules only: traps in one environment that need no baseline, sorted."""
+    from envcheck.diff.rules.base import views
+
     findings: list[Finding] = []
-    for rule in _rules(rules):
-        if rule.single is not None:
-            findings.extend(rule.single(rule, manifest))
+    with views(manifest):
+        for rule in _rules(rules):
+            if rule.single is not None:
+                findings.extend(rule.single(rule, manifest))
     return _finish(findings, policy)

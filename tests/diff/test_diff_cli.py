@@ -179,13 +179,14 @@ def test_diff_against_a_fresh_snapshot_of_this_machine() -> None:
 
 def test_the_diff_path_imports_no_heavy_module() -> None:
     # DESIGN §6: diff of two files must start fast: no rich (text to a pipe is plain), no native parsers,
-    # no packaging for the usual metadata. Checked in a fresh interpreter.
+    # (packaging is the reader of requirements and versions, imported on first use: DESIGN §5.4). Checked in a
+    # fresh interpreter.
     code = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
         "from envcheck.cli import app\n"
         f"r = CliRunner().invoke(app, ['diff', {DEV!r}, {CUDA!r}])\n"
-        "heavy = ('rich', 'elftools', 'pefile', 'macholib', 'packaging', 'envcheck.native', 'torch')\n"
+        "heavy = ('rich', 'elftools', 'pefile', 'macholib', 'envcheck.native', 'torch')\n"
         "print(r.exit_code, sorted(m for m in heavy if m in sys.modules))\n"
     )
     proc = subprocess.run(

@@ -6,7 +6,8 @@ import re
 from collections.abc import Iterator
 
 from envcheck.diff.rules._requirements import Req, applicable, requirement_name, satisfies
-from envcheck.diff.rules.base import canon, difference_rule, pkg, release, single_rule
+from envcheck.diff.rules.base import canon, difference_rule, pip_install, pkg, release, single_rule
+from envcheck.diff.rules.torch import VARIANT_KEY, build_cause, family_pins, full_version
 from envcheck.findings import Finding, Rule
 from envcheck.manifest.model import Manifest
 
@@ -46,7 +47,8 @@ def cuda_version(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findi
             if crossed
             else "."
         ),
-        f"Install the torch build for CUDA {b} on the target (the cu{b.replace('.', '')} wheel index).",
+        f"On the target: {pip_install(family_pins(base, full_version(base) or b), source=base, on=target)}"
+        f" (the torch build for CUDA {b}).",
         base=b,
         target=t,
         severity="error" if crossed else None,
@@ -75,6 +77,9 @@ def cuda_libs(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]
     )
     for name, b, t in pairs:
         if b is not None and t is not None and b != t:
+            wheel = "nvidia-cudnn" if name == "cuDNN" else "nvidia-nccl"
+            # torch pins the nvidia-* wheel that provides the library: another pin is another torch's doing.
+            moved = _torch_pins(base, wheel) != _torch_pins(target, wheel)
             yield rule.finding(
                 f"torch {name}",
                 f"torch uses {name} {b} on the base and {t} on the target.",
@@ -82,7 +87,16 @@ def cuda_libs(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]
                 "LD_LIBRARY_PATH.",
                 base=str(b),
                 target=str(t),
+                caused_by=build_cause(base, target, cuda_stack=True) if moved else None,
             )
+
+
+def _torch_pins(m: Manifest, prefix: str) -> frozenset[str]:
+    """torch's requirement lines on the wheels whose names start with ``prefix`` (``nvidia-cudnn``)."""
+    torch = pkg(m, "torch")
+    if torch is None:
+        return frozenset()
+    return frozenset(line for line in torch.requires if (requirement_name(line) or "").startswith(prefix))
 
 
 def _capabilities(m: Manifest) -> list[tuple[str, str]]:
@@ -198,9 +212,17 @@ def cuda_no_driver(rule: Rule, m: Manifest) -> Iterator[Finding]:
         "NVIDIA driver",
         f"torch is built for CUDA {_cuda(m)} but no NVIDIA driver is visible "
         f"({m.gpu.reason or 'not found'}): everything runs on the CPU.",
-        "Pass the GPU into the container (`--gpus all`, nvidia-container-toolkit) and install the driver, "
-        "or install the CPU build of torch to save gigabytes.",
+        (
+            "Pass the GPU into the container (`--gpus all`, nvidia-container-toolkit) and install the driver "
+            "on the host, "
+            if m.platform is not None and m.platform.container
+            else "Install the NVIDIA driver, "
+        )
+        + "or install the CPU build of torch to save gigabytes.",
         target="no driver",
+        # In a diff from a build that needed no driver, the variant change is why this matters; the link
+        # is dropped where no such finding is in the report (doctor, or a CUDA base).
+        caused_by=VARIANT_KEY,
     )
 
 
@@ -250,7 +272,7 @@ def gpu_arch_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
         )
 
 
-def _pinned_nvidia(m: Manifest) -> dict[str, list[tuple[Req, str]]]:
+def pinned_nvidia(m: Manifest) -> dict[str, list[tuple[Req, str]]]:
     """nvidia-* name -> [(requirement line, required by)] from torch's Requires-Dist, following the extras
     of meta-packages such as ``cuda-toolkit[cublas,...]`` one level down."""
     torch = pkg(m, "torch")
@@ -287,7 +309,7 @@ def _pinned_nvidia(m: Manifest) -> dict[str, list[tuple[Req, str]]]:
     evidence=("pytorch/pytorch#134929", "pytorch/pytorch#119932", "pytorch/pytorch#186591"),
 )
 def nvidia_pins(rule: Rule, m: Manifest) -> Iterator[Finding]:
-    for name, pins in sorted(_pinned_nvidia(m).items()):
+    for name, pins in sorted(pinned_nvidia(m).items()):
         dist = pkg(m, name)
         for pin, by in pins:
             req = f"{pin.written}{pin.specifier}"

@@ -80,7 +80,20 @@ def cpu_capability(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Fin
             "oneDNN or MKL.",
             base=br.cpu_capability,
             target=tr.cpu_capability,
+            caused_by=_capability_cause(base, target, tr.cpu_capability),
         )
+
+
+def _capability_cause(base: Manifest, target: Manifest, level: str) -> str | None:
+    """ATEN_CPU_CAPABILITY, when the target sets it (differently from the base) to the level torch uses."""
+    value = target.env.get("ATEN_CPU_CAPABILITY")
+    if (
+        value is None
+        or value == base.env.get("ATEN_CPU_CAPABILITY")
+        or value.strip().upper() != level.upper()
+    ):
+        return None
+    return "ENV-VAR-CHANGED:ATEN_CPU_CAPABILITY"
 
 
 @difference_rule(

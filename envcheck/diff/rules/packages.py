@@ -2,36 +2,194 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
-from envcheck.diff.rules._requirements import applicable, requirement_name, satisfies
+from envcheck.diff.rules._requirements import Graph, Req, applicable, graph, requirement_name, satisfies
 from envcheck.diff.rules.base import (
     canon,
     difference_rule,
+    index,
     local_label,
     major,
+    pip_install,
+    pip_requirement,
     pkg,
     release,
     single_rule,
+    torch_index_label,
+    view,
 )
+from envcheck.diff.rules.torch import COMPANIONS, build_cause, torch_causes
 from envcheck.findings import Finding, Rule
 from envcheck.manifest.model import Distribution, Manifest
+
+__all__ = ["COMPANIONS"]
 
 FAMILY = "packages"
 
 # Compared by their own rules (ENV-TORCH-*, ENV-NUMPY-MAJOR), not again as plain version changes.
 _OWN_RULES = frozenset({"torch", "numpy"})
 
-# Torch companions built per torch version and per variant (their wheels carry the same local label).
-COMPANIONS = frozenset({"torchvision", "torchaudio", "torchtext", "torchdata", "torchrec", "torchao"})
-
 
 def _index(m: Manifest) -> dict[str, Distribution]:
-    return {canon(d.name): d for d in m.packages if not d.shadowed}
+    return index(m)
+
+
+def _cuda_stack(name: str) -> bool:
+    """Distributions that only a CUDA build of torch brings (its nvidia-* / cuda-* wheels, triton)."""
+    return name.startswith(("nvidia-", "cuda-")) or name == "triton"
+
+
+@dataclass(frozen=True, slots=True)
+class _Change:
+    """One distribution's difference: the key of the finding that reports it and its direct cause."""
+
+    key: str
+    cause: str | None
+
+
+def _changes(base: Manifest, target: Manifest) -> dict[str, _Change]:
+    """Every package difference of the pair with its cause, computed once per run for all three rules."""
+    pair = ("package-changes", view(target))
+    return view(base).memo(pair, lambda: _compute_changes(base, target))  # type: ignore[return-value]
+
+
+def _compute_changes(base: Manifest, target: Manifest) -> dict[str, _Change]:
+    b_index, t_index = _index(base), _index(target)
+    b_graph, t_graph = graph(base), graph(target)
+    causes = torch_causes(base, target)
+    b_torch = b_graph.closure("torch") if "torch" in b_index else frozenset()
+    t_torch = t_graph.closure("torch") if "torch" in t_index else frozenset()
+    keys: dict[str, str] = {}
+    for name in set(b_index) | set(t_index):
+        b, t = b_index.get(name), t_index.get(name)
+        if name == "torch":
+            if "missing" in causes:
+                keys[name] = causes["missing"]
+            elif b is None and t is not None:
+                keys[name] = f"ENV-PKG-ADDED:{t.name}"
+        elif b is not None and t is None:
+            keys[name] = f"ENV-PKG-MISSING:{b.name}"
+        elif b is None and t is not None:
+            keys[name] = f"ENV-PKG-ADDED:{t.name}"
+        elif b is not None and t is not None and b.version != t.version:
+            keys[name] = "ENV-NUMPY-MAJOR:numpy" if name == "numpy" else f"ENV-PKG-VERSION:{t.name}"
+
+    def torch_cause(name: str) -> str | None:
+        return build_cause(base, target, cuda_stack=_cuda_stack(name)) if causes else None
+
+    direct: dict[str, str | None] = {}
+    for name in keys:
+        b, t = b_index.get(name), t_index.get(name)
+        cause: str | None = None
+        if name == "torch":
+            cause = None
+        elif b is not None and t is None:
+            cause = _missing_cause(name, b_graph, t_graph, b_torch, keys, torch_cause)
+        elif b is None and t is not None:
+            cause = _added_cause(name, t_graph, t_torch, keys, torch_cause)
+        elif b is not None and t is not None:
+            cause = _version_cause(name, base, target, b_torch, t_torch, causes, torch_cause)
+        direct[name] = cause
+    by_key = {key: name for name, key in keys.items()}
+    out: dict[str, _Change] = {}
+    for name, key in keys.items():
+        out[name] = _Change(key, _root(name, direct, by_key))
+    return out
+
+
+def _root(name: str, direct: dict[str, str | None], by_key: dict[str, str]) -> str | None:
+    """Follow a chain of package causes to the finding that has none (reports fold under roots); a cycle
+    (two distributions that came with each other) leaves the finding a root."""
+    seen = {name}
+    cause = direct.get(name)
+    while cause is not None and cause in by_key:
+        upper = by_key[cause]
+        if upper in seen:
+            return None
+        seen.add(upper)
+        if direct.get(upper) is None:
+            return cause
+        cause = direct[upper]
+    return cause
+
+
+def _missing_cause(
+    name: str,
+    b_graph: Graph,
+    t_graph: Graph,
+    b_torch: frozenset[str],
+    keys: dict[str, str],
+    torch_cause: Callable[[str], str | None],
+) -> str | None:
+    if name in t_graph.required_by:
+        return None  # something on the target needs it: a root of its own (an error)
+    # The extras a user asked for at install time are not recorded: a requirement through any extra
+    # counts as what brought it, as the finding's message says ("it came with ...").
+    requirers = b_graph.required_by.get(name) or frozenset(_dependents(b_graph.manifest).get(name, ()))
+    if not requirers:
+        return None
+    # Only torch and what torch brings needed it on the base: the torch change dropped it.
+    if all(r == "torch" or r in b_torch for r in requirers) and name in b_torch:
+        return torch_cause(name)
+    # It came with distributions that are gone or changed on the target: it followed them.
+    followed = sorted(r for r in requirers if r in keys)
+    if len(followed) == len(requirers):
+        missing = [r for r in followed if keys[r].startswith(("ENV-PKG-MISSING:", "ENV-TORCH-MISSING:"))]
+        return keys[(missing or followed)[0]]
+    return None
+
+
+def _added_cause(
+    name: str,
+    t_graph: Graph,
+    t_torch: frozenset[str],
+    keys: dict[str, str],
+    torch_cause: Callable[[str], str | None],
+) -> str | None:
+    requirers = t_graph.required_by.get(name) or frozenset(_dependents(t_graph.manifest).get(name, ()))
+    if not requirers:
+        return None
+    if all(r == "torch" or r in t_torch for r in requirers) and name in t_torch:
+        return torch_cause(name)
+    followed = sorted(r for r in requirers if r in keys)
+    if len(followed) == len(requirers):
+        added = [r for r in followed if keys[r].startswith("ENV-PKG-ADDED:")]
+        return keys[(added or followed)[0]]
+    return None
+
+
+def _version_cause(
+    name: str,
+    base: Manifest,
+    target: Manifest,
+    b_torch: frozenset[str],
+    t_torch: frozenset[str],
+    causes: dict[str, str],
+    torch_cause: Callable[[str], str | None],
+) -> str | None:
+    if name in COMPANIONS:
+        # Companions are built per torch release: another torch release brings another companion.
+        return causes.get("version")
+    if name in b_torch and name in t_torch and _torch_lines(base, name) != _torch_lines(target, name):
+        return torch_cause(name)  # the other torch pins another version of it
+    return None
+
+
+def _torch_lines(m: Manifest, name: str) -> frozenset[str]:
+    """What torch and the meta-packages it pulls (cuda-toolkit) require of ``name`` on ``m``."""
+    g = graph(m)
+    owners = {"torch"} | {r for r in g.closure("torch") if r.startswith("cuda-")}
+    return frozenset(str(e.req.specifier) for o in owners for e in g.edges.get(o, ()) if e.req.name == name)
 
 
 def _dependents(m: Manifest) -> dict[str, set[str]]:
     """name -> names of the distributions whose Requires-Dist mention it (any marker, any extra)."""
+    return view(m).memo("any-dependents", lambda: _any_dependents(m))  # type: ignore[return-value]
+
+
+def _any_dependents(m: Manifest) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for dist in m.packages:
         if dist.shadowed:
@@ -42,6 +200,12 @@ def _dependents(m: Manifest) -> dict[str, set[str]]:
             if name:
                 out.setdefault(name, set()).add(owner)
     return out
+
+
+def _install(base: Manifest, target: Manifest, dist: Distribution) -> str:
+    """The pasteable command that puts the base's ``dist`` on the target (a torch companion from torch's
+    index, with its label)."""
+    return pip_install([(dist.name, dist.version)], source=base, on=target)
 
 
 @difference_rule(
@@ -60,29 +224,21 @@ def pkg_missing(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
     missing = sorted(set(b_index) - set(t_index))
     if not missing:
         return
-    wanted = set(missing)
-    t_required_by: dict[str, list[str]] = {}
-    for dist in target.packages:
-        if dist.shadowed:
-            continue
-        names = [line for line in dist.requires if requirement_name(line) in wanted]
-        # A line without a marker always applies: no need to import packaging to know it.
-        for line in names:
-            name = requirement_name(line)
-            if ";" not in line and name:
-                t_required_by.setdefault(name, []).append(dist.name)
-        for app in applicable(target, [line for line in names if ";" in line]):
-            t_required_by.setdefault(app.requirement.name, []).append(dist.name)
+    changes = _changes(base, target)
+    t_graph = graph(target)
     b_dependents = _dependents(base)
     for name in missing:
         dist = b_index[name]
-        requirers = sorted(set(t_required_by.get(name, [])))
+        if changes[name].key != f"{rule.id}:{dist.name}":
+            continue  # torch: ENV-TORCH-MISSING reports it, once
+        cause = changes[name].cause
+        requirers = sorted(t_index[r].name for r in t_graph.required_by.get(name, ()))
         if requirers:
             yield rule.finding(
                 dist.name,
                 f"{dist.name} {dist.version} is resolved on the base but missing on the target, where "
                 f"{', '.join(requirers)} require(s) it: importing them fails.",
-                f"Install {dist.name}=={dist.version} on the target (reinstall from one lock file).",
+                f"On the target: {_install(base, target, dist)} (better: reinstall from one lock file).",
                 base=dist.version,
                 target="missing",
                 severity="error",
@@ -90,7 +246,9 @@ def pkg_missing(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
             continue
         dependents = b_dependents.get(name, set())
         changed = sorted(
-            d for d in dependents if d not in t_index or t_index[d].version != b_index[d].version
+            b_index[d].name
+            for d in dependents
+            if d in b_index and (d not in t_index or t_index[d].version != b_index[d].version)
         )
         follows = bool(dependents) and len(changed) == len(dependents)
         yield rule.finding(
@@ -102,10 +260,11 @@ def pkg_missing(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
                 else f"{dist.name} {dist.version} is installed on the base but not on the target: code that "
                 "imports it fails."
             ),
-            f"Install {dist.name}=={dist.version} on the target if the application uses it.",
+            f"If the application uses it, on the target: {_install(base, target, dist)}.",
             base=dist.version,
             target="missing",
-            severity="info" if follows else None,
+            severity="info" if follows or cause is not None else None,
+            caused_by=cause,
         )
 
 
@@ -119,14 +278,24 @@ def pkg_missing(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
 )
 def pkg_added(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
     b_index, t_index = _index(base), _index(target)
-    for name in sorted(set(t_index) - set(b_index)):
+    added = sorted(set(t_index) - set(b_index))
+    if not added:
+        return
+    changes = _changes(base, target)
+    for name in added:
         dist = t_index[name]
+        cause = changes[name].cause
         yield rule.finding(
             dist.name,
-            f"{dist.name} {dist.version} is installed on the target only.",
-            "Remove it if the application does not need it, or add it to the base's lock file.",
+            f"{dist.name} {dist.version} is installed on the target only"
+            + (
+                ", brought by the other torch build." if cause in torch_causes(base, target).values() else "."
+            ),
+            f"Remove it if the application does not need it (`pip uninstall {dist.name}`), or add it to the "
+            "base's lock file.",
             base="missing",
             target=dist.version,
+            caused_by=cause,
         )
 
 
@@ -140,12 +309,14 @@ def pkg_added(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]
 )
 def pkg_version(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
     b_index, t_index = _index(base), _index(target)
+    changes: dict[str, _Change] | None = None
     for name in sorted(set(b_index) & set(t_index)):
         if name in _OWN_RULES:
             continue
         b, t = b_index[name], t_index[name]
         if b.version == t.version:
             continue
+        changes = changes if changes is not None else _changes(base, target)
         label_changed = local_label(b.version) != local_label(t.version)
         is_major = major(b.version) != major(t.version)
         companion = name in COMPANIONS
@@ -160,10 +331,11 @@ def pkg_version(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
                 if is_major
                 else "."
             ),
-            f"Pin {b.name}=={b.version} in the target's requirements (or update the base's lock file).",
+            f"On the target: {_install(base, target, b)} (or update the base's lock file).",
             base=b.version,
             target=t.version,
             severity="error" if companion else "warning" if is_major or label_changed else None,
+            caused_by=changes[name].cause,
         )
 
 
@@ -192,8 +364,8 @@ def numpy_major(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
             if crossed
             else "."
         ),
-        f"Pin numpy=={b.version} on the target, or rebuild the extensions and re-save checkpoints as "
-        "pure-tensor state_dicts (or safetensors).",
+        f"On the target: {pip_install([('numpy', b.version)], on=target)}; or rebuild the extensions and "
+        "re-save checkpoints as pure-tensor state_dicts (or safetensors).",
         base=b.version,
         target=t.version,
         severity=None if crossed else "info",
@@ -289,7 +461,103 @@ def companion_variant(rule: Rule, m: Manifest) -> Iterator[Finding]:
         yield rule.finding(
             dist.name,
             f"{dist.name} {dist.version} is a {label} build; torch is {torch_label}.",
-            f"Reinstall {dist.name} from the same {torch_label} index as torch, in the same command.",
+            f"Reinstall it from torch's index: "
+            f"{pip_install([(dist.name, dist.version.split('+')[0] + '+' + torch_label)], source=m, on=m)}"
+            if torch_index_label(f"0+{torch_label}")
+            else f"Reinstall {dist.name} from the same index as torch, in the same command.",
             base=f"torch +{torch_label}",
             target=f"{dist.name} +{label}",
         )
+
+
+def _nvidia_pinned_by_torch(m: Manifest) -> frozenset[str]:
+    """The nvidia-* wheels that torch pins (directly or through cuda-toolkit's extras): ENV-NVIDIA-PINS
+    reports those, with CUDA's words."""
+    from envcheck.diff.rules.cuda import pinned_nvidia
+
+    return frozenset(pinned_nvidia(m))
+
+
+@single_rule(
+    "ENV-PKG-UNMET",
+    family=FAMILY,
+    severity="error",
+    title="an installed distribution requires another that is missing or of a version it excludes",
+    why=(
+        "What `pip check` reports, with extras followed (a `pkg[extra]` requirement brings the extra's own "
+        "requirements, which pip check does not look at): the import that needs it fails, or runs against "
+        "an API the requirer was not built for. Markers are evaluated for the manifest's machine."
+    ),
+    fm=("FM-07", "FM-11"),
+    evidence=("pytorch/vision#8985",),
+)
+def pkg_unmet(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    installed = _index(m)
+    g = graph(m)
+    pinned: frozenset[str] | None = None
+    unmet: dict[str, list[tuple[Distribution, Req, str]]] = {}
+    for requirer in sorted(g.edges):
+        for edge in g.edges[requirer]:
+            req, name = edge.req, edge.req.name
+            if name == requirer:
+                continue  # `pkg[extra]` naming itself: its own extras, which the graph follows
+            have = installed.get(name)
+            if have is not None and satisfies(have.version, req):
+                continue
+            if have is not None and name == "torch":
+                continue  # ENV-COMPANION-PIN says it, naming the torch release the requirer was built for
+            if name.startswith("nvidia-"):
+                pinned = pinned if pinned is not None else _nvidia_pinned_by_torch(m)
+                if name in pinned:
+                    continue  # ENV-NVIDIA-PINS says it, in CUDA's words
+            unmet.setdefault(name, []).append((installed[requirer], req, edge.extra))
+    for name, needs in sorted(unmet.items()):
+        have = installed.get(name)
+        shown = have.name if have is not None else needs[0][1].written
+        asks = [f"{_written(req)}{req.specifier}" for _, req, _ in needs]
+        by = "; ".join(
+            f"{d.name} {d.version} requires {ask}" + (f" (through its extra '{extra}')" if extra else "")
+            for (d, _, extra), ask in zip(needs, asks, strict=True)
+        )
+        yield rule.finding(
+            shown,
+            (
+                f"{by}; it is not installed: importing them fails."
+                if have is None
+                else f"{by}; {have.name} {have.version} is installed."
+            ),
+            f"On this machine: {_unmet_install(m, shown, needs)}, then `pip check`.",
+            base=", ".join(asks),
+            target="missing" if have is None else have.version,
+            # In a diff, the base had it and the target lost it: that finding explains this one (the link
+            # is dropped when no such finding is in the report, as in `doctor`).
+            caused_by=(
+                None
+                if have is not None
+                else "ENV-TORCH-MISSING:torch"
+                if name == "torch"
+                else f"ENV-PKG-MISSING:{shown}"
+            ),
+        )
+
+
+def _written(req: Req) -> str:
+    return req.written + (f"[{','.join(sorted(req.extras))}]" if req.extras else "")
+
+
+def _unmet_install(m: Manifest, shown: str, needs: list[tuple[Distribution, Req, str]]) -> str:
+    """``pip install`` of what the requirers ask. An exact pin on torch or a companion by a labelled
+    requirer keeps that label and its index (a bare ``torch==X`` installs the CUDA build on Linux)."""
+    name = needs[0][1].name
+    clauses = sorted({str(clause) for _, req, _ in needs for clause in req.specifier})
+    label = torch_index_label(needs[0][0].version)
+    if (
+        label
+        and (name == "torch" or name in COMPANIONS)
+        and len(clauses) == 1
+        and clauses[0].startswith("==")
+    ):
+        pin = clauses[0][2:]
+        if "*" not in pin:
+            return pip_install([(shown, f"{pin.split('+')[0]}+{label}")], source=m, on=m)
+    return pip_requirement(shown + ",".join(clauses), on=m)

@@ -99,7 +99,20 @@ def threads_changed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Fi
             "bit.",
             base=f"{b[0]}/{b[1]}",
             target=f"{t[0]}/{t[1]}",
+            caused_by=_threads_cause(base, target, t[0]),
         )
+
+
+def _threads_cause(base: Manifest, target: Manifest, threads: int | None) -> str | None:
+    """The environment variable that set the target's intra-op thread count, when it differs from the
+    base's and torch runs exactly the count it names (torch reads OMP_NUM_THREADS, then MKL_NUM_THREADS)."""
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        value = target.env.get(name)
+        if value is not None and value != base.env.get(name):
+            return f"ENV-VAR-CHANGED:{name}" if value.strip() == str(threads) else None
+        if value is not None:
+            return None
+    return None
 
 
 @single_rule(

@@ -4,26 +4,105 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from envcheck.diff.rules.base import difference_rule, pkg, release, single_rule
+from envcheck.diff.rules.base import (
+    canon,
+    difference_rule,
+    local_label,
+    pip_install,
+    pkg,
+    public,
+    release,
+    single_rule,
+    windows,
+)
 from envcheck.findings import Finding, Rule
 from envcheck.manifest.model import Backends, Manifest
 
 FAMILY = "torch build and variant"
 
-_FAMILY_INSTALL = (
-    "Install torch, torchvision and torchaudio together in one command from the index of the wanted "
-    "variant (e.g. `pip install torch==X torchvision==Y --index-url <PyTorch cuXXX or cpu index>`), "
-    "and pin them in a constraints or lock file."
-)
+# Torch companions built per torch version and per variant (their wheels carry the same local label).
+COMPANIONS = frozenset({"torchvision", "torchaudio", "torchtext", "torchdata", "torchrec", "torchao"})
+
+# The root-cause keys a torch change produces (``Finding.key``), for the findings it explains.
+MISSING_KEY = "ENV-TORCH-MISSING:torch"
+VARIANT_KEY = "ENV-TORCH-VARIANT:torch"
+VERSION_KEY = "ENV-TORCH-VERSION:torch"
+CUDA_VERSION_KEY = "ENV-CUDA-VERSION:torch.version.cuda"
 
 
-def _torch_version(m: Manifest) -> str | None:
+def installed_version(m: Manifest) -> str | None:
+    """torch's full version on ``m`` (``2.13.0+cpu``): torch/version.py, else the runtime, else pip's."""
     if m.torch.static is not None and m.torch.static.version:
         return m.torch.static.version
     if m.torch.runtime is not None:
         return m.torch.runtime.version
     dist = pkg(m, "torch")
     return dist.version if dist else None
+
+
+_torch_version = installed_version
+
+
+def full_version(m: Manifest) -> str | None:
+    """torch's version with the build's local label even where pip's metadata lacks one (the default
+    index's Linux wheel says ``2.14.1`` for a cu130 build): what pins the same build elsewhere."""
+    dist = pkg(m, "torch")
+    static = m.torch.static.version if m.torch.static is not None else None
+    for version in (dist.version if dist is not None else None, static):
+        if version and local_label(version):
+            return version
+    return installed_version(m)
+
+
+def torch_causes(base: Manifest, target: Manifest) -> dict[str, str]:
+    """The torch changes that ENV-TORCH-* / ENV-CUDA-VERSION report as root causes from ``base`` to
+    ``target``, by kind: ``missing``, ``variant`` (CPU <-> GPU, or another GPU family), ``cuda`` (another
+    CUDA release of a CUDA build), ``version`` (another release). Values are the root findings' keys;
+    the conditions mirror those rules exactly, so a key named here is a finding of the same run."""
+    out: dict[str, str] = {}
+    b, t = installed_version(base), installed_version(target)
+    if b and not t:
+        out["missing"] = MISSING_KEY
+        return out
+    if not b or not t:
+        return out
+    bs, ts = base.torch.static, target.torch.static
+    if bs is not None and ts is not None and bs.variant != ts.variant:
+        if _kind(bs.variant) == _kind(ts.variant) == "cu":
+            if bs.cuda and ts.cuda and bs.cuda != ts.cuda:
+                out["cuda"] = CUDA_VERSION_KEY
+        else:
+            out["variant"] = VARIANT_KEY
+    if public(b) != public(t):
+        out["version"] = VERSION_KEY
+    return out
+
+
+def build_cause(base: Manifest, target: Manifest, *, cuda_stack: bool) -> str | None:
+    """The one torch root that explains a consequence: for the CUDA stack (nvidia-* wheels, CUDA
+    libraries, CUDA backends) the variant or CUDA release first, for anything else the version first."""
+    causes = torch_causes(base, target)
+    order = (
+        ("missing", "variant", "cuda", "version") if cuda_stack else ("missing", "version", "variant", "cuda")
+    )
+    return next((causes[k] for k in order if k in causes), None)
+
+
+def family_pins(source: Manifest, version: str) -> list[tuple[str, str]]:
+    """torch at ``version`` and the companions ``source`` has, each at its own version with torch's label:
+    one command installs the family from one index."""
+    pins = [("torch", version)]
+    for dist in sorted(source.packages, key=lambda d: canon(d.name)):
+        if canon(dist.name) in COMPANIONS and not dist.shadowed:
+            pins.append((dist.name, dist.version))
+    return pins
+
+
+def _family_install(base: Manifest, target: Manifest, version: str) -> str:
+    return (
+        f"On the target: {pip_install(family_pins(base, version), source=base, on=target)}; one command "
+        "for torch and its companions, pinned in a constraints or lock file."
+    )
 
 
 @difference_rule(
@@ -40,7 +119,7 @@ def torch_missing(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Find
         yield rule.finding(
             "torch",
             f"torch {b} is installed on the base; the target has no torch: `import torch` fails.",
-            f"Install torch=={b} on the target. " + _FAMILY_INSTALL,
+            _family_install(base, target, full_version(base) or b),
             base=b,
             target="not installed",
         )
@@ -69,8 +148,7 @@ def torch_version(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Find
         "torch",
         f"torch {b_release} on the base, {t_release} on the target: compiled extensions and companion "
         "packages built for one do not load against the other, and model outputs may change.",
-        f"Install torch=={b_release} on the target (or re-validate the model on {t_release}). "
-        + _FAMILY_INSTALL,
+        _family_install(base, target, full_version(base) or b) + f" Or re-validate the model on {t_release}.",
         base=b,
         target=t,
     )
@@ -120,12 +198,12 @@ def torch_variant(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Find
         )
     else:
         message = f"torch is built for {bs.variant} on the base and {ts.variant} on the target."
+    version = full_version(base) or _pin(bs.version, bs.variant)
     yield rule.finding(
         "torch",
         message,
-        f"Install the {bs.variant} build on the target from the PyTorch {bs.variant} wheel index, pinned "
-        f"with its local label (`torch=={_pin(bs.version, bs.variant)}`), or declare the difference intended "
-        "in the policy if the target is meant to differ.",
+        _family_install(base, target, version)
+        + " Or declare the difference intended in the policy if the target is meant to differ.",
         base=bs.variant,
         target=ts.variant,
     )
@@ -188,6 +266,8 @@ def torch_cxx11_abi(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Fi
         "Install the same torch build on both sides and rebuild or reinstall the extensions for it.",
         base=str(br.cxx11_abi).lower(),
         target=str(tr.cxx11_abi).lower(),
+        # Each torch build fixes its ABI flag: another release or variant is what changed it.
+        caused_by=build_cause(base, target, cuda_stack=False),
     )
 
 
@@ -225,6 +305,9 @@ def backend_lost(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findi
         b: bool | None = getattr(br.backends, attr)
         t: bool | None = getattr(tr.backends, attr)
         if b and t is False:
+            cause = None
+            if attr in _CUDA_BACKENDS and br.backends.cuda_built and tr.backends.cuda_built is False:
+                cause = build_cause(base, target, cuda_stack=True)  # the target's build has no CUDA
             yield rule.finding(
                 f"torch.backends: {label}",
                 f"{label} works on the base and not on the target; code that uses it fails or falls back.",
@@ -233,7 +316,11 @@ def backend_lost(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findi
                 base="available",
                 target="unavailable",
                 severity="error" if attr == "cuda_available" and _gpu_build(tr.backends) else None,
+                caused_by=cause,
             )
+
+
+_CUDA_BACKENDS = frozenset({"cuda_available", "nccl_available"})
 
 
 def _gpu_build(backends: Backends) -> bool:
@@ -259,8 +346,9 @@ def torch_trees(rule: Rule, m: Manifest) -> Iterator[Finding]:
             "torch",
             f"{len(trees)} torch trees on sys.path: {', '.join(trees)}. `import torch` takes the first; "
             "anything installed against another one breaks.",
-            "Uninstall the extra copies (check the user site `~/.local` and PYTHONPATH; "
-            "`PYTHONNOUSERSITE=1` isolates a venv), then reinstall torch once.",
+            "Uninstall the extra copies (check the user site, "
+            + ("%APPDATA%\\Python" if windows(m) else "~/.local")
+            + ", and PYTHONPATH; `PYTHONNOUSERSITE=1` isolates a venv), then reinstall torch once.",
             target=", ".join(trees),
         )
 
@@ -311,9 +399,16 @@ def gpu_unused(rule: Rule, m: Manifest) -> Iterator[Finding]:
         "torch",
         f"The machine has {len(m.gpu.gpus)} NVIDIA GPU(s) ({names}) but torch {static.version} is built "
         f"without CUDA ({static.variant}).",
-        "Install a CUDA build the driver supports from the PyTorch cuXXX wheel index "
-        "(`pip install torch --index-url <cuXXX index>`), or declare CPU-only intended in the policy.",
+        "Install a CUDA build the driver supports: "
+        + (
+            "`pip install torch --index-url $env:TORCH_INDEX_URL`"
+            if windows(m)
+            else '`pip install torch --index-url "$TORCH_INDEX_URL"`'
+        )
+        + " (set TORCH_INDEX_URL to the PyTorch wheel index for the CUDA release the driver supports: its "
+        "URL ends in /cuNNN, e.g. /cu130); or declare CPU-only intended in the policy.",
         target=static.variant,
+        caused_by=VARIANT_KEY,  # in a diff from a GPU build: the variant change (dropped where absent)
     )
 
 
@@ -342,4 +437,5 @@ def torch_load_default(rule: Rule, base: Manifest, target: Manifest) -> Iterator
         "trusted classes with torch.serialization.add_safe_globals.",
         base=".".join(map(str, b)),
         target=".".join(map(str, t)),
+        caused_by=VERSION_KEY,  # crossing 2.6 is a release change, which ENV-TORCH-VERSION reports
     )
