@@ -59,6 +59,12 @@ def companion(version: str, pin: str) -> Edit:
     return edit
 
 
+def torchvision_without_pillow(d: dict[str, Any]) -> None:
+    # torchvision 0.28's real Requires-Dist; pillow is not installed in the venv.
+    companion("0.28.0+cpu", "torch==2.13.0")(d)
+    dist_entry(d, "torchvision")["requires"] = ["numpy", "torch==2.13.0", "pillow!=8.3.*,>=5.3.0"]
+
+
 def cudnn_version(version: str) -> Edit:
     def edit(d: dict[str, Any]) -> None:
         dist_entry(d, "nvidia-cudnn-cu13")["version"] = version
@@ -186,6 +192,7 @@ TRIGGERS: dict[str, tuple[str, tuple[Edit, ...], Severity, str]] = {
         "error",
         "torchvision",
     ),
+    "ENV-PKG-UNMET": ("dev-cpu", (torchvision_without_pillow,), "error", "pillow"),
     "ENV-DRIVER-TOO-OLD": (
         "cuda",
         (gpu("8.9", cuda_driver=12080, driver="570.86.10"),),
