@@ -284,11 +284,21 @@ class Owners:
     """Which distribution installed a file: built from every distribution's RECORD native files."""
 
     def __init__(self, packages: Sequence[Distribution]) -> None:
+        import os.path
+
         self._by_path: dict[str, tuple[str, str | None]] = {}
+        real: dict[str, str] = {}
         for dist in packages:
+            # The loader reports real paths (/proc/self/maps): a venv reached through a linked folder lists
+            # its files under the link, so each file is known by both names (one realpath per location,
+            # on this machine: the owners are looked up only for the live target).
+            if dist.location not in real:
+                real[dist.location] = os.path.realpath(dist.location)
             for f in dist.native_files:
-                full = str(PurePath(dist.location, f.path))
-                self._by_path[_normal(full)] = (dist.name, f.sha256)
+                entry = (dist.name, f.sha256)
+                self._by_path[_normal(str(PurePath(dist.location, f.path)))] = entry
+                if real[dist.location] != dist.location:
+                    self._by_path.setdefault(_normal(str(PurePath(real[dist.location], f.path))), entry)
 
     def owner(self, path: str) -> tuple[str, str | None]:
         """``(distribution name, RECORD sha256)``, or ``("system", None)`` for a file no RECORD lists."""

@@ -1,27 +1,138 @@
 """Linking consequences to their root causes: one ``LD_LIBRARY_PATH`` and the libraries it moved, one torch
 variant and the CUDA stack it drops, one library resolved elsewhere and its echoes.
 
-``link(findings)`` is pure: it returns the same findings, each consequence with ``caused_by`` set to the
-``key`` of its root cause. Reports lead with root causes and fold their consequences under them. A finding
-is linked only when the cause explains it: nothing is hidden, and an unexplained finding stays a root.
+``link(findings)`` is pure: it returns the findings, each consequence with ``caused_by`` set to the ``key``
+of its root cause. Reports lead with root causes and fold their consequences under them. A finding is
+linked only when the cause explains it: an unexplained finding stays a root.
+
+Three steps:
+
+1. **Echoes fold into what they echo.** Some rules see one fact from two sides: the static tree and the live
+   process, one environment and the difference of two. When a finding of ``ECHOES`` meets, on the same
+   subject (and machine), the finding that says the same thing better, it is dropped: a reader sees the
+   move of libgomp once, not as SHADOWED + RESOLVED-ELSEWHERE + LOADED-FROM + REQUIRES. Findings that named
+   a dropped echo as their cause name what it echoed instead.
+2. **Causes are checked.** A cause that is absent (the policy ignored it, or a single-environment rule named
+   the variable a diff would report) is dropped: the finding becomes a root. A variable named as the
+   cause of a file's move must name that file's folder (or the file, for LD_PRELOAD) in its new value and
+   not in its old one.
+3. **Chains are flattened**: a consequence of a consequence names the root, so reports fold one level.
 """
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 from collections.abc import Sequence
 
 from envcheck.findings import Finding
 
+# echo rule -> the rules whose finding on the same subject says all it says. Order does not matter: a
+# finding is dropped when any of its betters is present.
+ECHOES: dict[str, tuple[str, ...]] = {
+    # The static tree's own verdict (the wheel ships it, its files resolve the machine's copy) covers the
+    # base-vs-target story of the same library, the live process's view of it, and the machine's new
+    # requirement that follows from it.
+    "ENV-NATIVE-RESOLVED-ELSEWHERE": ("ENV-NATIVE-SHADOWED",),
+    "ENV-NATIVE-LOADED-FROM": (
+        "ENV-NATIVE-SHADOWED",
+        "ENV-NATIVE-RESOLVED-ELSEWHERE",
+        "ENV-CUDA-LIB-SHADOWED",
+        "ENV-PYTHON-LIBPYTHON",
+    ),
+    "ENV-NATIVE-REQUIRES": ("ENV-NATIVE-SHADOWED", "ENV-NATIVE-RESOLVED-ELSEWHERE"),
+}
+
+# Variables whose value is a list of folders (or files) that move libraries; a finding caused by one must
+# have its file's folder newly named in it.
+_SEARCH_PATHS = {"LD_LIBRARY_PATH": ":", "DYLD_LIBRARY_PATH": ":", "LD_PRELOAD": " :"}
+
 
 def link(findings: Sequence[Finding]) -> list[Finding]:
-    """``findings`` with ``caused_by`` set on each consequence whose cause is among them. A finding that
-    already names a cause that is present keeps it; one naming a cause that is absent (the policy ignored
-    it) becomes a root again, so nothing is folded under a finding the report does not show."""
-    present = {f.key for f in findings}
-    return [f if f.caused_by is None or f.caused_by in present else _as_root(f) for f in findings]
+    """``findings`` without their echoes, each consequence naming its root cause (see the module's
+    docstring). Order is kept; nothing but echoes is dropped."""
+    kept, redirect = _drop_echoes(findings)
+    by_key = {f.key: f for f in kept}
+    causes: dict[str, str | None] = {}
+    for f in kept:
+        cause = redirect.get(f.caused_by, f.caused_by) if f.caused_by else None
+        if cause is not None and (cause == f.key or not _explains(by_key.get(cause), f)):
+            cause = None
+        causes[f.key] = cause
+    out = []
+    for f in kept:
+        root = _root(f.key, causes)
+        out.append(f if root == f.caused_by else dataclasses.replace(f, caused_by=root))
+    return out
 
 
-def _as_root(finding: Finding) -> Finding:
-    import dataclasses
+def _drop_echoes(findings: Sequence[Finding]) -> tuple[list[Finding], dict[str, str]]:
+    present = {(f.rule, f.subject, f.machine): f for f in findings}
+    kept: list[Finding] = []
+    redirect: dict[str, str] = {}
+    for f in findings:
+        better = next(
+            (
+                present[(rule, f.subject, f.machine)]
+                for rule in ECHOES.get(f.rule, ())
+                if (rule, f.subject, f.machine) in present
+            ),
+            None,
+        )
+        if better is None:
+            kept.append(f)
+        else:
+            redirect[f.key] = better.key
+    # An echo of an echo (LOADED-FROM of RESOLVED-ELSEWHERE of SHADOWED) points at the last one kept.
+    for key, first in list(redirect.items()):
+        last, seen = first, {key}
+        while last in redirect and last not in seen:
+            seen.add(last)
+            last = redirect[last]
+        redirect[key] = last
+    return kept, redirect
 
-    return dataclasses.replace(finding, caused_by=None)
+
+def _explains(cause: Finding | None, consequence: Finding) -> bool:
+    if cause is None:
+        return False
+    if cause.rule != "ENV-VAR-CHANGED" or cause.subject not in _SEARCH_PATHS:
+        return True
+    moved = consequence.target or ""
+    if not moved.startswith("/"):
+        return True  # not a path (a version, a count): the rule that named the variable vouches for it
+    separators = _SEARCH_PATHS[cause.subject]
+    new, old = _entries(cause.target, separators), _entries(cause.base, separators)
+    wanted = moved if cause.subject == "LD_PRELOAD" else moved.rsplit("/", 1)[0]
+    return wanted in new and wanted not in old
+
+
+def _entries(shown: str | None, separators: str) -> set[str]:
+    """The entries of a variable's value as ENV-VAR-CHANGED shows it (``'a:b'`` quoted, or ``unset``)."""
+    if not shown or shown == "unset":
+        return set()
+    try:
+        value = ast.literal_eval(shown)
+    except (ValueError, SyntaxError):
+        return set()
+    if not isinstance(value, str):
+        return set()
+    for sep in separators[1:]:
+        value = value.replace(sep, separators[0])
+    return {e.rstrip("/") or "/" for e in value.split(separators[0]) if e}
+
+
+def _root(key: str, causes: dict[str, str | None]) -> str | None:
+    """The root of ``key``'s chain of causes; None when ``key`` is a root, or when the chain loops (no
+    finding of a loop is the root of the others: each stays one)."""
+    cause = causes.get(key)
+    seen = {key}
+    while cause is not None:
+        if cause in seen:
+            return None
+        seen.add(cause)
+        nxt = causes.get(cause)
+        if nxt is None:
+            return cause
+        cause = nxt
+    return None

@@ -77,6 +77,9 @@ class PlatformInfo:
     container: list[str]
     shm_bytes: int | None = None
     hostname: str | None = volatile(None)
+    # Top-level folders that are links (merged /usr: ``{"/lib": "/usr/lib"}``): paths through them name
+    # the same files as paths under their targets. None: not recorded (a manifest from before).
+    path_aliases: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -99,6 +102,17 @@ class PythonInfo:
     wheel_tags: list[str]
     mp_start_method: str | None
     shared_library: str | None
+    # Identity of the interpreter's own library (DESIGN §5.5), recorded by the probe; None: not recorded.
+    # ``own_library``: the real path of the installation's libpython; ``loaded_library``: the real path of
+    # the libpython mapped into the process (another one when LD_LIBRARY_PATH names a distribution's);
+    # ``build_version``: the version the installation's headers declare (``version`` is what the loaded
+    # library reports); ``stdlib_errors``: stdlib extension modules that fail to import, with the error;
+    # ``path_aliases``: linked folders among the prefixes and ``sys_path`` -> their real paths.
+    own_library: str | None = None
+    loaded_library: str | None = None
+    build_version: str | None = None
+    stdlib_errors: dict[str, str] | None = None
+    path_aliases: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

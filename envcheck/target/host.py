@@ -122,5 +122,26 @@ def platform_facts():
         "cpu": cpu_facts(),
         "container": container_hints(),
         "shm_bytes": shm_size(),
+        "path_aliases": system_links(),
         "hostname": uname.node,
     }
+
+
+# Top-level folders that a merged-/usr system (Debian 12, Fedora, Arch, Ubuntu 20.04+) makes links into
+# /usr: /lib/x86_64-linux-gnu/libc.so.6 and /usr/lib/x86_64-linux-gnu/libc.so.6 are one file there, and
+# the loader names it either way depending on which search path matched.
+SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+
+def system_links():
+    """``{"/lib": "/usr/lib", ...}`` for each of ``SYSTEM_LINKS`` that is a symbolic link (POSIX only)."""
+    if os.name != "posix":
+        return {}
+    out = {}
+    for folder in SYSTEM_LINKS:
+        try:
+            if os.path.islink(folder):
+                out[folder] = os.path.realpath(folder)
+        except (OSError, ValueError):
+            continue
+    return out

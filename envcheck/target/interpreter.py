@@ -58,6 +58,15 @@ def python_facts():
         "wheel_tags": wheel_tags(),
         "mp_start_method": start_method,
         "shared_library": shared,
+        "path_aliases": folder_aliases(
+            [
+                sys.prefix,
+                sys.exec_prefix,
+                getattr(sys, "base_prefix", ""),
+                getattr(sys, "base_exec_prefix", ""),
+            ]
+            + list(sys.path)
+        ),
     }
 
 
@@ -75,3 +84,139 @@ def wheel_tags(limit=12):
                 break
         return out
     return []
+
+
+def folder_aliases(folders):
+    """Folders that are reached through a symbolic link, mapped to where they really are: a venv opened
+    through a linked folder lists its files under the link while the loader maps their real paths, and a
+    diff must know both name one file (``{"/srv/app": "/data/app"}``)."""
+    out = {}
+    for folder in folders:
+        if not folder or not os.path.isabs(folder):
+            continue
+        try:
+            real = os.path.realpath(folder)
+        except (OSError, ValueError):
+            continue
+        normal = os.path.normpath(folder)
+        if real == normal:
+            continue
+        # The shortest linked ancestor is the alias: /srv/app/lib/site-packages -> /srv/app when only
+        # /srv/app is a link, so one entry covers every file below it.
+        parts = normal.split(os.sep)
+        for i in range(2, len(parts) + 1):
+            head = os.sep.join(parts[:i]) or os.sep
+            if os.path.islink(head):
+                out[head] = os.path.realpath(head)
+                break
+        else:
+            out[normal] = real
+    return dict(sorted(out.items()))
+
+
+# Extension modules of the standard library that link the interpreter's own symbols (and, for some, a
+# system library): importing them is how a libpython of another build shows (``undefined symbol:
+# _PyModule_Add`` when LD_LIBRARY_PATH puts a distribution's libpython 3.11.2 under a 3.11.7 install).
+# A few, cheap to import; a module this build lacks (ModuleNotFoundError) is not a failure.
+STDLIB_EXTENSIONS = ("_ssl", "_hashlib", "_ctypes", "_sqlite3", "_decimal", "_lzma", "_bz2")
+
+
+def libpython_facts():
+    """The interpreter's own shared library against the one mapped into this process.
+
+    ``own_library``: the real path of the installation's libpython (``LIBDIR``/``INSTSONAME``);
+    ``loaded_library``: the real path of the libpython mapped into the process (Linux: /proc/self/maps),
+    None when none is (a static build) or where it cannot be told; ``build_version``: the version the
+    installation's headers declare (``patchlevel.h``), which the executable was built with, None when the
+    headers are absent; ``stdlib_errors``: stdlib extension modules that fail to import, with the error.
+    """
+    import sysconfig
+
+    own = None
+    libdir = sysconfig.get_config_var("LIBDIR")
+    soname = sysconfig.get_config_var("INSTSONAME")
+    if sysconfig.get_config_var("Py_ENABLE_SHARED") and libdir and soname:
+        candidate = os.path.join(libdir, soname)
+        if os.path.exists(candidate):
+            own = os.path.realpath(candidate)
+    return {
+        "own_library": own,
+        "loaded_library": mapped_libpython(),
+        "build_version": header_version(),
+        "stdlib_errors": stdlib_errors(),
+    }
+
+
+def mapped_libpython():
+    if not sys.platform.startswith("linux"):
+        return None
+    from .system import read_text
+
+    for line in (read_text("/proc/self/maps", 1 << 24) or "").splitlines():
+        path = line.split(None, 5)[-1].strip() if line.count(" ") >= 5 else ""
+        name = os.path.basename(path)
+        if path.startswith("/") and name.startswith("libpython") and ".so" in name:
+            return os.path.realpath(path)
+    return None
+
+
+def header_version():
+    import re
+    import sysconfig
+
+    from .system import read_text
+
+    include = sysconfig.get_paths().get("include") or ""
+    text = read_text(os.path.join(include, "patchlevel.h"), 1 << 16) if include else None
+    found = re.search(r'#define\s+PY_VERSION\s+"([^"]+)"', text or "")
+    return found.group(1) if found else None
+
+
+# The child that imports them: one line per module before trying it, so that a module that kills the
+# process (a libpython of another build can segfault as well as fail to link) is named by the last line.
+_TRY_IMPORTS = """
+import sys
+for name in sys.argv[1:]:
+    print("try " + name, flush=True)
+    try:
+        __import__(name)
+    except ModuleNotFoundError:
+        pass
+    except BaseException as e:
+        text = (type(e).__name__ + ": " + str(e)).replace(chr(10), " ")[:300]
+        print("error " + name + " " + text, flush=True)
+    print("done " + name, flush=True)
+"""
+
+
+def stdlib_errors(timeout=20):
+    """``{module: error}`` for the stdlib extension modules that fail to import in a fresh process of this
+    interpreter (same environment): a child, because a mismatched libpython may crash rather than raise,
+    and the facts probe must survive it."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", _TRY_IMPORTS] + list(STDLIB_EXTENSIONS),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as e:
+        return {"(interpreter)": "could not run it: %s" % type(e).__name__}
+    errors = {}
+    trying = None
+    for line in out.stdout.decode("utf-8", "replace").splitlines():
+        word, _, rest = line.partition(" ")
+        if word == "try":
+            trying = rest
+        elif word == "error":
+            name, _, text = rest.partition(" ")
+            errors[name] = text
+        elif word == "done":
+            trying = None
+    if trying is not None:  # the child died inside this import
+        errors[trying] = "the interpreter died importing it (exit status %d)" % out.returncode
+    return errors

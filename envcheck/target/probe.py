@@ -34,11 +34,13 @@ class Probe(object):
         from .distributions import distributions
         from .environment import collect_env
         from .host import platform_facts
-        from .interpreter import python_facts
+        from .interpreter import libpython_facts, python_facts
         from .torch_static import torch_static
 
         self.stage("python")
         self.result["python"] = python_facts()
+        self.stage("interpreter library")
+        self.result["python"].update(libpython_facts())
         self.stage("platform")
         self.result["platform"] = platform_facts()
         self.stage("distributions")

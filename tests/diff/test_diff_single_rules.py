@@ -179,6 +179,24 @@ def record_escape(d: dict[str, Any]) -> None:
     ]
 
 
+def foreign_libpython(d: dict[str, Any]) -> None:
+    # What the probe records when LD_LIBRARY_PATH puts Debian's libpython 3.11.2 under pyenv's 3.11.7.
+    d["env"]["LD_LIBRARY_PATH"] = "/usr/lib/x86_64-linux-gnu"
+    d["python"].update(
+        version="3.11.2",
+        build_version="3.11.7",
+        own_library="/root/.pyenv/versions/3.11.7/lib/libpython3.11.so.1.0",
+        loaded_library="/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0",
+        stdlib_errors={
+            "_ssl": "ImportError: _ssl.cpython-311-x86_64-linux-gnu.so: undefined symbol: _PyModule_Add"
+        },
+    )
+
+
+def ssl_broken(d: dict[str, Any]) -> None:
+    d["python"]["stdlib_errors"] = {"_ssl": "ImportError: libssl.so.3: cannot open shared object file"}
+
+
 # rule id -> (manifest, edits, expected severity, expected subject)
 TRIGGERS: dict[str, tuple[str, tuple[Edit, ...], Severity, str]] = {
     "ENV-TORCH-TREES": ("dev-cpu", (second_torch_tree,), "error", "torch"),
@@ -207,6 +225,8 @@ TRIGGERS: dict[str, tuple[str, tuple[Edit, ...], Severity, str]] = {
     "ENV-NATIVE-MISSING": ("dev-cpu", (libc10_missing,), "error", "_C.cpython-311-x86_64-linux-gnu.so"),
     "ENV-SYMBOL-VERSION": ("dev-cpu", (glibcxx_too_new,), "error", "GLIBCXX_3.4.32"),
     "ENV-NATIVE-SHADOWED": ("dev-cpu", (gomp_from_system,), "error", "libgomp.so.1"),
+    "ENV-PYTHON-LIBPYTHON": ("dev-cpu", (foreign_libpython,), "error", "libpython3.11.so.1.0"),
+    "ENV-PYTHON-STDLIB": ("dev-cpu", (ssl_broken,), "warning", "python stdlib"),
     "ENV-NATIVE-TAMPERED": ("dev-cpu", (hand_copied_dll,), "error", "torch:torch/lib/libgomp.so.1"),
     "ENV-NATIVE-RECORD-ESCAPE": ("dev-cpu", (record_escape,), "error", "torch:../../../../../etc/libx.so"),
     "ENV-GLIBC-TOO-OLD": ("dev-cpu", (old_glibc,), "error", "torch"),

@@ -14,6 +14,7 @@ from envcheck.diff.rules.base import canon, difference_rule, pkg, single_rule
 from envcheck.findings import Finding, Rule, Severity
 from envcheck.manifest.model import LoadedLibrary, Manifest
 from envcheck.manifest.native import NativeNode
+from envcheck.native.identity import Aliases, aliases, canonical, folder_entries, foreign_libpython
 
 FAMILY = "native tree"
 
@@ -30,12 +31,14 @@ def library_key(path: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Placed:
-    """A loaded library as compared: its key, where it came from relative to its root, and its identity."""
+    """A loaded library as compared: its key, where it came from relative to its root, its identity, and
+    its folder as an absolute path with the manifest's aliases applied (``folder``)."""
 
     key: str
     owner: str
     where: str
     identity: str | None
+    folder: str = ""
 
 
 def _norm(path: str, windows: bool) -> str:
@@ -44,12 +47,12 @@ def _norm(path: str, windows: bool) -> str:
     return out.lower() if windows else out
 
 
-def _roots(m: Manifest, windows: bool) -> list[tuple[str, str]]:
+def _roots(m: Manifest, windows: bool, table: Aliases) -> list[tuple[str, str]]:
     py = m.python
     roots = [("{prefix}", py.prefix), ("{base_prefix}", py.base_prefix)]
     roots += [("{exec_prefix}", py.exec_prefix), ("{base_exec_prefix}", py.base_exec_prefix)]
     # Longest first: a venv inside another prefix is matched by the more specific root.
-    return sorted(((n, _norm(r, windows)) for n, r in roots if r), key=lambda x: -len(x[1]))
+    return sorted(((n, _norm(canonical(r, table), windows)) for n, r in roots if r), key=lambda x: -len(x[1]))
 
 
 _PLACED: dict[int, tuple[Manifest, dict[str, Placed]]] = {}
@@ -72,19 +75,26 @@ def _placed(m: Manifest) -> dict[str, Placed]:
     if m.runtimes is None:
         return {}
     windows = m.platform is not None and m.platform.system == "Windows"
-    locations = {canon(d.name): _norm(d.location, windows) for d in m.packages if not d.shadowed}
-    roots = _roots(m, windows)
+    table = aliases(m)
+    locations = {
+        canon(d.name): _norm(canonical(d.location, table), windows) for d in m.packages if not d.shadowed
+    }
+    roots = _roots(m, windows, table)
     out: dict[str, Placed] = {}
     for lib in m.runtimes.loaded:
-        placed_lib = _place(lib, locations, roots, windows)
+        placed_lib = _place(lib, locations, roots, windows, table)
         out.setdefault(placed_lib.key, placed_lib)
     return out
 
 
 def _place(
-    lib: LoadedLibrary, locations: dict[str, str], roots: list[tuple[str, str]], windows: bool
+    lib: LoadedLibrary,
+    locations: dict[str, str],
+    roots: list[tuple[str, str]],
+    windows: bool,
+    table: Aliases,
 ) -> Placed:
-    path = _norm(lib.path, windows)
+    path = _norm(canonical(lib.path, table), windows)
     folder = path.rsplit("/", 1)[0]
     location = locations.get(canon(lib.owner))
     where = folder
@@ -95,7 +105,84 @@ def _place(
             if folder == root or folder.startswith(root + "/"):
                 where = name + folder[len(root) :]
                 break
-    return Placed(library_key(path), lib.owner, where, lib.identity)
+    return Placed(library_key(path), lib.owner, where, lib.identity, folder)
+
+
+def _stem(key: str) -> str | None:
+    """``libgomp.so`` of ``libgomp.so.1`` and of ``libgomp.so.1.0.0``; None for names without ``.so``."""
+    head, sep, _ = key.partition(".so")
+    return head + sep if sep else None
+
+
+def aligned(base: Manifest, target: Manifest) -> tuple[dict[str, Placed], dict[str, Placed]]:
+    """Both sides' loaded libraries by key, where a library one side names by its soname
+    (``libgomp.so.1``, the wheel's file) and the other by its real file name (``libgomp.so.1.0.0``, what
+    /proc/self/maps shows for the system's link) is keyed by the shorter name on both: it is one library
+    in two places, not one lost and another added."""
+    b, t = placed(base), placed(target)
+    only_b = [k for k in b if k not in t]
+    only_t = [k for k in t if k not in b]
+    if not only_b or not only_t:
+        return b, t
+    stems_b: dict[str, list[str]] = {}
+    for k in only_b:
+        stem = _stem(k)
+        if stem:
+            stems_b.setdefault(stem, []).append(k)
+    renames_b: dict[str, str] = {}
+    renames_t: dict[str, str] = {}
+    for k in only_t:
+        stem = _stem(k)
+        candidates = stems_b.get(stem or "", [])
+        if len(candidates) != 1:
+            continue
+        other = candidates[0]
+        short, long = sorted((k, other), key=len)
+        if long.startswith(short + "."):
+            renames_t[k] = short
+            renames_b[other] = short
+    if not renames_t:
+        return b, t
+
+    def renamed(side: dict[str, Placed], renames: dict[str, str]) -> dict[str, Placed]:
+        return {renames.get(k, k): v for k, v in side.items()}
+
+    return renamed(b, renames_b), renamed(t, renames_t)
+
+
+def _tree_names(m: Manifest) -> frozenset[str]:
+    """File names and sonames of the native tree's nodes: the libraries some wheel's file needs."""
+    if m.native is None or not m.native.nodes:
+        return frozenset()
+    names: set[str] = set()
+    for n in m.native.nodes:
+        names.add(library_key(n.path))
+        if n.soname:
+            names.add(library_key(n.soname))
+    return frozenset(names)
+
+
+def loader_cause(m: Manifest, folder: str, path: str, other: Manifest | None = None) -> str | None:
+    """The key of the variable finding that explains a library coming from ``folder`` (``path``) on
+    ``m``: ``ENV-VAR-CHANGED:LD_PRELOAD`` when LD_PRELOAD names the file, ``…:LD_LIBRARY_PATH`` when
+    LD_LIBRARY_PATH names the folder; with ``other`` (the base), only when its value did not name it
+    too. None when no variable explains it."""
+    table = aliases(m)
+    other_table = aliases(other) if other is not None else ()
+    preload = m.env.get("LD_PRELOAD")
+    if preload:
+        files = {canonical(e, table) for e in preload.replace(":", " ").split() if e}
+        was = set()
+        if other is not None and other.env.get("LD_PRELOAD"):
+            was = {canonical(e, other_table) for e in other.env["LD_PRELOAD"].replace(":", " ").split()}
+        if path in files and path not in was:
+            return "ENV-VAR-CHANGED:LD_PRELOAD"
+    folders = folder_entries(m.env.get("LD_LIBRARY_PATH"), table)
+    if folder in folders:
+        if other is not None and folder in folder_entries(other.env.get("LD_LIBRARY_PATH"), other_table):
+            return None
+        return "ENV-VAR-CHANGED:LD_LIBRARY_PATH"
+    return None
 
 
 def _is_wheel(owner: str) -> bool:
@@ -124,22 +211,48 @@ def _list(names: list[str], limit: int = 6) -> str:
 def loaded_from(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
     if base.runtimes is None or target.runtimes is None:
         return  # a side whose probe did not run (or crashed) loaded nothing we know of: unknown, not lost
-    b, t = placed(base), placed(target)
+    b, t = aligned(base, target)
     for key in sorted(set(b) & set(t)):
         bp, tp = b[key], t[key]
         if bp.where == tp.where:
             continue
+        if bp.identity and bp.identity == tp.identity and bp.owner == tp.owner:
+            continue  # the same bytes of the same owner under another spelling: nothing moved
         to_system = _is_wheel(bp.owner) and not _is_wheel(tp.owner)
+        restore = (
+            f"reinstall {bp.owner} so its own copy is loaded"
+            if _is_wheel(bp.owner)
+            else f"make the loader find {bp.where}/{key} first again"
+        )
         yield rule.finding(
             key,
             f"{key} comes from {bp.where} ({bp.owner}) on the base and from {tp.where} ({tp.owner}) on the "
             "target" + (": a system copy replaces the one the wheel ships." if to_system else "."),
-            "Remove the other copy's folder from LD_LIBRARY_PATH / the loader path for this application, "
-            f"or reinstall {bp.owner} so its own copy is loaded.",
+            f"Remove the other copy's folder from {_loader_variable(target)} for this application, or "
+            f"{restore}.",
             base=f"{bp.where}/{key}",
             target=f"{tp.where}/{key}",
             severity="error" if to_system else None,
+            caused_by=loader_cause(target, tp.folder, f"{tp.folder}/{key}", base)
+            or _libpython_cause(base, target, key),
         )
+
+
+def _loader_variable(m: Manifest) -> str:
+    """The variable that steers this platform's loader, for remedies."""
+    system = m.platform.system if m.platform is not None else None
+    return {"Windows": "PATH / os.add_dll_directory", "Darwin": "DYLD_LIBRARY_PATH"}.get(
+        system or "", "LD_LIBRARY_PATH"
+    )
+
+
+def _libpython_cause(base: Manifest, target: Manifest, key: str = "") -> str | None:
+    """The key of ENV-PYTHON-LIBPYTHON when the target runs a libpython other than its own and the base
+    did not (and, with ``key``, when ``key`` is not that libpython itself)."""
+    name = foreign_libpython(target)
+    if name is None or foreign_libpython(base) is not None or key == library_key(name):
+        return None
+    return f"ENV-PYTHON-LIBPYTHON:{name}"
 
 
 @difference_rule(
@@ -172,8 +285,13 @@ def native_changed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Fin
             key,
             f"{key} in {tp.where} is a different file on the target ({tp.owner}) than on the base, with no "
             "version change to explain it.",
-            f"Reinstall {tp.owner if _is_wheel(tp.owner) else 'the system package that provides it'} "
-            "(`pip install --force-reinstall --no-deps`), or find who replaced the file.",
+            (
+                f"Reinstall {tp.owner} (`pip install --force-reinstall --no-deps {tp.owner}`), or find who "
+                "replaced the file."
+                if _is_wheel(tp.owner)
+                else "Reinstall the operating system's package that provides it, or find who replaced the "
+                "file."
+            ),
             base=bp.identity,
             target=tp.identity,
         )
@@ -195,6 +313,31 @@ def _grouped(
     return by_owner, orphaned
 
 
+# The subject of the libraries the interpreter itself loads (stdlib extension modules and what they link)
+# when a libpython of another build decides them.
+INTERPRETER_SIDE = "the interpreter's libraries"
+
+
+def _interpreter_side(
+    by_owner: dict[str, list[str]], base: Manifest, target: Manifest
+) -> tuple[dict[str, list[str]], list[str], str | None]:
+    """When the target runs a foreign libpython (and the base its own), the system libraries that no
+    wheel's native file needs are the interpreter's: its stdlib modules (a distribution's libpython builds
+    many in) and what they link (libssl for _ssl, which fails to import against it). Those are taken out
+    of the ``system`` group, with the libpython finding as their cause."""
+    cause = _libpython_cause(base, target)
+    system = by_owner.get("system")
+    if cause is None or not system:
+        return by_owner, [], None
+    needed = _tree_names(base) | _tree_names(target)
+    own = [k for k in system if k not in needed]
+    rest = [k for k in system if k in needed]
+    out = {o: keys for o, keys in by_owner.items() if o != "system"}
+    if rest:
+        out["system"] = rest
+    return out, own, cause
+
+
 def _whose(owner: str) -> str:
     return owner if _is_wheel(owner) else f"the {owner}" if owner == "system" else f"{owner} files"
 
@@ -214,8 +357,9 @@ def _n(keys: list[str]) -> str:
 def native_lost(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
     if base.runtimes is None or target.runtimes is None:
         return  # a side whose probe did not run (or crashed) loaded nothing we know of: unknown, not lost
-    b, t = placed(base), placed(target)
+    b, t = aligned(base, target)
     by_owner, orphaned = _grouped(sorted(set(b) - set(t)), b, target)
+    by_owner, own, cause = _interpreter_side(by_owner, base, target)
     for owner, keys in sorted(by_owner.items()):
         yield rule.finding(
             owner,
@@ -225,6 +369,17 @@ def native_lost(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
             f"{owner if _is_wheel(owner) else 'the system libraries'}, or a library path.",
             base=_list(keys),
             target="not loaded",
+        )
+    if own:
+        yield rule.finding(
+            INTERPRETER_SIDE,
+            f"{_n(own)} that no wheel's native file needs (the interpreter's stdlib modules and what they "
+            f"link) loaded on the base {'is' if len(own) == 1 else 'are'} not loaded on the target, which "
+            f"runs another libpython: {_list(own)}.",
+            "Run the interpreter with its own libpython (see ENV-PYTHON-LIBPYTHON).",
+            base=_list(own),
+            target="not loaded",
+            caused_by=cause,
         )
     if orphaned:
         owners = sorted({b[k].owner for k in orphaned})
@@ -251,8 +406,9 @@ def native_lost(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
 def native_added(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
     if base.runtimes is None or target.runtimes is None:
         return  # a side whose probe did not run (or crashed) loaded nothing we know of: unknown, not lost
-    b, t = placed(base), placed(target)
+    b, t = aligned(base, target)
     by_owner, orphaned = _grouped(sorted(set(t) - set(b)), t, base)
+    by_owner, own, cause = _interpreter_side(by_owner, base, target)
     for owner, keys in sorted(by_owner.items()):
         yield rule.finding(
             owner,
@@ -260,6 +416,16 @@ def native_added(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findi
             "Expected if the target's build differs on purpose; otherwise align the two environments.",
             base="not loaded",
             target=_list(keys),
+        )
+    if own:
+        yield rule.finding(
+            INTERPRETER_SIDE,
+            f"{_n(own)} that no wheel's native file needs (the interpreter's stdlib modules and what they "
+            f"link) loaded on the target only, which runs another libpython: {_list(own)}.",
+            "Run the interpreter with its own libpython (see ENV-PYTHON-LIBPYTHON).",
+            base="not loaded",
+            target=_list(own),
+            caused_by=cause,
         )
     if orphaned:
         owners = sorted({t[k].owner for k in orphaned})
@@ -344,11 +510,16 @@ def native_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
         names = sorted(set(missing))
         short = root.rsplit("/", 1)[-1]
         if root in imported:
+            provider = (
+                " (for Windows runtimes the current VC++ 2015-2022 x64 redistributable; never a DLL-download "
+                "site)"
+                if _is_windows(m)
+                else " (from the operating system's packages)"
+            )
             yield rule.finding(
                 short,
                 f"Importing {root} fails: {', '.join(names)} cannot be found ({texts[root]}).",
-                f"Install what provides {', '.join(names)} (for Windows runtimes the current VC++ 2015-2022 "
-                "x64 redistributable; never a DLL-download site), or reinstall the package that should "
+                f"Install what provides {', '.join(names)}{provider}, or reinstall the package that should "
                 "bundle it.",
                 base=root,
                 target="missing: " + ", ".join(names),
@@ -448,23 +619,103 @@ def symbol_version(rule: Rule, m: Manifest) -> Iterator[Finding]:
     evidence=("pytorch/pytorch#134929", "pytorch/pytorch#29279", "pytorch/pytorch#36868"),
 )
 def native_shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
-    if m.native is None or not m.native.loaded:
+    if m.native is None:
         return
-    for item in sorted(m.native.loaded, key=lambda d: (d.name, d.loaded)):
-        if item.kind != "elsewhere":
+    reported: set[str] = set()
+    for shadow in _static_shadows(m):
+        reported.add(shadow.name.lower())
+        needers = _list(sorted(shadow.needers), 3)
+        through = {
+            "ld-library-path": " through LD_LIBRARY_PATH",
+            "ld-so-cache": " through the loader cache",
+            "default-dirs": " from the default folders",
+        }.get(shadow.how, "")
+        loaded = " The process loaded that copy." if shadow.loaded else ""
+        yield rule.finding(
+            shadow.name,
+            f"{shadow.owner} ships {shadow.name} ({shadow.shipped}), but its {needers} resolve it to "
+            f"{shadow.resolved}{through}.{loaded}",
+            f"Remove {shadow.resolved.rsplit('/', 1)[0]} from {_loader_variable(m)} for this application, so "
+            f"that {shadow.owner}'s own {shadow.name} is found first.",
+            base=shadow.shipped,
+            target=shadow.resolved,
+            severity=None if not _is_wheel(shadow.resolved_owner) else "warning",
+            caused_by="ENV-VAR-CHANGED:LD_LIBRARY_PATH" if shadow.how == "ld-library-path" else None,
+        )
+    table = aliases(m)
+    for item in sorted(m.native.loaded or [], key=lambda d: (d.name, d.loaded)):
+        if item.kind != "elsewhere" or item.name.lower() in reported:
             continue
         expected = item.expected or "the tree's copy"
         from_system = not _is_wheel(item.loaded_owner)
+        path = canonical(item.loaded, table)
         yield rule.finding(
             item.name,
             f"{item.name} was loaded from {item.loaded} ({item.loaded_owner}); the native tree resolves it "
             f"to {expected}.",
-            "Remove the other copy's folder from LD_LIBRARY_PATH / PATH for this application, or uninstall "
+            f"Remove the other copy's folder from {_loader_variable(m)} for this application, or uninstall "
             "the stray copy, so the wheel's own file is loaded.",
             base=expected,
             target=item.loaded,
             severity=None if from_system else "warning",
+            caused_by=loader_cause(m, path.rsplit("/", 1)[0], path),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Shadow:
+    name: str
+    owner: str
+    shipped: str
+    resolved: str
+    resolved_owner: str
+    how: str
+    needers: tuple[str, ...]
+    loaded: bool
+
+
+def _static_shadows(m: Manifest) -> list[_Shadow]:
+    """Libraries a wheel ships that its own files resolve elsewhere (the tree's static truth): torch ships
+    torch/lib/libgomp.so.1, yet LD_LIBRARY_PATH makes libtorch_cpu.so find the system's libgomp.so.1."""
+    nodes = (m.native.nodes if m.native is not None else None) or []
+    by_key = {n.key: n for n in nodes}
+    shipped: dict[tuple[str, str], str] = {}
+    for n in nodes:
+        if not _is_wheel(n.owner) or n.owner == "interpreter":
+            continue
+        for name in {library_key(n.path), *((library_key(n.soname),) if n.soname else ())}:
+            shipped.setdefault((n.owner, name.lower()), n.key)
+    found: dict[tuple[str, str], tuple[str, str, str, list[str]]] = {}
+    for n in nodes:
+        if not _is_wheel(n.owner) or n.owner == "interpreter":
+            continue
+        for dep in n.dependencies or []:
+            if dep.kind in ("bundled", "missing") or dep.target is None:
+                continue
+            own = shipped.get((n.owner, library_key(dep.name).lower()))
+            if own is None or own == dep.target:
+                continue
+            entry = found.setdefault((n.owner, dep.name), (own, dep.target, dep.how, []))
+            entry[3].append(n.key)
+    loaded_ids = {
+        lib.identity for lib in (m.runtimes.loaded if m.runtimes is not None else []) if lib.identity
+    }
+    out = []
+    for (owner, name), (own, resolved, how, needers) in sorted(found.items()):
+        node = by_key.get(resolved)
+        out.append(
+            _Shadow(
+                name=name,
+                owner=owner,
+                shipped=own,
+                resolved=resolved,
+                resolved_owner=node.owner if node is not None else "system",
+                how=how,
+                needers=tuple(needers),
+                loaded=node is not None and node.identity is not None and node.identity in loaded_ids,
+            )
+        )
+    return out
 
 
 def _nodes_changed(
@@ -516,32 +767,59 @@ _TO_MACHINE = frozenset({"os", "external", "missing", "driver", "redistributable
 def resolved_elsewhere(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
     if base.native is None or target.native is None or not base.native.nodes or not target.native.nodes:
         return
+    b_table, t_table = aliases(base), aliases(target)
+    b_ids = {n.key: n.identity for n in base.native.nodes if n.identity}
+    t_ids = {n.key: n.identity for n in target.native.nodes if n.identity}
     before: dict[tuple[str, str], tuple[str | None, str]] = {}
     for node in base.native.nodes:
         for dep in node.dependencies or []:
             before[(node.key, dep.name)] = (dep.target, dep.kind)
     # One finding per dependency name: many files need the same library, the story is the same.
-    changed: dict[str, tuple[str | None, str, str | None, str, list[str]]] = {}
+    changed: dict[str, tuple[str | None, str, str | None, str, str, list[str]]] = {}
     for node in target.native.nodes:
         for dep in node.dependencies or []:
             old = before.get((node.key, dep.name))
             if old is None or old[0] == dep.target or dep.kind == "missing":
                 continue  # new files are ENV-NATIVE-ADDED's; missing ones ENV-NATIVE-MISSING's
-            entry = changed.setdefault(dep.name, (old[0], old[1], dep.target, dep.kind, []))
-            entry[4].append(node.key)
-    for name, (old_target, old_kind, new_target, new_kind, needers) in sorted(changed.items()):
+            if _same_node(old[0], b_table, b_ids, dep.target, t_table, t_ids):
+                continue  # one file under two spellings (/lib → /usr/lib on a merged-/usr system)
+            entry = changed.setdefault(dep.name, (old[0], old[1], dep.target, dep.kind, dep.how, []))
+            entry[5].append(node.key)
+    for name, (old_target, old_kind, new_target, new_kind, how, needers) in sorted(changed.items()):
         to_machine = old_kind in ("bundled", "distribution") and new_kind in _TO_MACHINE
+        cause = None
+        if how == "ld-library-path" and new_target and new_target.startswith("/"):
+            path = canonical(new_target, t_table)
+            cause = loader_cause(target, path.rsplit("/", 1)[0], path, base)
         yield rule.finding(
             name,
             f"{name} resolves to {old_target or old_kind} on the base and to {new_target or new_kind} on the "
             f"target, for {_list(sorted(needers), 3)}"
             + (": the machine's copy replaces the one a wheel ships." if to_machine else "."),
-            "Remove the folder of the other copy from LD_LIBRARY_PATH (or the loader cache) for this "
-            "application, or reinstall the package whose copy should win.",
+            f"Remove the folder of the other copy from {_loader_variable(target)} (or the loader cache) for "
+            "this application, or reinstall the package whose copy should win.",
             base=old_target or old_kind,
             target=new_target or new_kind,
             severity="error" if to_machine else None,
+            caused_by=cause,
         )
+
+
+def _same_node(
+    a: str | None,
+    a_table: Aliases,
+    a_ids: dict[str, str],
+    b: str | None,
+    b_table: Aliases,
+    b_ids: dict[str, str],
+) -> bool:
+    """Whether two resolved targets (node keys) are one file: the same path once each side's aliases
+    are applied (system files are keyed by their absolute path), or the same content."""
+    if a is None or b is None:
+        return False
+    if a.startswith("/") and b.startswith("/") and canonical(a, a_table) == canonical(b, b_table):
+        return True
+    return a in a_ids and a_ids[a] == b_ids.get(b)
 
 
 @single_rule(
@@ -566,7 +844,7 @@ def native_tampered(rule: Rule, m: Manifest) -> Iterator[Finding]:
                 f"{node.path} differs from the sha256 its RECORD promises: it was replaced or patched after "
                 f"{node.owner} was installed.",
                 f"`pip install --force-reinstall --no-deps {node.owner}` and find out who replaced the file "
-                "(never take DLLs from download sites).",
+                f"(never take {'DLLs' if _is_windows(m) else 'libraries'} from download sites).",
                 base="RECORD",
                 target=node.identity,
             )
@@ -601,25 +879,66 @@ def native_requires(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Fi
     if base.native is None or target.native is None or base.native.requires is None:
         return
     before = {r.name.lower() for r in base.native.requires}
+    # What the base's files needed but found in a wheel (bundled): a requirement of the machine on the
+    # target then means the machine's copy is used instead, which ENV-NATIVE-RESOLVED-ELSEWHERE reports.
+    resolved_before: dict[str, str] = {}
+    for node in base.native.nodes or []:
+        for dep in node.dependencies or []:
+            if dep.target is not None and dep.kind in ("bundled", "distribution"):
+                resolved_before.setdefault(dep.name.lower(), dep.target)
+    windows = _is_windows(target)
     for req in sorted(target.native.requires or [], key=lambda r: r.name.lower()):
         if req.kind not in _MACHINE_PROVIDED or req.name.lower() in before:
             continue
         needers = _list(sorted(req.needed_by), 3) or f"{req.count} file(s)"
-        yield rule.finding(
-            req.name,
-            f"The target's native tree needs {req.name}"
-            + (f" ({req.runtime})" if req.runtime else "")
-            + f", which nothing on the base needed; it is required by {needers}.",
-            (
+        what = f"{req.name}" + (f" ({req.runtime})" if req.runtime else "")
+        bundled = resolved_before.get(req.name.lower())
+        if bundled is not None:
+            message = (
+                f"The target's native tree needs {what} from the machine; the base needed it too and found "
+                f"the copy a wheel ships ({bundled}). It is required by {needers}."
+            )
+            base_side = f"bundled: {bundled}"
+        else:
+            message = (
+                f"The target's native tree needs {what}, which nothing on the base needed; it is required "
+                f"by {needers}."
+            )
+            base_side = "not needed"
+        if req.kind == "driver":
+            remedy = (
                 "Install the GPU driver on every target machine meant to use the GPU (CPU-only machines "
                 "need nothing: the library is only opened for CUDA)."
-                if req.kind == "driver"
-                else f"Make sure every target machine has {req.runtime or req.name} installed (or bundle it, "
+            )
+        elif bundled is not None:
+            remedy = (
+                f"Let the wheel's own copy ({bundled}) be found again: remove the machine's folder from "
+                f"{_loader_variable(target)} for this application."
+            )
+        elif windows:
+            remedy = (
+                f"Make sure every target machine has {req.runtime or req.name} installed (or bundle it, "
                 "after a licence review); never take DLLs from download sites."
-            ),
-            base="not needed",
+            )
+        else:
+            remedy = (
+                f"Make sure every target machine has {req.runtime or req.name} installed from its operating "
+                "system's packages, or install a build of the package that bundles it."
+            )
+        yield rule.finding(
+            req.name,
+            message,
+            remedy,
+            base=base_side,
             target=req.name,
+            caused_by=f"ENV-NATIVE-RESOLVED-ELSEWHERE:{req.name}" if bundled is not None else None,
         )
+
+
+def _is_windows(m: Manifest) -> bool:
+    if m.native is not None and m.native.loader is not None:
+        return m.native.loader == "windows"
+    return m.platform is not None and m.platform.system == "Windows"
 
 
 @single_rule(

@@ -6,8 +6,10 @@ import re
 from collections.abc import Iterator
 
 from envcheck.diff.rules.base import difference_rule, release, single_rule
+from envcheck.diff.rules.native import loader_cause
 from envcheck.findings import Finding, Rule
 from envcheck.manifest.model import Manifest
+from envcheck.native.identity import aliases, canonical, foreign_libpython
 
 FAMILY = "interpreter and platform"
 
@@ -40,15 +42,96 @@ def python_version(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Fin
     if b.version == t.version:
         return
     minor = release(b.version, 2) != release(t.version, 2)
+    # The version a process reports is its libpython's: when the target's executable was built as the
+    # base's version but runs another libpython, that library is the cause, not another install.
+    foreign = foreign_libpython(target)
+    cause = (
+        f"ENV-PYTHON-LIBPYTHON:{foreign}"
+        if foreign is not None and foreign_libpython(base) is None and t.build_version in (None, b.version)
+        else None
+    )
     yield rule.finding(
         "python",
         f"Python {b.version} on the base, {t.version} on the target"
-        + (": every compiled wheel must be reinstalled for the new minor." if minor else "."),
-        f"Use Python {b.version} on the target, or rebuild the environment for {t.version} from the lock "
-        "file.",
+        + (": every compiled wheel must be reinstalled for the new minor." if minor else ".")
+        + (f" The target's executable was built as {t.build_version}." if cause and t.build_version else ""),
+        (
+            "Run the target's interpreter with its own libpython (see ENV-PYTHON-LIBPYTHON)."
+            if cause
+            else f"Use Python {b.version} on the target, or rebuild the environment for {t.version} from the "
+            "lock file."
+        ),
         base=b.version,
         target=t.version,
         severity=None if minor else "info",
+        caused_by=cause,
+    )
+
+
+@single_rule(
+    "ENV-PYTHON-LIBPYTHON",
+    family=FAMILY,
+    severity="error",
+    title="the interpreter runs a libpython other than its own",
+    why=(
+        "An executable built with --enable-shared loads libpythonX.Y.so through the loader's search path: "
+        "LD_LIBRARY_PATH naming a distribution's folder puts that build (3.11.2) under an installation "
+        "of another (3.11.7). sys.version then lies, and stdlib extension modules built against the "
+        "installation fail with 'undefined symbol' (import ssl)."
+    ),
+    fm=("FM-11", "FM-24"),
+)
+def python_library(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    name = foreign_libpython(m)
+    if name is None:
+        return
+    py = m.python
+    loaded = py.loaded_library or name
+    errors = py.stdlib_errors or {}
+    own = f" instead of its own {py.own_library}" if py.own_library else ""
+    versions = (
+        f" (Python {py.version}; the installation is {py.build_version})"
+        if py.build_version and py.build_version != py.version
+        else ""
+    )
+    broken = (
+        f" Stdlib modules fail to import: {', '.join(f'{k} ({v})' for k, v in sorted(errors.items()))}."
+        if errors
+        else ""
+    )
+    path = canonical(loaded, aliases(m))
+    yield rule.finding(
+        name,
+        f"{py.executable} runs {loaded}{own}{versions}.{broken}",
+        f"Remove {loaded.rsplit('/', 1)[0]} from LD_LIBRARY_PATH for this interpreter (or run the "
+        "interpreter whose library that is).",
+        base=py.own_library or py.build_version,
+        target=loaded,
+        caused_by=loader_cause(m, path.rsplit("/", 1)[0], path),
+    )
+
+
+@single_rule(
+    "ENV-PYTHON-STDLIB",
+    family=FAMILY,
+    severity="warning",
+    title="standard-library extension modules fail to import",
+    why=(
+        "A stdlib module that does not import (_ssl without its libssl, _ctypes, _sqlite3) breaks every "
+        "package that needs it: pip over HTTPS, torch.hub downloads, ctypes-based loaders."
+    ),
+)
+def stdlib_broken(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    errors = m.python.stdlib_errors or {}
+    if not errors or foreign_libpython(m) is not None:
+        return  # with a foreign libpython, ENV-PYTHON-LIBPYTHON names them with their cause
+    yield rule.finding(
+        "python stdlib",
+        "Standard-library modules fail to import: "
+        + "; ".join(f"{k}: {v}" for k, v in sorted(errors.items()))
+        + ".",
+        "Install the system libraries they link (libssl, libffi, libsqlite3) or reinstall the interpreter.",
+        target=", ".join(sorted(errors)),
     )
 
 
