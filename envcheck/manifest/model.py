@@ -203,6 +203,31 @@ class Backends:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class FpControl:
+    """The floating-point control state after ``import torch`` (read by what arithmetic does, ``method``).
+
+    ``flush_to_zero``: results too small for a normal float become zero (MXCSR.FTZ, FPCR.FZ);
+    ``denormals_are_zero``: subnormal inputs read as zero (MXCSR.DAZ, FPCR.FZ). ``set_when``: ``start-up``
+    (already on before ``import torch``: a preloaded library, one the interpreter links, a module ``site``
+    imported) or ``import torch``; ``None`` when off. ``fast_math_libraries``: loaded libraries whose symbol
+    tables name GCC's ``set_fast_math`` (``-ffast-math``'s constructor that turns both on);
+    ``preloaded``: what LD_PRELOAD named, recorded only when the state is on.
+    """
+
+    flush_to_zero: bool | None
+    denormals_are_zero: bool | None
+    set_when: str | None = None
+    fast_math_libraries: list[str] = field(default_factory=list)
+    preloaded: list[str] = field(default_factory=list)
+    method: str = "arithmetic"
+
+    @property
+    def flushes(self) -> bool:
+        """True when either mode is on: subnormal numbers do not survive arithmetic here."""
+        return bool(self.flush_to_zero or self.denormals_are_zero)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TorchRuntime:
     """What only a live ``import torch`` knows: the build's libraries, CPU dispatch, threads, devices."""
 
@@ -226,6 +251,7 @@ class TorchRuntime:
     devices: list[TorchDevice]
     build_config: str | None
     small_op_ok: bool
+    fp_control: FpControl | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -343,6 +369,7 @@ __all__ = [
     "Backends",
     "Cpu",
     "Distribution",
+    "FpControl",
     "Gpu",
     "GpuDriver",
     "Libc",

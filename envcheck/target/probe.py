@@ -59,6 +59,9 @@ class Probe(object):
         if importlib.util.find_spec("torch") is None:
             self.result["torch_missing"] = True  # an environment without torch: nothing more to learn here
             return
+        from .fp_control import fp_control, note_start
+
+        note_start()  # before torch: tells a state set at start-up from one set by the import
         self.stage("import torch")
         started = time.perf_counter()
         import torch
@@ -76,6 +79,8 @@ class Probe(object):
         self.result["torch_runtime"] = runtime
         self.stage("loaded libraries")
         self.result["loaded"] = loaded_libraries()
+        self.stage("floating-point mode")
+        runtime["fp_control"] = fp_control(self.result["loaded"])
         self.stage("thread pools")
         self.result["threadpools"] = thread_pools()
 

@@ -357,6 +357,10 @@ def main(argv):
     _result["stage"] = "import torch"
     emit()
     _progress(progress, "importing torch (%s group)\tcpu" % group)
+    # The floating-point mode before torch: import_torch then tells who turned flush-to-zero on.
+    from .fp_control import note_start
+
+    note_start()
     started = time.monotonic()
     try:
         import torch
