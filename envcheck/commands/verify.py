@@ -89,20 +89,29 @@ def _run(python: str | None, timeout: float, checks: Path | None, compile_: bool
     return section
 
 
-def _tally(section: VerifySection) -> str:
+def _tally(section: VerifySection, golden: VerifySection | None = None) -> str:
+    """How the checks the report speaks of ended: every check run here by outcome, plus the checks that
+    passed on the golden machine and did not run here (each is a VERIFY-SKIPPED finding of the report)."""
     counts: dict[str, int] = {}
     for r in section.results:
         counts[r.status] = counts.get(r.status, 0) + 1
-    parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    parts = [f"{n} {status}" for status, n in sorted(counts.items())]
+    ran = {r.name for r in section.results}
+    absent = (
+        0 if golden is None else sum(1 for r in golden.results if r.status == "passed" and r.name not in ran)
+    )
+    if absent:
+        parts.append(f"{absent} not run here (passed on the golden machine)")
     wall = f" in {section.wall_s:.1f} s" if section.wall_s is not None else ""
-    return f"{len(section.results)} checks{wall}: {parts}"
+    return f"{len(section.results) + absent} checks{wall}: {', '.join(parts)}"
 
 
 def _say_counts(golden: VerifySection | None, current: VerifySection, report: Report) -> None:
-    """On stderr: how many checks ran, and how many outputs matched the goldens."""
+    """On stderr: how the checks ended (the same checks the report's VERIFY findings are about), and how
+    many outputs matched the goldens."""
     from envcheck.verify.compare import output_counts
 
-    typer.echo(_tally(current), err=True)
+    typer.echo(_tally(current, golden), err=True)
     if golden is not None:
         n = output_counts(golden, current, list(report.findings))
         typer.echo(

@@ -16,13 +16,16 @@ capability or the quantized engine), ``VERIFY-SPEED`` (warning, never an error).
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import envcheck.verify.rules  # noqa: F401 - registers the VERIFY-* rules
 from envcheck.findings import Finding, Severity, rule_ids
+from envcheck.manifest.model import FpControl
 from envcheck.manifest.verify import CheckResult, Number, OutputSummary, VerifySection
 
 
@@ -78,8 +81,11 @@ CHECK_TOLERANCE: dict[str, Tol] = {
 DEFAULT_TOL = Tol(1.3e-6, 1e-5)
 # Every VERIFY-* id a finding can carry, from the one catalog (``envcheck.verify.rules`` registers them).
 VERIFY_RULES = rule_ids("verify")
-# matmul GFLOP/s below this fraction of the golden's is a warning (never an error: machines are shared).
+# A throughput below this fraction of the golden's best is a warning (never an error: machines are shared),
+# and only when it is also below the golden's own median sample (``speed_threshold``); below SPEED_FLOOR
+# it is a warning whatever noise the golden showed.
 SPEED_DROP = 0.5
+SPEED_FLOOR = 0.2
 
 _EXACT_DTYPES_PREFIX = ("int", "uint", "bool", "qint", "quint")
 _ULP_FORMATS = {"float32": ("f", "i"), "float64": ("d", "q"), "float16": ("e", "h")}
@@ -349,10 +355,53 @@ def outcome_findings(result: CheckResult, *, golden: CheckResult | None = None) 
                     "warning" if ran else "info",
                     subject,
                     f"skipped: {result.reason}" + (" (it ran on the golden machine)" if ran else ""),
-                    "Install what it needs, or accept it in the policy if this machine lacks it by design.",
+                    skip_remedy(result.reason, subject),
                 )
             ]
     return []
+
+
+# A skip reason (written by the suite's own checks and the runner) -> what to do about it. A reason no
+# pattern knows gets the general advice, never a wrong one.
+_SKIP_REMEDIES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(r"^opt-in: pass (--[\w-]+)"),
+        "An opt-in check: pass {0} to `envcheck verify` or `envcheck gate` to run it.",
+    ),
+    (
+        re.compile(r"^([\w.-]+) is not installed in the target"),
+        "Install {0} in the target environment if the application uses it, or accept the skip in a policy "
+        '(`ignore = ["VERIFY-SKIPPED:{subject}"]`).',
+    ),
+    (
+        re.compile(r"^torch \S+ is built without CUDA"),
+        "This torch build has no CUDA: if this machine should use its GPU, install a CUDA build of torch; if "
+        "it is CPU-only by design, declare it in the policy.",
+    ),
+    (
+        re.compile(r"^no CUDA device visible"),
+        "Make the GPU visible to this process (driver loaded, CUDA_VISIBLE_DEVICES, the container's device "
+        "access), or declare the machine CPU-only in the policy.",
+    ),
+    (
+        re.compile(r"is not available in (?:torch \S+|this (?:torch )?build)"),
+        "This torch build or version lacks it: use the torch build the golden machine used if the "
+        "application needs it, or accept the skip in a policy.",
+    ),
+)
+
+
+def skip_remedy(reason: str | None, subject: str) -> str:
+    """What to do about ``subject`` skipped for ``reason``: specific where the reason is one the suite
+    writes, general otherwise."""
+    for pattern, remedy in _SKIP_REMEDIES:
+        found = pattern.search(reason or "")
+        if found is not None:
+            return remedy.format(*found.groups(), subject=subject)
+    return (
+        "Provide what the skip reason names, or accept the skip in a policy if this machine lacks it by "
+        "design."
+    )
 
 
 def _last_frame(traceback: str | None) -> str | None:
@@ -371,12 +420,173 @@ def _last_frame(traceback: str | None) -> str | None:
 
 
 def outcomes(current: VerifySection) -> list[Finding]:
-    """Findings from one run alone (``envcheck verify`` without ``--against``)."""
-    return [f for r in current.results for f in outcome_findings(r)]
+    """Findings from one run alone (``envcheck verify`` without ``--against``), with ``VERIFY-FP-MODE``
+    when flush-to-zero or denormals-are-zero is on."""
+    found = [f for r in current.results for f in outcome_findings(r)]
+    return _with_fp_mode(found, None, fp_mode(current.result("import_torch")), alone=True)
+
+
+# ------------------------------------------------------------------------------ floating-point mode
+
+FP_MODE_SUBJECT = "import_torch.fp_control"
+FP_MODE_KEY = f"VERIFY-FP-MODE:{FP_MODE_SUBJECT}"
+# The smallest normal magnitude per dtype: a value below it (and not zero) is subnormal, what FTZ/DAZ
+# turn into zero.
+_MIN_NORMAL = {"float32": 2.0**-126, "bfloat16": 2.0**-126, "float64": 2.0**-1022, "float16": 2.0**-14}
+
+
+def fp_mode(result: CheckResult | None) -> FpControl | None:
+    """The floating-point mode the suite recorded in its ``import_torch`` check, or None (not recorded:
+    an older envcheck, or import failed; malformed: a hand-edited manifest, read as not recorded)."""
+    from envcheck.errors import ManifestError
+    from envcheck.manifest.codec import decode
+
+    raw = result.info.get("fp_control") if result is not None else None
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return decode(FpControl, raw, source="verify", location="import_torch.info.fp_control")
+    except ManifestError:
+        return None
+
+
+def describe_fp_mode(mode: FpControl) -> str:
+    """``flush-to-zero and denormals-are-zero`` / one of them / ``IEEE subnormals`` (neither)."""
+    on = [
+        name
+        for name, flag in (
+            ("flush-to-zero", mode.flush_to_zero),
+            ("denormals-are-zero", mode.denormals_are_zero),
+        )
+        if flag
+    ]
+    return " and ".join(on) if on else "IEEE subnormals"
+
+
+def _fp_setter(mode: FpControl) -> tuple[str, str]:
+    """Who set the mode, as far as the record tells, and what to do about it."""
+    preloaded = [p for p in mode.fast_math_libraries if p in mode.preloaded]
+    if preloaded:
+        libs = ", ".join(preloaded)
+        return (
+            f"set at start-up by {libs} from LD_PRELOAD, built with -ffast-math (it carries GCC's "
+            "set_fast_math, which turns the mode on when the library is loaded)",
+            f"Take {libs} out of LD_PRELOAD, or rebuild it without -ffast-math (GCC 13 and newer no longer "
+            "link set_fast_math into shared libraries).",
+        )
+    if mode.fast_math_libraries:
+        libs = ", ".join(mode.fast_math_libraries)
+        when = f" ({mode.set_when})" if mode.set_when else ""
+        return (
+            f"set{when} by a library built with -ffast-math: {libs} carries GCC's set_fast_math",
+            f"Rebuild {libs} without -ffast-math (GCC 13 and newer no longer link set_fast_math into "
+            "shared libraries), or keep it out of this process.",
+        )
+    if mode.set_when == "import torch":
+        return (
+            "turned on while importing torch (torch.set_flush_denormal(True), or a library torch loaded)",
+            "Find the code that calls torch.set_flush_denormal(True) or the library that sets the mode; "
+            "if the application wants it, record the goldens with it on.",
+        )
+    if mode.set_when == "start-up":
+        where = f" (LD_PRELOAD: {', '.join(mode.preloaded)})" if mode.preloaded else ""
+        return (
+            f"already on at start-up{where}, by a library whose symbols do not say it",
+            "Look for a library built with -ffast-math among the preloaded or linked ones; if the "
+            "application wants the mode, record the goldens with it on.",
+        )
+    return (
+        "set by something the record does not name",
+        "Find the library built with -ffast-math or the call of torch.set_flush_denormal(True).",
+    )
+
+
+def _fp_explains(finding: Finding, dtype: str | None) -> bool:
+    """True when ``finding`` (a numeric difference whose worst element is ``base`` -> ``target``) lies
+    wholly in the subnormal range of ``dtype``: what a change of the subnormal handling makes."""
+    limit = _MIN_NORMAL.get(dtype or "")
+    if limit is None or finding.base is None or finding.target is None:
+        return False
+    try:
+        expected, got = float(finding.base), float(finding.target)
+    except ValueError:  # the finding names two hashes, not two values
+        return False
+    return expected != got and abs(expected) < limit and abs(got) < limit
+
+
+def _with_fp_mode(
+    findings: list[Finding],
+    golden: FpControl | None,
+    current: FpControl | None,
+    dtypes: Callable[[str], str | None] = lambda _: None,
+    *,
+    alone: bool = False,
+) -> list[Finding]:
+    """Add ``VERIFY-FP-MODE`` when the mode flushes here (``alone``, or the golden did not record it) or
+    differs from the golden's, and link to it the numeric differences it explains (``dtypes``: the dtype
+    of the output a finding's subject names). An error when it explains one, a warning otherwise."""
+    if current is None:
+        return findings
+    changed = current.flushes if (alone or golden is None) else golden.flushes != current.flushes
+    if not changed:
+        return findings
+    linked = [
+        dataclasses.replace(
+            f,
+            caused_by=FP_MODE_KEY,
+            remedy=(
+                "Subnormal values became zero here" if current.flushes else "Subnormal values survive here"
+            )
+            + ": a consequence of the floating-point mode (VERIFY-FP-MODE); set the mode as on the golden "
+            "machine and this difference goes with it.",
+        )
+        if f.rule == "VERIFY-NUMERICS" and f.caused_by is None and _fp_explains(f, dtypes(f.subject))
+        else f
+        for f in findings
+    ]
+    consequences = sum(1 for f in linked if f.caused_by == FP_MODE_KEY)
+    here = describe_fp_mode(current)
+    if current.flushes:
+        who, remedy = _fp_setter(current)
+        both = current.flush_to_zero and current.denormals_are_zero
+        message = f"{here} {'are' if both else 'is'} on in this process, {who}: subnormal floats become zero"
+    else:
+        assert golden is not None  # changed, and current does not flush: the golden did
+        remedy = "Record the goldens again without the mode, or turn it on here as the application did there."
+        message = f"subnormal floats survive here; the golden machine ran with {describe_fp_mode(golden)} on"
+    if consequences:
+        message += f"; it explains {consequences} numeric difference{'s' if consequences > 1 else ''}"
+    cause = _f(
+        "VERIFY-FP-MODE",
+        "error" if consequences else "warning",
+        FP_MODE_SUBJECT,
+        message,
+        remedy,
+        describe_fp_mode(golden) if golden is not None else None,
+        here,
+    )
+    return [cause, *linked]
 
 
 def compare(golden: VerifySection, current: VerifySection) -> list[Finding]:
-    """Every finding of ``current`` against the goldens in ``golden``."""
+    """Every finding of ``current`` against the goldens in ``golden``; a numeric difference that the
+    floating-point mode explains names the ``VERIFY-FP-MODE`` finding as its cause."""
+
+    def dtype(subject: str) -> str | None:
+        check, _, output = subject.rpartition(".")
+        result = golden.result(check)
+        summary = result.outputs.get(output) if result is not None else None
+        return summary.dtype if summary is not None else None
+
+    return _with_fp_mode(
+        _compare(golden, current),
+        fp_mode(golden.result("import_torch")),
+        fp_mode(current.result("import_torch")),
+        dtype,
+    )
+
+
+def _compare(golden: VerifySection, current: VerifySection) -> list[Finding]:
     findings: list[Finding] = []
     golden_by_name = {r.name: r for r in golden.results}
     current_names = {r.name for r in current.results}
@@ -411,18 +621,26 @@ def compare(golden: VerifySection, current: VerifySection) -> list[Finding]:
             continue
         findings.extend(compare_check(base, result))
         findings.extend(_info_changes(base, result))
-        findings.extend(_speed(base, result))
+        capability = _changed(golden.result("import_torch"), current.result("import_torch"), "cpu_capability")
+        findings.extend(_speed(base, result, capability))
     for base in golden.results:
         if base.name in current_names or base.status != "passed":
             continue
         # Ran on the golden machine (e.g. on cuda:0), absent here (no such device).
         twin = _twin(base.name, current.results)
         reason = twin.reason if twin is not None and twin.reason else "not run here"
-        remedy = (
-            "Pass the same --checks file (or install the package whose envcheck.checks entry point adds it)."
-            if base.family == "custom"
-            else "Provide the device or package it needs, or declare the difference in the policy."
-        )
+        if base.family == "custom":
+            remedy = (
+                "Pass the same --checks file (or install the package whose envcheck.checks entry point "
+                "adds it)."
+            )
+        elif twin is not None and twin.reason:
+            remedy = skip_remedy(twin.reason, base.name)
+        else:
+            remedy = (
+                "The suite did not reach it here: fix what its error, crash or timeout findings name (e.g. "
+                "import_torch), or provide the device it needs."
+            )
         findings.append(
             _f("VERIFY-SKIPPED", "warning", base.name, f"ran on the golden machine; here: {reason}", remedy)
         )
@@ -452,12 +670,16 @@ def _twin(name: str, results: Iterable[CheckResult]) -> CheckResult | None:
     return next((r for r in results if r.name == f"{kind}/{tail}"), None)
 
 
+# Recorded settings another rule reports, with what they explain: not repeated as VERIFY-INFO.
+_INFO_RULED = {("import_torch", "fp_control")}
+
+
 def _info_changes(golden: CheckResult, current: CheckResult) -> list[Finding]:
     out = []
     # Keys the golden lacks were added by a newer envcheck: nothing to compare them with.
     for key in sorted(golden.info):
         g, c = golden.info.get(key), current.info.get(key)
-        if g == c:
+        if g == c or (current.name, key) in _INFO_RULED:
             continue
         if isinstance(g, list) and isinstance(c, list):
             gone = sorted(set(map(str, g)) - set(map(str, c)))
@@ -496,26 +718,124 @@ def _info_changes(golden: CheckResult, current: CheckResult) -> list[Finding]:
     return out
 
 
-def _speed(golden: CheckResult, current: CheckResult) -> list[Finding]:
-    out = []
-    for key, what in (("gflops", f"{current.info.get('threads')} threads"), ("gflops_1thread", "1 thread")):
-        g, c = golden.metrics.get(key), current.metrics.get(key)
-        if not g or c is None or c >= SPEED_DROP * g:
+def speed_threshold(best: float, spread: float | None) -> float:
+    """Below this, a throughput is beyond the noise of a golden whose best is ``best`` and whose spread
+    (``1 - median / best`` of its own samples) is ``spread``: below the golden's own median and at most
+    ``SPEED_DROP`` of its best, but never lower than ``SPEED_FLOOR`` of it (a noisy golden still catches a
+    5x slowdown). A golden of one sample (older envcheck) has no spread: ``SPEED_DROP`` alone."""
+    noise = min(max(spread or 0.0, 0.0), 1.0)
+    return best * max(SPEED_FLOOR, min(SPEED_DROP, 1.0 - noise))
+
+
+def _speed(golden: CheckResult, current: CheckResult, capability: str = "") -> list[Finding]:
+    """VERIFY-SPEED: a warning for a one-thread throughput beyond the golden's noise (the CPU, its
+    capability, the BLAS) or an all-threads one beyond it with fewer threads than the golden's; an info
+    for an all-threads drop with one-thread numbers intact (other work on the cores, or a CPU quota).
+    ``capability``: how the CPU capability torch dispatches to changed, or ``""``."""
+    out: list[Finding] = []
+    slow = {}
+    for key in ("gflops_1thread", "sum_1thread", "gflops"):
+        g, c = _metric(golden, key), _metric(current, key)
+        if not g or c is None:
             continue
+        limit = speed_threshold(g, _metric(golden, f"{key}_spread"))
+        if c < limit:
+            slow[key] = (g, c, limit)
+    g_threads, c_threads = golden.info.get("threads"), current.info.get("threads")
+    for key in ("gflops_1thread", "sum_1thread"):
+        if key not in slow:
+            continue
+        g, c, limit = slow[key]
+        what = _SPEED_WHAT[key]
+        hint = (
+            "torch's vectorised kernels follow the CPU capability"
+            + (f", {capability}" if capability else " (ATEN_CPU_CAPABILITY)")
+            if key == "sum_1thread"
+            else "one thread measures the CPU and the BLAS, whatever else runs on the machine"
+        )
         out.append(
             _f(
                 "VERIFY-SPEED",
                 "warning",
                 f"{current.name}.{key}",
-                f"fp32 matmul ran at {c:g} GFLOP/s with {what}, {c / g:.0%} of the golden {g:g} GFLOP/s "
-                f"(golden threads: {golden.info.get('threads')})",
-                "Check the thread count (OMP_NUM_THREADS, cgroup CPU limits), the BLAS in use and the CPU "
-                "capability; other work on the machine also shows here, most in the all-threads number.",
+                f"{what} ran at {c:g} on 1 thread, {c / g:.0%} of the golden's best {g:g}, beyond the "
+                f"golden's own noise (warned below {limit:.3g}): {hint}",
+                "Compare the CPU, its capability (ATEN_CPU_CAPABILITY) and the BLAS in use with the golden "
+                "machine's (`envcheck diff`).",
                 f"{g:g}",
                 f"{c:g}",
             )
         )
+    if "gflops" in slow and not out:
+        g, c, limit = slow["gflops"]
+        fewer = isinstance(g_threads, int) and isinstance(c_threads, int) and c_threads < g_threads
+        if fewer:
+            out.append(
+                _f(
+                    "VERIFY-SPEED",
+                    "warning",
+                    f"{current.name}.gflops",
+                    f"fp32 matmul ran at {c:g} GFLOP/s with {_threads(c_threads)}, {c / g:.0%} of the "
+                    f"golden's best {g:g} GFLOP/s with {_threads(g_threads)}: torch uses fewer threads here",
+                    "Check OMP_NUM_THREADS / MKL_NUM_THREADS, torch.set_num_threads calls and the CPU count "
+                    "or cgroup limit of this machine.",
+                    f"{g:g}",
+                    f"{c:g}",
+                )
+            )
+        elif (one := _metric(current, "gflops_1thread")) and (g_one := _metric(golden, "gflops_1thread")):
+            # One thread kept its speed (it is not in ``slow``): the CPU and the BLAS are as fast as on the
+            # golden machine, and only the all-threads run suffered.
+            out.append(
+                _f(
+                    "VERIFY-SPEED",
+                    "info",
+                    f"{current.name}.gflops",
+                    f"fp32 matmul with all {_threads(c_threads)} ran at {c:g} GFLOP/s, {c / g:.0%} of the "
+                    f"golden's best {g:g} GFLOP/s, while one thread ran at {one / g_one:.0%} of the "
+                    f"golden's: as when other work keeps the cores busy, or a CPU quota is below "
+                    f"{c_threads} threads",
+                    "Nothing to do for a shared machine; in a container with a CPU quota, set "
+                    "OMP_NUM_THREADS to the quota.",
+                    f"{g:g}",
+                    f"{c:g}",
+                )
+            )
+        else:
+            out.append(
+                _f(
+                    "VERIFY-SPEED",
+                    "warning",
+                    f"{current.name}.gflops",
+                    f"fp32 matmul ran at {c:g} GFLOP/s with {_threads(c_threads)}, {c / g:.0%} of the "
+                    f"golden's best {g:g} GFLOP/s (golden: {_threads(g_threads)})",
+                    "Check the thread count (OMP_NUM_THREADS, cgroup CPU limits), the BLAS in use and the "
+                    "CPU capability; other work on the machine also shows here.",
+                    f"{g:g}",
+                    f"{c:g}",
+                )
+            )
     return out
+
+
+def _threads(n: object) -> str:
+    return "1 thread" if n == 1 else f"{n} threads"
+
+
+_SPEED_WHAT = {"gflops_1thread": "fp32 matmul (GFLOP/s)", "sum_1thread": "a float32 sum (G elements/s)"}
+
+
+def _metric(result: CheckResult, key: str) -> float | None:
+    value = result.metrics.get(key)
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def _changed(golden: CheckResult | None, current: CheckResult | None, key: str) -> str:
+    """``X here, Y on the golden machine`` for an info key the two results record differently, or ``""``."""
+    if golden is None or current is None:
+        return ""
+    g, c = golden.info.get(key), current.info.get(key)
+    return f"{c} here, {g} on the golden machine" if g is not None and c is not None and g != c else ""
 
 
 def _short(value: object) -> str | None:

@@ -109,3 +109,15 @@ _verify(
     "Check `envcheck diff` for thread settings (OMP_NUM_THREADS, cgroup quota) and the BLAS in use.",
     ("FM-23",),
 )
+_verify(
+    "VERIFY-FP-MODE",
+    "warning",
+    "Flush-to-zero or denormals-are-zero is on in the process",
+    "The CPU's floating-point control (MXCSR on x86-64, FPCR on arm64) turns subnormal numbers into zero "
+    "for every thread of the process. A library built with -ffast-math sets it when it is loaded (GCC's "
+    "crtfastmath, gcc.gnu.org/PR55522), whatever the application asked; torch.set_flush_denormal(True) sets "
+    "it on purpose. An error when it explains a numeric difference (those fold under it).",
+    "Take the library the finding names out of the process (LD_PRELOAD) or rebuild it without -ffast-math; "
+    "if the application wants the mode, record the goldens with it on.",
+    ("FM-18",),
+)

@@ -14,7 +14,10 @@ from envcheck.verify.compare import (
     Tol,
     compare,
     compare_output,
+    outcome_findings,
     outcomes,
+    skip_remedy,
+    speed_threshold,
     tolerance,
     ulp_distance,
 )
@@ -180,3 +183,161 @@ def test_a_hostile_golden_is_a_difference_not_a_traceback() -> None:
     fields = {f: getattr(good, f) for f in OutputSummary.__slots__}
     hostile = OutputSummary(**{**fields, "sha256": "0", "values": ["rm -rf", 2.0], "sum": "x"})
     assert compare_output(hostile, good, SAME_DEVICE["float32"], exact=False).kind == "beyond"
+
+
+# ------------------------------------------------------------------------------------- speed: noise
+
+
+def speed(gflops: float, one: float, total: float, *, spread: float = 0.05, threads: int = 8) -> CheckResult:
+    """The speed check's result as the suite records it: best and spread of each measurement."""
+    metrics = {
+        "gflops": gflops,
+        "gflops_spread": spread,
+        "gflops_1thread": one,
+        "gflops_1thread_spread": spread,
+        "sum_1thread": total,
+        "sum_1thread_spread": spread,
+    }
+    return result("speed_matmul", metrics=metrics, info={"threads": threads})
+
+
+def _speed_findings(golden: CheckResult, current: CheckResult) -> list[tuple[str, str]]:
+    found = compare(VerifySection(results=[golden]), VerifySection(results=[current]))
+    return [(f.severity, f.subject) for f in found if f.rule == "VERIFY-SPEED"]
+
+
+def test_speed_within_the_golden_noise_is_silent() -> None:
+    golden = speed(200.0, 90.0, 18.0)
+    assert _speed_findings(golden, speed(150.0, 60.0, 12.0)) == []
+    # A noisy golden (its median sample at 40 % of its best) tolerates more.
+    noisy = speed(200.0, 90.0, 18.0, spread=0.6)
+    assert _speed_findings(noisy, speed(100.0, 40.0, 8.0)) == []
+
+
+def test_a_busy_machine_collapses_only_the_all_threads_number_and_that_is_an_info() -> None:
+    # What a CPU hog beside the suite does: OpenMP barriers stall the all-threads run, one thread keeps pace.
+    assert _speed_findings(speed(200.0, 90.0, 18.0), speed(4.8, 80.0, 17.0)) == [
+        ("info", "speed_matmul.gflops")
+    ]
+
+
+def test_a_real_slowdown_is_a_warning_even_against_a_noisy_golden() -> None:
+    capability_down = speed(200.0, 90.0, 4.1)  # ATEN_CPU_CAPABILITY=default: torch's own kernels 4.5x slower
+    assert _speed_findings(speed(200.0, 90.0, 18.0), capability_down) == [
+        ("warning", "speed_matmul.sum_1thread")
+    ]
+    ten_times = speed(20.0, 9.0, 1.8)
+    assert ("warning", "speed_matmul.gflops_1thread") in _speed_findings(
+        speed(200.0, 90.0, 18.0, spread=0.95), ten_times
+    )
+
+
+def test_fewer_threads_than_the_golden_is_named_as_the_cause() -> None:
+    golden = speed(200.0, 25.0, 18.0, threads=8)
+    one_thread = speed(25.0, 25.0, 18.0, threads=1)
+    found = compare(VerifySection(results=[golden]), VerifySection(results=[one_thread]))
+    (finding,) = [f for f in found if f.rule == "VERIFY-SPEED"]
+    assert finding.severity == "warning"
+    assert "with 1 thread," in finding.message and "with 8 threads" in finding.message
+    assert "fewer threads" in finding.message
+
+
+def test_speed_threshold_follows_the_golden_spread_within_bounds() -> None:
+    assert speed_threshold(100.0, None) == 50.0
+    assert speed_threshold(100.0, 0.1) == 50.0
+    assert speed_threshold(100.0, 0.7) == pytest.approx(30.0)
+    assert speed_threshold(100.0, 0.99) == 20.0
+
+
+# ------------------------------------------------------------------------------------ floating point
+
+
+def fp(flush: bool, **kw: object) -> dict[str, object]:
+    return {"flush_to_zero": flush, "denormals_are_zero": flush, "method": "arithmetic", **kw}
+
+
+def _denormal_run(values: list[float], mode: dict[str, object] | None) -> VerifySection:
+    info = {"fp_control": mode} if mode is not None else {}
+    return VerifySection(results=[result("import_torch", info=info), result("denormals", values)])
+
+
+def test_a_flushing_mode_is_the_named_cause_of_the_denormal_difference() -> None:
+    golden = _denormal_run([1.0e-39, 4.5e-40], fp(False))
+    lib = "/opt/x/libfastmath.so"
+    here = _denormal_run(
+        [0.0, 0.0],
+        fp(True, set_when="start-up", fast_math_libraries=[lib], preloaded=[lib]),
+    )
+    found = compare(golden, here)
+    (cause,) = [f for f in found if f.rule == "VERIFY-FP-MODE"]
+    assert cause.severity == "error" and cause.caused_by is None
+    assert lib in cause.message and "LD_PRELOAD" in cause.message and "-ffast-math" in cause.message
+    assert "LD_PRELOAD" in cause.remedy
+    (numeric,) = [f for f in found if f.rule == "VERIFY-NUMERICS"]
+    assert numeric.subject == "denormals.y"
+    assert numeric.caused_by == cause.key == "VERIFY-FP-MODE:import_torch.fp_control"
+    assert [f for f in found if f.rule == "VERIFY-INFO"] == []
+
+
+def test_the_fp_mode_claims_only_differences_in_the_subnormal_range() -> None:
+    golden = VerifySection(
+        results=[result("import_torch", info={"fp_control": fp(False)}), result("matmul_fp32", [1.0, 2.0])]
+    )
+    here = VerifySection(
+        results=[result("import_torch", info={"fp_control": fp(True)}), result("matmul_fp32", [1.0, 2.5])]
+    )
+    found = compare(golden, here)
+    (cause,) = [f for f in found if f.rule == "VERIFY-FP-MODE"]
+    assert cause.severity == "warning"  # it explains nothing here
+    (numeric,) = [f for f in found if f.rule == "VERIFY-NUMERICS"]
+    assert numeric.caused_by is None
+
+
+def test_the_same_fp_mode_on_both_sides_or_unrecorded_says_nothing() -> None:
+    same = _denormal_run([0.0, 0.0], fp(True))
+    assert [f for f in compare(same, same) if f.rule == "VERIFY-FP-MODE"] == []
+    plain = _denormal_run([1.0e-39, 4.5e-40], None)
+    assert [f for f in compare(plain, plain) if f.rule == "VERIFY-FP-MODE"] == []
+    hostile = _denormal_run([1.0e-39, 4.5e-40], {"flush_to_zero": "yes"})
+    assert [f for f in outcomes(hostile) if f.rule == "VERIFY-FP-MODE"] == []
+
+
+def test_a_flushing_mode_is_reported_without_goldens_too() -> None:
+    (finding,) = outcomes(_denormal_run([0.0, 0.0], fp(True, set_when="import torch")))
+    assert (finding.rule, finding.severity) == ("VERIFY-FP-MODE", "warning")
+    assert "while importing torch" in finding.message
+
+
+# ---------------------------------------------------------------------------------------- skip words
+
+
+def test_skip_remedies_say_what_the_skip_needs() -> None:
+    opt_in = outcome_findings(
+        result("torch_compile", status="skipped", reason="opt-in: pass --compile (slow)")
+    )[0]
+    assert "--compile" in opt_in.remedy and "Install" not in opt_in.remedy
+    onnx = outcome_findings(
+        result("onnx_export", status="skipped", reason="onnx is not installed in the target")
+    )[0]
+    assert onnx.remedy.startswith("Install onnx in the target environment")
+    assert "VERIFY-SKIPPED:onnx_export" in onnx.remedy
+    cpu_build = skip_remedy("torch 2.13.0+cpu is built without CUDA", "cuda/conv2d")
+    assert "CUDA build of torch" in cpu_build
+    assert "Install what it needs" not in skip_remedy("something new", "x")
+
+
+def test_the_count_of_checks_covers_the_checks_the_report_speaks_of() -> None:
+    from envcheck.commands.verify import _tally
+
+    golden = VerifySection(results=[result(n, [1.0]) for n in ("import_torch", "a", "b", "c")])
+    # import torch failed here: the other checks never ran, and each is a VERIFY-SKIPPED finding.
+    here = VerifySection(
+        results=[
+            result("import_torch", status="error", error="ImportError: libc10.so"),
+            result("torch_compile", status="skipped", reason="opt-in: pass --compile"),
+        ]
+    )
+    line = _tally(here, golden)
+    assert line.startswith("5 checks: 1 error, 1 skipped, 3 not run here")
+    findings = compare(golden, here)
+    assert len(findings) == 5

@@ -7,6 +7,8 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -116,12 +118,16 @@ def test_onednn_bf16_math_is_caught_in_conv_only(golden: VerifySection) -> None:
 def test_a_fast_math_library_in_the_process_flushes_denormals(golden: VerifySection, tmp_path: Path) -> None:
     # GCC links crtfastmath.o into a -ffast-math shared library; loading it sets FTZ/DAZ in MXCSR for the
     # whole process (GCC bug 55522): a real way an unrelated extension changes torch's numerics.
+    from envcheck import flows
+    from envcheck.diff.policy import Policy
+
     source = tmp_path / "fastmath.c"
     source.write_text("int envcheck_fastmath(void) { return 1; }\n", encoding="utf-8")
     lib = tmp_path / "libfastmath.so"
     subprocess.run(["gcc", "-shared", "-fPIC", "-ffast-math", "-o", str(lib), str(source)], check=True)
     env = {**os.environ, "LD_PRELOAD": str(lib)}
-    findings = compare(golden, run_suite(sys.executable, timeout=TIMEOUT, env=env))
+    current = run_suite(sys.executable, timeout=TIMEOUT, env=env)
+    findings = compare(golden, current)
     failing = {f.subject for f in findings if f.rule == "VERIFY-NUMERICS"}
     if not failing:
         pytest.skip("this gcc does not link crtfastmath.o into shared libraries (GCC 13 and newer)")
@@ -129,6 +135,16 @@ def test_a_fast_math_library_in_the_process_flushes_denormals(golden: VerifySect
     assert "denormals.scaled" in failing
     loaded = [f for f in findings if f.subject == "import_torch.loaded"]
     assert loaded and "libfastmath.so" in loaded[0].message
+    # The cause is named: the floating-point mode, set at start-up by the preloaded library, and every
+    # denormal difference folds under it, in the report the command prints too.
+    report = flows.verify("lock.json", golden, current, Policy(), strict=False)
+    (cause,) = [f for f in report.findings if f.rule == "VERIFY-FP-MODE"]
+    assert cause.severity == "error" and cause.caused_by is None
+    assert str(lib) in cause.message and "LD_PRELOAD" in cause.message
+    assert "flush-to-zero and denormals-are-zero" in cause.message
+    numeric = [f for f in report.findings if f.rule == "VERIFY-NUMERICS"]
+    assert numeric and all(f.caused_by == cause.key for f in numeric)
+    assert report.findings[0] == cause  # the root leads the report
 
 
 def test_default_cpu_capability_breaks_the_bit_exact_random_stream(golden: VerifySection) -> None:
@@ -143,6 +159,40 @@ def test_default_cpu_capability_breaks_the_bit_exact_random_stream(golden: Verif
     assert "random_stream.randn" in errors
     assert all(s.startswith("random_stream.") for s in errors)
     assert any(f.rule == "VERIFY-INFO" and f.subject == "import_torch.cpu_capability" for f in findings)
+    # A real slowdown: torch's own vectorised kernels run several times slower at the default capability.
+    slow = [f for f in findings if f.rule == "VERIFY-SPEED" and f.severity == "warning"]
+    assert [f.subject for f in slow] == ["speed_matmul.sum_1thread"]
+    assert "CPU capability" in slow[0].message
+
+
+@contextmanager
+def _cpu_hogs(seconds: float = 120.0) -> Iterator[None]:
+    """A busy loop on each core this process may run on, pinned there; each ends itself after ``seconds``
+    and all are killed on the way out."""
+    cores = sorted(os.sched_getaffinity(0))
+    loop = (
+        "import os, time\nos.sched_setaffinity(0, {%d})\n"
+        "end = time.monotonic() + %f\nwhile time.monotonic() < end: pass"
+    )
+    hogs = [subprocess.Popen([sys.executable, "-c", loop % (core, seconds)]) for core in cores]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+        for hog in hogs:
+            hog.wait()
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="needs CPU affinity (Linux)")
+def test_a_cpu_hog_beside_the_suite_is_noise_not_a_slowdown(golden: VerifySection) -> None:
+    with _cpu_hogs():
+        busy = run_suite(sys.executable, timeout=TIMEOUT)
+    findings = compare(golden, busy)
+    speed = [f for f in findings if f.rule == "VERIFY-SPEED"]
+    # At most an info (all threads stalled, one thread intact); never a warning, never an error.
+    assert all(f.severity == "info" for f in speed), [(f.subject, f.message) for f in speed]
+    assert [f for f in findings if f.severity == "error"] == []
 
 
 def test_crash_hang_and_raise_in_custom_checks_hide_nothing() -> None:

@@ -45,6 +45,7 @@ def import_torch(ctx):
     ctx.info["mkldnn_enabled"] = _attempt(lambda: bool(torch.backends.mkldnn.enabled))
     ctx.info["deterministic_algorithms"] = _attempt(lambda: torch.are_deterministic_algorithms_enabled())
     ctx.info["numerics_env"] = {k: os.environ[k] for k in sorted(os.environ) if k in NUMERICS_ENV}
+    ctx.info["fp_control"] = _fp_control()
     ctx.output("ones", torch.ones(4) + 1)
 
 
@@ -53,6 +54,15 @@ def _attempt(fn):
         return fn()
     except Exception as e:
         return "unavailable: %s" % type(e).__name__
+
+
+def _fp_control():
+    """Flush-to-zero / denormals-are-zero now, when they came on, and the libraries that carry GCC's
+    ``set_fast_math`` (``fp_control``): the denormals check's cause when it flushes."""
+    from ..fp_control import fp_control
+    from ..loaded_libraries import loaded_libraries
+
+    return fp_control(loaded_libraries())
 
 
 def _loaded_libraries():
@@ -315,35 +325,65 @@ def torch_compile(ctx):
         ctx.fail("compiled output differs from eager by %g" % err)
 
 
-def _gflops(torch, a, b, seconds):
-    """Best of several short timed batches: the best is the least disturbed by the rest of the machine."""
-    n = a.shape[0]
-    torch.mm(a, b)
-    best = None
+# The speed check's sampling: ROUNDS rounds, each giving every measurement SLICE seconds in turn, so a
+# burst of other work on the machine hits all of them alike; about 0.3 s in all (DESIGN §6 budget).
+SPEED_ROUNDS = 4
+SPEED_SLICE = 0.025
+
+
+def _rates(fn, work, seconds):
+    """Throughputs (``work`` / s / 1e9) of batches of 4 calls for ``seconds`` (at least one batch)."""
+    out = []
     deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
+    while True:
         started = time.perf_counter()
         for _ in range(4):
-            torch.mm(a, b)
-        elapsed = (time.perf_counter() - started) / 4
-        best = elapsed if best is None else min(best, elapsed)
-    return round(2.0 * n**3 / best / 1e9, 3)
+            fn()
+        elapsed = max((time.perf_counter() - started) / 4, 1e-9)
+        out.append(work / elapsed / 1e9)
+        if time.perf_counter() >= deadline:
+            return out
 
 
 def speed_matmul(ctx):
-    """fp32 matmul GFLOP/s with every intra-op thread, and with one: on a machine whose other cores are
-    busy, OpenMP's barriers make the first collapse while the second still measures the CPU and BLAS."""
+    """Throughput with every intra-op thread and with one, sampled repeatedly: the golden keeps the best
+    of each (the least disturbed by the rest of the machine) and its spread (``1 - median / best``: the
+    noise the golden itself showed), and ``compare`` warns only beyond it.
+
+    - ``gflops``: fp32 matmul, all threads. On a machine whose other cores are busy OpenMP's barriers make
+      it collapse, so it is judged against the thread count and the one-thread numbers;
+    - ``gflops_1thread``: fp32 matmul on one thread: the CPU and the BLAS, barely touched by other work;
+    - ``sum_1thread``: G elements/s of a float32 sum on one thread: torch's own vectorised kernels, which
+      follow the CPU capability (``ATEN_CPU_CAPABILITY=default`` makes it several times slower).
+    """
     torch = ctx.torch
-    a = ctx.randn(256, 256)
-    b = ctx.randn(256, 256, seed=1)
+    n = 256
+    a = ctx.randn(n, n)
+    b = ctx.randn(n, n, seed=1)
+    x = ctx.randn(1 << 20, seed=2)
     threads = torch.get_num_threads()
     ctx.info["threads"] = threads
-    ctx.metrics["gflops"] = _gflops(torch, a, b, 0.12)
-    torch.set_num_threads(1)
+    work = {
+        "gflops": (threads, lambda: torch.mm(a, b), 2.0 * n**3),
+        "gflops_1thread": (1, lambda: torch.mm(a, b), 2.0 * n**3),
+        "sum_1thread": (1, lambda: x.sum(), float(x.numel())),
+    }
+    samples = {key: [] for key in work}
     try:
-        ctx.metrics["gflops_1thread"] = _gflops(torch, a, b, 0.08)
+        for round_ in range(SPEED_ROUNDS):
+            for key, (count, fn, amount) in work.items():
+                torch.set_num_threads(count)
+                if round_ == 0:
+                    fn()  # warm-up: the first call allocates and starts the pool
+                samples[key].extend(_rates(fn, amount, SPEED_SLICE))
     finally:
         torch.set_num_threads(threads)
+    for key, values in samples.items():
+        values.sort()
+        best = values[-1]
+        ctx.metrics[key] = round(best, 3)
+        ctx.metrics[key + "_spread"] = round(1.0 - values[len(values) // 2] / best, 3)
+        ctx.metrics[key + "_samples"] = float(len(values))
 
 
 def checks(torch, config, Check):
