@@ -130,7 +130,8 @@ def applicable(m: Manifest, lines: list[str], extras: tuple[str, ...] = ("",)) -
 
 
 @functools.lru_cache(maxsize=4096)
-def _specifier(text: str) -> SpecifierSet | None:
+def specifier_set(text: str) -> SpecifierSet | None:
+    """``packaging``'s reading of a specifier (``>=5.3.0,!=8.3.*``), or None when it is not one."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     try:
@@ -145,7 +146,7 @@ def satisfies(version: str, req: Req) -> bool:
     satisfied, since it is not this rule's finding."""
     if not req.specifier:
         return True
-    spec, parsed = _specifier(req.specifier), parse_version(version)
+    spec, parsed = specifier_set(req.specifier), parse_version(version)
     if spec is None or parsed is None:
         return True
     return spec.contains(parsed, prereleases=True)

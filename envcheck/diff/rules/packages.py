@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from envcheck.diff.rules._requirements import Graph, Req, applicable, graph, requirement_name, satisfies
+from envcheck.diff.rules._requirements import (
+    Graph,
+    Req,
+    applicable,
+    graph,
+    requirement_name,
+    satisfies,
+    specifier_set,
+)
 from envcheck.diff.rules.base import (
     canon,
     difference_rule,
@@ -549,7 +557,7 @@ def _unmet_install(m: Manifest, shown: str, needs: list[tuple[Distribution, Req,
     """``pip install`` of what the requirers ask. An exact pin on torch or a companion by a labelled
     requirer keeps that label and its index (a bare ``torch==X`` installs the CUDA build on Linux)."""
     name = needs[0][1].name
-    clauses = sorted({str(clause) for _, req, _ in needs for clause in req.specifier})
+    clauses = sorted({str(clause) for _, req, _ in needs for clause in specifier_set(req.specifier) or ()})
     label = torch_index_label(needs[0][0].version)
     if (
         label
