@@ -326,22 +326,23 @@ def torch_compile(ctx):
 
 
 # The speed check's sampling: ROUNDS rounds, each giving every measurement SLICE seconds in turn, so a
-# burst of other work on the machine hits all of them alike; about 0.3 s in all (DESIGN §6 budget).
+# burst of other work on the machine hits all of them alike; about 0.3 s in all with the set-up (DESIGN §6
+# budget: the whole CPU suite within `import torch` + 5 s).
 SPEED_ROUNDS = 4
-SPEED_SLICE = 0.025
+SPEED_SLICE = 0.02
 
 
 def _rates(fn, work, seconds):
-    """Throughputs (``work`` / s / 1e9) of batches of 4 calls for ``seconds`` (at least one batch)."""
+    """Throughputs (``work`` / s / 1e9) of single calls for ``seconds`` (at least one call): a slice
+    never outlasts ``seconds`` by more than one call, however slow the machine is right now."""
     out = []
     deadline = time.perf_counter() + seconds
     while True:
         started = time.perf_counter()
-        for _ in range(4):
-            fn()
-        elapsed = max((time.perf_counter() - started) / 4, 1e-9)
-        out.append(work / elapsed / 1e9)
-        if time.perf_counter() >= deadline:
+        fn()
+        ended = time.perf_counter()
+        out.append(work / max(ended - started, 1e-9) / 1e9)
+        if ended >= deadline:
             return out
 
 
