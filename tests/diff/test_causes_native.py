@@ -353,3 +353,16 @@ def test_link_makes_roots_of_absent_causes_and_of_loops() -> None:
     assert link([dataclasses.replace(orphan, caused_by=None)]) == [
         dataclasses.replace(orphan, caused_by=None)
     ]
+
+
+def test_the_cuda_stack_a_torch_variant_brings_folds_under_it() -> None:
+    examples = Path(__file__).resolve().parents[2] / "manifests" / "examples"
+    cpu = load(examples / "torch-2.13.0-cpu-linux.json")
+    cuda = load(examples / "torch-2.14.1-cu130-linux-nogpu.json")
+    found = {f.key: f for f in flows.diff("cpu", cpu, [("cuda", cuda)], Policy()).findings}
+    variant = "ENV-TORCH-VARIANT:torch"
+    assert found[variant].caused_by is None
+    assert found["ENV-NATIVE-REQUIRES:libcuda.so.1"].caused_by == variant
+    assert found["ENV-NATIVE-ADDED:torch"].caused_by == variant
+    # A system library is not the variant's to claim.
+    assert found["ENV-NATIVE-ADDED:system"].caused_by is None

@@ -150,6 +150,23 @@ def aligned(base: Manifest, target: Manifest) -> tuple[dict[str, Placed], dict[s
     return renamed(b, renames_b), renamed(t, renames_t)
 
 
+# Distributions a torch build brings with it: its own wheel and the CUDA / ROCm stack it pins.
+_TORCH_STACK = ("torch", "nvidia-", "triton", "pytorch-triton", "cuda-", "rocm")
+
+
+def variant_cause(base: Manifest, target: Manifest, owners: list[str]) -> str | None:
+    """``ENV-TORCH-VARIANT:torch`` when the torch build variant differs and every one of ``owners``
+    belongs to the stack a torch build brings (torch itself, nvidia-*, triton): the libraries come and go
+    with the build. None otherwise."""
+    b = base.torch.static.variant if base.torch.static is not None else None
+    t = target.torch.static.variant if target.torch.static is not None else None
+    if b is None or t is None or b == t or not owners:
+        return None
+    if all(canon(o).startswith(_TORCH_STACK) for o in owners):
+        return "ENV-TORCH-VARIANT:torch"
+    return None
+
+
 def _tree_names(m: Manifest) -> frozenset[str]:
     """File names and sonames of the native tree's nodes: the libraries some wheel's file needs."""
     if m.native is None or not m.native.nodes:
@@ -369,6 +386,7 @@ def native_lost(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
             f"{owner if _is_wheel(owner) else 'the system libraries'}, or a library path.",
             base=_list(keys),
             target="not loaded",
+            caused_by=variant_cause(base, target, [owner]),
         )
     if own:
         yield rule.finding(
@@ -392,6 +410,7 @@ def native_lost(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
             "them), or declare the difference intended.",
             base=_list(orphaned, 3),
             target="not installed",
+            caused_by=variant_cause(base, target, owners),
         )
 
 
@@ -416,6 +435,7 @@ def native_added(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findi
             "Expected if the target's build differs on purpose; otherwise align the two environments.",
             base="not loaded",
             target=_list(keys),
+            caused_by=variant_cause(base, target, [owner]),
         )
     if own:
         yield rule.finding(
@@ -436,6 +456,7 @@ def native_added(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findi
             "Expected if the target's build differs on purpose; otherwise align the two environments.",
             base="not installed",
             target=_list(orphaned, 3),
+            caused_by=variant_cause(base, target, owners),
         )
 
 
@@ -931,7 +952,11 @@ def native_requires(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Fi
             remedy,
             base=base_side,
             target=req.name,
-            caused_by=f"ENV-NATIVE-RESOLVED-ELSEWHERE:{req.name}" if bundled is not None else None,
+            caused_by=(
+                f"ENV-NATIVE-RESOLVED-ELSEWHERE:{req.name}"
+                if bundled is not None
+                else variant_cause(base, target, [n.split(":", 1)[0] for n in req.needed_by])
+            ),
         )
 
 
