@@ -9,6 +9,7 @@ past ``timeout + grace`` or needs more than ``max_rss_mb``, never because it was
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import resource
 import signal
@@ -46,6 +47,24 @@ def _limit(address_space_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+# The bounded command runs as the grandchild of the test process, under a small launcher that reports its
+# exit status and peak RSS. Linux folds the parent's memory at fork into a child's ru_maxrss (the forked
+# copy of the address space counts until exec), so a direct child of a pytest process that has grown to
+# 300 MB would "peak" at 300 MB before running a line; the launcher is a fresh, small interpreter.
+_LAUNCHER = """
+import json, os, sys
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(sys.argv[2], sys.argv[2:])
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    json.dump({"exit": os.waitstatus_to_exitcode(status), "maxrss_kb": usage.ru_maxrss}, f)
+"""
+
+
 def run_bounded(
     argv: Sequence[str],
     *,
@@ -63,9 +82,14 @@ def run_bounded(
     full_env = dict(os.environ if env is None else env)
     full_env.setdefault("MALLOC_ARENA_MAX", "2")
     started = time.monotonic()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.TemporaryDirectory(prefix="bounded-") as tmp,
+    ):
+        report = Path(tmp) / "report.json"
         proc = subprocess.Popen(
-            list(argv),
+            [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(report), *argv],
             stdin=stdin,
             stdout=out,
             stderr=err,
@@ -75,29 +99,26 @@ def run_bounded(
             # setrlimit must run in the child before exec; Popen has no other hook for it.
             preexec_fn=lambda: _limit(address_space_mb),  # noqa: PLW1509
         )
-        deadline = started + timeout + GRACE_S
         timed_out = False
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                timed_out = True
-                os.killpg(proc.pid, signal.SIGKILL)
-                pid, status, usage = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.02)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        seconds = time.monotonic() - started
-        # Anything the child left running in its session goes too.
+        try:
+            proc.wait(timeout=timeout + GRACE_S)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        # Anything the command left running in its session goes too (and all of it, at the bound).
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        seconds = time.monotonic() - started
+        try:
+            reported = json.loads(report.read_text())
+        except (OSError, ValueError):  # killed at the bound before the launcher could report
+            reported = {"exit": proc.returncode, "maxrss_kb": 0}
         return Bounded(
-            returncode=proc.returncode,
+            returncode=int(reported["exit"]),
             stdout=_tail(out),
             stderr=_tail(err),
             seconds=seconds,
-            max_rss_mb=usage.ru_maxrss / 1024,
+            max_rss_mb=int(reported["maxrss_kb"]) / 1024,
             timed_out=timed_out,
         )
 
