@@ -1,19 +1,22 @@
-"""The report-format interface: one ``ReportFormat`` per output format, and what they share."""
+"""The report-format interface: one ``ReportFormat`` per output format, and what they share: the context,
+the counts, and the grouping of findings into root causes with their consequences.
+
+This module imports no format: the mapping from a format's name to its class is ``FormatName.formatter``
+(``envcheck.report.formats``), so the formats can import this module without a cycle.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NoReturn
 
-from envcheck.diff.finding import SEVERITY_RANK, Finding, Severity, at_or_above
-
-if TYPE_CHECKING:
-    from envcheck.report import FormatName
+from envcheck.findings import SEVERITY_RANK, Finding, RuleKind, Severity, at_or_above
 
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 PLURAL = {"error": "errors", "warning": "warnings", "info": "info"}
+# What a report says when it has no finding, unless its command says something truer.
+NO_DIFFERENCES = "No differences that matter."
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -23,6 +26,8 @@ class ReportContext:
     ``title`` may carry manifest data (labels, paths): formats escape it like any finding string.
     ``policy`` is one line saying which policy shaped the findings (``policy: ./pyproject.toml
     [tool.envcheck]: 3 ignored, 1 downgraded`` or ``policy: none``); ``None`` shows nothing.
+    ``verbose``: every finding in full (the text report otherwise fits about one screen).
+    ``nothing_found``: the sentence for a report without findings (``No problems found.`` for doctor).
     """
 
     title: str
@@ -30,11 +35,27 @@ class ReportContext:
     color: bool
     rules: tuple[str, ...]
     policy: str | None = None
+    verbose: bool = False
+    nothing_found: str = NO_DIFFERENCES
+
+
+def plural(n: int, word: str) -> str:
+    """``1 root cause``, ``2 root causes``; severities keep ``info`` (``3 info``)."""
+    if word in PLURAL:
+        return f"{n} {PLURAL[word] if n != 1 or word == 'info' else word}"
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def severity_counts(findings: Sequence[Finding]) -> str:
+    """``2 errors, 1 warning`` (severities that occur, worst first); ``none`` for no finding."""
+    parts = [plural(n, s) for s in SEVERITIES if (n := sum(f.severity == s for f in findings))]
+    return ", ".join(parts) or "none"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Summary:
-    """Counts by severity; ``failing`` = findings at or above ``fail_on`` that are not intended."""
+    """Counts by severity; ``failing`` = findings at or above ``fail_on`` that are not intended; ``roots``
+    and ``consequences`` split ``total`` into root causes and the findings folded under them."""
 
     total: int
     error: int
@@ -42,6 +63,8 @@ class Summary:
     info: int
     intended: int
     failing: int
+    roots: int = 0
+    consequences: int = 0
 
     @property
     def passed(self) -> bool:
@@ -52,9 +75,7 @@ class Summary:
 
     def counts(self) -> str:
         """``FAIL: 2 errors, 1 warning, 0 info``."""
-        parts = ", ".join(
-            f"{n} {PLURAL[s] if n != 1 or s == 'info' else s}" for s in SEVERITIES for n in [self.count(s)]
-        )
+        parts = ", ".join(plural(self.count(s), s) for s in SEVERITIES)
         return f"{'PASS' if self.passed else 'FAIL'}: {parts}"
 
     def line(self, fail_on: Severity) -> str:
@@ -62,8 +83,13 @@ class Summary:
         extra = f"; {self.intended} intended" if self.intended else ""
         return f"{self.counts()} (fail on {fail_on}{extra})"
 
+    def causes_line(self) -> str:
+        """``2 root causes, 13 consequences``."""
+        return f"{plural(self.roots, 'root cause')}, {plural(self.consequences, 'consequence')}"
+
 
 def summarize(findings: Sequence[Finding], fail_on: Severity) -> Summary:
+    roots = len(groups(findings))
     return Summary(
         total=len(findings),
         error=sum(f.severity == "error" for f in findings),
@@ -71,16 +97,99 @@ def summarize(findings: Sequence[Finding], fail_on: Severity) -> Summary:
         info=sum(f.severity == "info" for f in findings),
         intended=sum(f.intended is not None for f in findings),
         failing=sum(at_or_above(f, fail_on) for f in findings),
+        roots=roots,
+        consequences=len(findings) - roots,
     )
 
 
-def by_severity(findings: Sequence[Finding]) -> list[tuple[Severity, list[Finding]]]:
-    """Non-empty groups, errors first."""
-    groups = [
-        (s, [f for f in findings if f.severity == s])
-        for s in sorted(SEVERITIES, key=SEVERITY_RANK.__getitem__)
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Group:
+    """A root cause and the findings it causes: every finding whose ``caused_by`` chain leads to ``root``,
+    errors first (``Finding.sort_key``)."""
+
+    root: Finding
+    consequences: tuple[Finding, ...]
+
+    @property
+    def members(self) -> tuple[Finding, ...]:
+        return (self.root, *self.consequences)
+
+    @property
+    def severity(self) -> Severity:
+        """The worst severity in the group: a warning that causes an error ranks with the errors."""
+        return min((f.severity for f in self.members), key=SEVERITY_RANK.__getitem__)
+
+    def failing(self, fail_on: Severity) -> list[Finding]:
+        return [f for f in self.members if at_or_above(f, fail_on)]
+
+
+def groups(findings: Sequence[Finding]) -> list[Group]:
+    """``findings`` as root causes with their consequences, worst group first (then by the root's
+    ``sort_key``). Every finding is in exactly one group. A root is a finding without ``caused_by`` or whose
+    cause is absent; a consequence goes under the root its ``caused_by`` chain ends at (through
+    consequences of consequences). A chain that loops (which ``envcheck.diff.causes.link`` never makes)
+    leaves its findings as roots: nothing is hidden under a finding the report does not show."""
+    first: dict[str, int] = {}
+    for i, f in enumerate(findings):
+        first.setdefault(f.key, i)
+
+    def root_of(i: int) -> int:
+        seen = {i}
+        while (cause := findings[i].caused_by) is not None and cause in first:
+            i = first[cause]
+            if i in seen:
+                return -1  # a loop: no root explains it
+            seen.add(i)
+        return i
+
+    under: dict[int, list[Finding]] = {}
+    roots: list[int] = []
+    for i in range(len(findings)):
+        r = root_of(i)
+        if r in (i, -1):
+            roots.append(i)
+        else:
+            under.setdefault(r, []).append(findings[i])
+    out = [
+        Group(root=findings[i], consequences=tuple(sorted(under.get(i, ()), key=Finding.sort_key)))
+        for i in roots
     ]
-    return [(s, fs) for s, fs in groups if fs]
+    return sorted(out, key=lambda g: (SEVERITY_RANK[g.severity], g.root.sort_key()))
+
+
+def by_severity(found: Sequence[Group]) -> list[tuple[Severity, list[Group]]]:
+    """Non-empty sections of groups by their worst severity, errors first."""
+    sections = [(s, [g for g in found if g.severity == s]) for s in SEVERITIES]
+    return [(s, gs) for s, gs in sections if gs]
+
+
+def rule_kind(rule_id: str) -> RuleKind | None:
+    """The kind of a registered rule (``single`` for a finding about one environment), or None."""
+    from envcheck.findings import REGISTRY, catalog
+
+    rule = REGISTRY.get(rule_id)
+    if rule is None:
+        catalog()  # the rule families register on import; reports usually follow a run that imported them
+        rule = REGISTRY.get(rule_id)
+    return rule.kind if rule is not None else None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Values:
+    """How a finding's two values are labelled: ``base``/``target`` for a difference, ``reference``/
+    ``found`` for a finding about one environment (doctor's, or the target's own in a diff), where
+    ``base`` holds what the found value is checked against, never a second machine."""
+
+    first: str
+    second: str
+
+
+DIFFERENCE = Values(first="base", second="target")
+SINGLE = Values(first="reference", second="found")
+
+
+def labels(finding: Finding) -> Values:
+    return SINGLE if rule_kind(finding.rule) == "single" else DIFFERENCE
 
 
 def is_fleet(findings: Sequence[Finding]) -> bool:
@@ -92,32 +201,6 @@ class ReportFormat(ABC):
 
     @abstractmethod
     def render(self, findings: Sequence[Finding], context: ReportContext) -> str: ...
-
-
-def format_for(name: FormatName) -> ReportFormat:
-    """The implementation of a format name (the one mapping; unknown names raise ``ValueError``)."""
-    if name == "text":
-        from envcheck.report.text import TextFormat
-
-        return TextFormat()
-    if name == "json":
-        from envcheck.report.json_format import JsonFormat
-
-        return JsonFormat()
-    if name == "markdown":
-        from envcheck.report.markdown import MarkdownFormat
-
-        return MarkdownFormat()
-    if name == "junit":
-        from envcheck.report.junit import JunitFormat
-
-        return JunitFormat()
-    return _unknown(name)
-
-
-def _unknown(name: NoReturn) -> NoReturn:
-    # typing.assert_never is 3.11+; this is the same exhaustiveness check on 3.10.
-    raise ValueError(f"unknown report format {name!r}")
 
 
 def by_machine(findings: Sequence[Finding], fail_on: Severity) -> list[str]:

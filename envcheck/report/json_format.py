@@ -6,13 +6,22 @@
       "report": "envcheck", "version": 1,
       "title": "...", "fail_on": "error", "result": "pass" | "fail",
       "policy": "policy: none",            (only when the caller says which policy applied)
-      "summary": {"total": 0, "error": 0, "warning": 0, "info": 0, "intended": 0, "failing": 0},
+      "summary": {"total": 0, "error": 0, "warning": 0, "info": 0, "intended": 0, "failing": 0,
+                  "roots": 0, "consequences": 0},
       "findings": [
-        {"rule": "ENV-TORCH-VARIANT", "severity": "error", "subject": "torch",
-         "base": "cu130", "target": "cpu", "message": "...", "remedy": "...",
-         "intended": null | "reason", "machine": null | "prod-1", "fails": true}
+        {"id": "ENV-TORCH-VARIANT:torch", "rule": "ENV-TORCH-VARIANT", "severity": "error",
+         "subject": "torch", "base": "cu130", "target": "cpu", "message": "...", "remedy": "...",
+         "intended": null | "reason", "machine": null | "prod-1", "fails": true,
+         "caused_by": null | "ENV-VAR-CHANGED:LD_LIBRARY_PATH",
+         "kind": "difference" | "single" | "verify" | null, "reference": null | "...", "found": null | "..."}
       ]
     }
+
+Findings are in ``Finding.sort_key`` order, flat: a consequence names its root cause's ``id`` in
+``caused_by`` (``null`` for a root cause; the id is ``RULE:subject``, ``@machine`` in a fleet).
+``summary.roots`` + ``summary.consequences`` = ``summary.total``. For a finding about one environment
+(``kind`` ``single``: doctor's, or the target's own in a diff) ``found`` is what was found there and
+``reference`` what it was checked against; ``base`` and ``target`` keep the same two values, as before.
 
 Keys never disappear (absent values are ``null``); new keys may be added within ``version`` 1.
 
@@ -26,9 +35,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from envcheck.diff.finding import Finding, at_or_above
 from envcheck.escape import json_text
-from envcheck.report.interface import ReportContext, ReportFormat, summarize
+from envcheck.findings import Finding, at_or_above
+from envcheck.report.interface import ReportContext, ReportFormat, rule_kind, summarize
 
 REPORT_VERSION = 1
 
@@ -53,21 +62,31 @@ class JsonFormat(ReportFormat):
                 "info": summary.info,
                 "intended": summary.intended,
                 "failing": summary.failing,
+                "roots": summary.roots,
+                "consequences": summary.consequences,
             },
-            "findings": [
-                {
-                    "rule": f.rule,
-                    "severity": f.severity,
-                    "subject": f.subject,
-                    "base": f.base,
-                    "target": f.target,
-                    "message": f.message,
-                    "remedy": f.remedy,
-                    "intended": f.intended,
-                    "machine": f.machine,
-                    "fails": at_or_above(f, context.fail_on),
-                }
-                for f in findings
-            ],
+            "findings": [_finding(f, context) for f in findings],
         }
         return json_text(json.dumps(data, indent=2, ensure_ascii=False)) + "\n"
+
+
+def _finding(f: Finding, context: ReportContext) -> dict[str, object]:
+    kind = rule_kind(f.rule)
+    single = kind == "single"
+    return {
+        "id": f.key,
+        "rule": f.rule,
+        "severity": f.severity,
+        "subject": f.subject,
+        "base": f.base,
+        "target": f.target,
+        "message": f.message,
+        "remedy": f.remedy,
+        "intended": f.intended,
+        "machine": f.machine,
+        "fails": at_or_above(f, context.fail_on),
+        "caused_by": f.caused_by,
+        "kind": kind,
+        "reference": f.base if single else None,
+        "found": f.target if single else None,
+    }

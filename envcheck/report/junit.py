@@ -1,7 +1,12 @@
-"""JUnit XML: one test case per rule checked, failing when the rule has a finding at or above --fail-on.
+"""JUnit XML: one test case per root cause, failing when the root cause or a finding it causes is at or
+above --fail-on, with those consequences listed in the failure text.
 
-CI systems show each rule as a test: rules with nothing to say pass; warnings and intended findings below
-the threshold are attached to the test case's ``system-out`` so they stay visible.
+CI systems show each case as a test. A root cause below the threshold (a warning under ``--fail-on
+error``, an intended difference) is a passing case whose ``system-out`` holds it, so it stays visible.
+Every checked rule that found nothing at all is a passing case named by its id, so CI lists what was
+checked; a rule whose findings are all consequences of another has no case of its own (it is not "passing":
+its findings are in its root cause's case). A root cause's case is named by its id (``RULE:subject``,
+``@machine`` in a fleet), its class by the rule's family prefix (``envcheck.ENV``, ``envcheck.VERIFY``).
 
 Every string from a finding or the title goes through ``escape.xml`` before ElementTree sees it: a character
 XML 1.0 forbids (a NUL, an ESC, a lone surrogate) would make a file CI refuses to parse, and CI prints
@@ -13,22 +18,31 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from envcheck.diff.finding import Finding, at_or_above
 from envcheck.escape import xml
-from envcheck.report.interface import ReportContext, ReportFormat, summarize
+from envcheck.findings import SEVERITY_RANK, Finding
+from envcheck.report.interface import Group, ReportContext, ReportFormat, groups, labels, plural, summarize
 
 
-def _describe(f: Finding) -> str:
-    """A finding as the text of a ``failure`` or ``system-out`` (unescaped: the caller escapes it once)."""
-    lines = [f"[{f.severity}] {f.subject}" + (f" on {f.machine}" if f.machine else "")]
+def _describe(f: Finding, indent: str = "") -> str:
+    """A finding as text for a ``failure`` or ``system-out`` (unescaped: the caller escapes it once)."""
+    names = labels(f)
+    lines = [f"[{f.severity}] {f.rule}: {f.subject}" + (f" on {f.machine}" if f.machine else "")]
     if f.base is not None or f.target is not None:
-        lines.append(f"  base: {f.base if f.base is not None else '-'}")
-        lines.append(f"  target: {f.target if f.target is not None else '-'}")
+        lines.append(f"  {names.first}: {f.base if f.base is not None else '-'}")
+        lines.append(f"  {names.second}: {f.target if f.target is not None else '-'}")
     lines.append(f"  why: {f.message}")
     lines.append(f"  remedy: {f.remedy}")
     if f.intended:
         lines.append(f"  intended: {f.intended}")
-    return "\n".join(lines)
+    return "\n".join(indent + line for line in lines)
+
+
+def _group_text(g: Group) -> str:
+    text = _describe(g.root)
+    if g.consequences:
+        text += f"\n\nIt causes {plural(len(g.consequences), 'finding')}:\n\n"
+        text += "\n\n".join(_describe(f, "    ") for f in g.consequences)
+    return text
 
 
 def _classname(rule: str) -> str:
@@ -37,49 +51,41 @@ def _classname(rule: str) -> str:
 
 class JunitFormat(ReportFormat):
     def render(self, findings: Sequence[Finding], context: ReportContext) -> str:
-        by_rule: dict[str, list[Finding]] = {}
-        for f in findings:
-            by_rule.setdefault(f.rule, []).append(f)
-        rule_ids = sorted(set(context.rules) | set(by_rule))
+        found = groups(findings)
+        with_findings = {f.rule for f in findings}
+        quiet_rules = sorted(set(context.rules) - with_findings)
         summary = summarize(findings, context.fail_on)
-        failed_rules = [
-            r for r in rule_ids if any(at_or_above(f, context.fail_on) for f in by_rule.get(r, []))
-        ]
+        failed = [g for g in found if g.failing(context.fail_on)]
+        tests = str(len(found) + len(quiet_rules))
         title = xml(context.title)
-        suites = ET.Element(
-            "testsuites", name=title, tests=str(len(rule_ids)), failures=str(len(failed_rules))
-        )
+        suites = ET.Element("testsuites", name=title, tests=tests, failures=str(len(failed)))
         suite = ET.SubElement(
-            suites,
-            "testsuite",
-            name=title,
-            tests=str(len(rule_ids)),
-            failures=str(len(failed_rules)),
-            errors="0",
-            skipped="0",
+            suites, "testsuite", name=title, tests=tests, failures=str(len(failed)), errors="0", skipped="0"
         )
         props = ET.SubElement(suite, "properties")
         ET.SubElement(props, "property", name="fail_on", value=context.fail_on)
-        ET.SubElement(props, "property", name="summary", value=summary.line(context.fail_on))
+        line = f"{summary.line(context.fail_on)}; {summary.causes_line()}"
+        ET.SubElement(props, "property", name="summary", value=line)
         if context.policy is not None:
             ET.SubElement(props, "property", name="policy", value=xml(context.policy))
-        for rule in rule_ids:
-            case = ET.SubElement(suite, "testcase", classname=_classname(rule), name=xml(rule))
-            own = by_rule.get(rule, [])
-            failing = [f for f in own if at_or_above(f, context.fail_on)]
-            others = [f for f in own if not at_or_above(f, context.fail_on)]
+        for g in found:
+            case = ET.SubElement(suite, "testcase", classname=_classname(g.root.rule), name=xml(g.root.key))
+            failing = g.failing(context.fail_on)
             if failing:
-                worst = failing[0]
+                worst = min(failing, key=lambda f: SEVERITY_RANK[f.severity])
+                caused = f" (+{plural(len(g.consequences), 'consequence')})" if g.consequences else ""
                 failure = ET.SubElement(
                     case,
                     "failure",
                     type=worst.severity,
-                    message=xml(f"{len(failing)} finding(s): {worst.subject}: {worst.message}"[:500]),
+                    message=xml(f"{g.root.subject}: {g.root.message}"[:480] + caused),
                 )
-                failure.text = xml("\n\n".join(_describe(f) for f in failing))
-            if others:
+                failure.text = xml(_group_text(g))
+            else:
                 out = ET.SubElement(case, "system-out")
-                out.text = xml("\n\n".join(_describe(f) for f in others))
+                out.text = xml(_group_text(g))
+        for rule in quiet_rules:
+            ET.SubElement(suite, "testcase", classname=_classname(rule), name=xml(rule))
         ET.indent(suites, space="  ")
         body = ET.tostring(suites, encoding="unicode")
         return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"

@@ -1,25 +1,33 @@
-"""Markdown report, sized for a pull-request comment: errors and warnings as tables, info folded away.
+"""Markdown report, sized for a pull-request comment: root causes as tables (errors, then warnings, info
+folded away), each root's consequences folded under it in a ``<details>`` block.
 
 A pull-request comment renders HTML: every string from a finding or the title goes through
 ``escape.markdown``, so ``<script>``, ``<!--`` or ``</details>`` in a manifest are shown as text and cannot
 hide the rest of the comment. The only HTML in the report is envcheck's own (``<details>``, ``<summary>``,
-``<br>``).
+``<code>`` around a catalog rule id, ``<br>``); a ``<summary>`` is raw HTML, so the one finding string it
+quotes (the root's subject) is HTML-escaped there, on one line.
 """
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Sequence
 
-from envcheck.diff.finding import Finding, Severity
-from envcheck.escape import markdown
+from envcheck.escape import markdown, one_line
+from envcheck.findings import Finding, Severity
 from envcheck.report.interface import (
+    Group,
     ReportContext,
     ReportFormat,
     by_machine,
     by_severity,
+    groups,
     is_fleet,
+    labels,
     machines_by_rule,
+    plural,
+    severity_counts,
     summarize,
 )
 
@@ -44,13 +52,28 @@ def rule_code(rule: str) -> str:
     return f"`{rule}`" if _RULE_ID.fullmatch(rule) else cell(rule)
 
 
+def _html_rule(rule: str) -> str:
+    """A rule id inside raw HTML (a ``<summary>``)."""
+    return f"<code>{rule}</code>" if _RULE_ID.fullmatch(rule) else html.escape(one_line(rule))
+
+
 class MarkdownFormat(ReportFormat):
     def render(self, findings: Sequence[Finding], context: ReportContext) -> str:
         summary = summarize(findings, context.fail_on)
+        found = groups(findings)
         lines = [f"## {cell(context.title)}", ""]
         if context.policy is not None:
             lines += [cell(context.policy), ""]
         lines += [f"**{summary.line(context.fail_on)}**", ""]
+        if findings:
+            roots = [g.root for g in found]
+            consequences = [f for g in found for f in g.consequences]
+            counts = f" ({severity_counts(consequences)})" if consequences else ""
+            lines += [
+                f"{plural(len(roots), 'root cause')} ({severity_counts(roots)}), "
+                f"{plural(len(consequences), 'consequence')}{counts}",
+                "",
+            ]
         machines = by_machine(findings, context.fail_on)
         if machines:
             lines += [f"- {cell(line)}" for line in machines] + [""]
@@ -60,32 +83,61 @@ class MarkdownFormat(ReportFormat):
             ]
             lines.append("")
         if not findings:
-            lines += ["No differences that matter.", ""]
+            lines += [context.nothing_found, ""]
         fleet = is_fleet(findings)
-        for severity, group in by_severity(findings):
-            heading = f"{_HEADINGS[severity]} ({len(group)})"
+        for severity, section in by_severity(found):
+            heading = f"{_HEADINGS[severity]} ({plural(len(section), 'root cause')})"
             if severity == "info":
                 # GitHub refuses comments over 65,536 characters: info is cut short, never the failures.
-                table = self._table(group[:INFO_ROWS], fleet)
-                if len(group) > INFO_ROWS:
-                    table.append(f"\n… and {len(group) - INFO_ROWS} more (see `--format json`).")
-                lines += ["<details>", f"<summary>{heading}</summary>", "", *table, "", "</details>", ""]
+                body = self._section(section[:INFO_ROWS], fleet, more=len(section) - INFO_ROWS)
+                lines += ["<details>", f"<summary>{heading}</summary>", "", *body, "", "</details>", ""]
             else:
-                lines += [f"### {heading}", "", *self._table(group, fleet), ""]
+                lines += [f"### {heading}", "", *self._section(section, fleet), ""]
         return "\n".join(lines).rstrip("\n") + "\n"
 
+    def _section(self, section: Sequence[Group], fleet: bool, more: int = 0) -> list[str]:
+        """The roots' table (``more``: how many roots were cut from it), then each root's consequences
+        folded in a ``<details>`` block."""
+        lines = self._table([g.root for g in section], fleet, section)
+        if more > 0:
+            lines.append(f"\n… and {more} more (see `--format json`).")
+        for number, g in enumerate(section, 1):
+            if g.consequences:
+                lines += ["", *self._consequences(number, g, fleet)]
+        return lines
+
+    def _consequences(self, number: int, g: Group, fleet: bool) -> list[str]:
+        infos = [f for f in g.consequences if f.severity == "info"]
+        rows = [f for f in g.consequences if f.severity != "info"] + infos[:INFO_ROWS]
+        summary = (
+            f"<summary>{number}. {_html_rule(g.root.rule)} {html.escape(one_line(g.root.subject))}: "
+            f"{plural(len(g.consequences), 'consequence')} ({severity_counts(g.consequences)})</summary>"
+        )
+        table = self._table(rows, fleet)
+        if len(infos) > INFO_ROWS:
+            table.append(f"\n… and {len(infos) - INFO_ROWS} more info (see `--format json`).")
+        return ["<details>", summary, "", *table, "", "</details>"]
+
     @staticmethod
-    def _table(group: Sequence[Finding], fleet: bool) -> list[str]:
-        head = ["Rule", *(["Machine"] if fleet else []), "Subject", "Base", "Target", "Why", "Remedy"]
+    def _table(findings: Sequence[Finding], fleet: bool, section: Sequence[Group] = ()) -> list[str]:
+        """One row per finding. A table of findings about one environment names its values Reference and
+        Found; a mixed table keeps Base and Target and labels a single-environment finding's cells."""
+        single = [labels(f).first == "reference" for f in findings]
+        first, second = ("Reference", "Found") if all(single) else ("Base", "Target")
+        head = ["Rule", *(["Machine"] if fleet else []), "Subject", first, second, "Why", "Remedy"]
         rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for f in group:
+        for i, f in enumerate(findings):
+            mark = single[i] and not all(single)
+            why = cell(f.message) + (f"<br>**Intended:** {cell(f.intended)}" if f.intended else "")
+            if i < len(section) and section[i].consequences:
+                why += f"<br>**Causes {plural(len(section[i].consequences), 'finding')}** (below: {i + 1}.)"
             values = [
                 rule_code(f.rule),
                 *([cell(f.machine)] if fleet else []),
                 cell(f.subject),
-                cell(f.base),
-                cell(f.target),
-                cell(f.message) + (f"<br>**Intended:** {cell(f.intended)}" if f.intended else ""),
+                ("*reference:* " if mark and f.base else "") + cell(f.base),
+                ("*found:* " if mark and f.target else "") + cell(f.target),
+                why,
                 cell(f.remedy),
             ]
             rows.append("| " + " | ".join(values) + " |")

@@ -4,7 +4,8 @@
 
     def gate(..., fmt: FormatOption = ReportFormatChoice.text, output: OutputOption = None,
              fail_on: FailOnOption = SeverityChoice.error, policy: PolicyOption = None,
-             junit: JunitOption = None) -> None: ...
+             junit: JunitOption = None, verbose: VerboseOption = False,
+             quiet: QuietOption = False) -> None: ...
 
 ``use_color(fmt, output)`` decides colour the one way: text to a terminal, ``NO_COLOR`` unset.
 """
@@ -19,24 +20,11 @@ from typing import Annotated
 
 import typer
 
-from envcheck.diff.finding import Severity
-from envcheck.report import FormatName
+from envcheck.findings import Severity
+from envcheck.report.formats import FormatName
 
-
-class ReportFormatChoice(str, enum.Enum):
-    """``--format`` values (``envcheck.report.FORMATS``)."""
-
-    text = "text"
-    json = "json"
-    markdown = "markdown"
-    junit = "junit"
-
-    @property
-    def format_name(self) -> FormatName:
-        return _FORMATS[self.value]
-
-
-_FORMATS: dict[str, FormatName] = {"text": "text", "json": "json", "markdown": "markdown", "junit": "junit"}
+# ``--format`` takes the one enum of formats; the alias keeps the name the commands use.
+ReportFormatChoice = FormatName
 
 
 class SeverityChoice(str, enum.Enum):
@@ -81,6 +69,19 @@ PolicyOption = Annotated[
         envvar="ENVCHECK_POLICY",
         show_default=False,
     ),
+]
+VerboseOption = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        "-v",
+        help="Show every finding in full (the text report otherwise fits about one screen: root causes "
+        "first, a few of their consequences each).",
+    ),
+]
+QuietOption = Annotated[
+    bool,
+    typer.Option("--quiet", "-q", help="No progress line on stderr (it shows only on a terminal anyway)."),
 ]
 JunitOption = Annotated[
     Path | None,

@@ -59,6 +59,26 @@ FINDINGS = [
         remedy="Pass the GPU into the container.",
     ),
     Finding(
+        rule="ENV-NATIVE-LOST",
+        severity="warning",
+        subject="torch",
+        base="libtorch_cuda.so",
+        target="not loaded",
+        message="torch's CUDA libraries are not loaded on the target.",
+        remedy="Install the cu130 build of torch.",
+        caused_by="ENV-TORCH-VARIANT:torch",
+    ),
+    Finding(
+        rule="ENV-PKG-MISSING",
+        severity="info",
+        subject="nvidia-cudnn-cu13",
+        base="9.10.2.21",
+        target="missing",
+        message="nvidia-cudnn-cu13 9.10.2.21 is installed on the base but not on the target.",
+        remedy="Install the cu130 build of torch, which pulls it in.",
+        caused_by="ENV-TORCH-VARIANT:torch",
+    ),
+    Finding(
         rule="VERIFY-CPU-MATMUL",
         severity="warning",
         subject="matmul float32",
@@ -89,10 +109,20 @@ def test_golden(fmt: str, name: str) -> None:
 def test_json_is_the_documented_structure() -> None:
     data = json.loads(render(FINDINGS, "json", title=TITLE, fail_on="error"))
     assert data["report"] == "envcheck" and data["version"] == 1
-    assert data["summary"] == {"total": 5, "error": 2, "warning": 2, "info": 1, "intended": 1, "failing": 1}
+    assert data["summary"] == {
+        "total": 7,
+        "error": 2,
+        "warning": 3,
+        "info": 2,
+        "intended": 1,
+        "failing": 1,
+        "roots": 5,
+        "consequences": 2,
+    }
     assert data["result"] == "fail"
     first = data["findings"][0]
     assert list(first) == [
+        "id",
         "rule",
         "severity",
         "subject",
@@ -103,25 +133,41 @@ def test_json_is_the_documented_structure() -> None:
         "intended",
         "machine",
         "fails",
+        "caused_by",
+        "kind",
+        "reference",
+        "found",
     ]
-    assert (first["rule"], first["fails"], first["intended"]) == (
+    assert (first["id"], first["rule"], first["fails"], first["intended"], first["caused_by"]) == (
+        "ENV-TORCH-VARIANT:torch",
         "ENV-TORCH-VARIANT",
         False,
         "prod is CPU-only by design",
+        None,
     )
+    by_id = {f["id"]: f for f in data["findings"]}
+    assert by_id["ENV-NATIVE-LOST:torch"]["caused_by"] == "ENV-TORCH-VARIANT:torch"
+    # A finding about one environment names what was found; base/target keep the same values.
+    driver = by_id["ENV-CUDA-NO-DRIVER:NVIDIA driver"]
+    assert (driver["kind"], driver["found"], driver["target"]) == ("single", "no driver", "no driver")
+    assert by_id["ENV-TORCH-VERSION:torch"]["found"] is None
 
 
 def test_empty_reports_pass() -> None:
     assert render([], "text", title=TITLE, fail_on="error").splitlines()[1].startswith("PASS")
     assert json.loads(render([], "json", title=TITLE, fail_on="info"))["result"] == "pass"
     assert "No differences that matter." in render([], "markdown", title=TITLE, fail_on="error")
+    for fmt in ("text", "markdown"):
+        said = render([], fmt, title=TITLE, fail_on="error", nothing_found="No problems found.")
+        assert "No problems found." in said and "differences" not in said
 
 
-def test_junit_has_one_case_per_rule_and_fails_at_the_threshold(tmp_path: Path) -> None:
+def test_junit_has_one_case_per_root_cause_and_fails_at_the_threshold(tmp_path: Path) -> None:
     checked = [
         "ENV-TORCH-VARIANT",
         "ENV-TORCH-VERSION",
         "ENV-PKG-MISSING",
+        "ENV-NATIVE-LOST",
         "VERIFY-CPU-MATMUL",
         "VERIFY-CPU-CONV",
     ]
@@ -132,14 +178,34 @@ def test_junit_has_one_case_per_rule_and_fails_at_the_threshold(tmp_path: Path) 
     suites = JUnitXml.fromfile(str(path))
     (suite,) = list(suites)
     cases = {case.name: case for case in suite}
-    # Every checked rule is a case, plus the rules that produced findings without being listed.
-    assert set(cases) == {*checked, "ENV-VAR-CHANGED", "ENV-CUDA-NO-DRIVER"}
+    # A case per root cause (named by its id), and one per checked rule that found nothing at all. The
+    # rules whose findings are all consequences (ENV-NATIVE-LOST, ENV-PKG-MISSING) have no case: they did
+    # not pass, their findings are in their root cause's case.
+    roots = {
+        "ENV-TORCH-VARIANT:torch",
+        "ENV-TORCH-VERSION:torch",
+        "ENV-VAR-CHANGED:OMP_NUM_THREADS@prod-eu-1",
+        "VERIFY-CPU-MATMUL:matmul float32",
+        "ENV-CUDA-NO-DRIVER:NVIDIA driver",
+    }
+    assert set(cases) == roots | {"VERIFY-CPU-CONV"}
     failing = {name for name, case in cases.items() if any(isinstance(r, Failure) for r in case.result)}
-    # The intended error and the info finding do not fail; the warnings do at --fail-on warning.
-    assert failing == {"ENV-TORCH-VERSION", "ENV-VAR-CHANGED", "VERIFY-CPU-MATMUL"}
-    assert suite.tests == len(cases) and suite.failures == 3
-    assert "prod is CPU-only by design" in (cases["ENV-TORCH-VARIANT"].system_out or "")
-    assert cases["VERIFY-CPU-MATMUL"].classname == "envcheck.VERIFY"
+    # The intended variant fails through its consequence (a warning at --fail-on warning); the info
+    # finding does not fail.
+    assert failing == {
+        "ENV-TORCH-VARIANT:torch",
+        "ENV-TORCH-VERSION:torch",
+        "ENV-VAR-CHANGED:OMP_NUM_THREADS@prod-eu-1",
+        "VERIFY-CPU-MATMUL:matmul float32",
+    }
+    assert suite.tests == len(cases) and suite.failures == 4
+    variant = cases["ENV-TORCH-VARIANT:torch"].result[0].text
+    assert "prod is CPU-only by design" in variant
+    assert "It causes 2 findings" in variant and "ENV-NATIVE-LOST: torch" in variant
+    assert "nvidia-cudnn-cu13" in variant
+    assert "found: no driver" in (cases["ENV-CUDA-NO-DRIVER:NVIDIA driver"].system_out or "")
+    assert cases["VERIFY-CPU-MATMUL:matmul float32"].classname == "envcheck.VERIFY"
+    assert not cases["VERIFY-CPU-CONV"].result  # checked, found nothing: passes
 
 
 def test_junit_default_rules_are_the_catalog() -> None:
@@ -164,8 +230,22 @@ def test_colour_only_for_a_terminal_without_no_color(monkeypatch: pytest.MonkeyP
 
 
 def test_unknown_format_is_a_value_error() -> None:
-    with pytest.raises(ValueError, match="unknown report format"):
-        render(FINDINGS, "yaml", title=TITLE, fail_on="error")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown report format 'yaml'"):
+        render(FINDINGS, "yaml", title=TITLE, fail_on="error")
+
+
+def test_one_enum_maps_every_format_to_its_formatter() -> None:
+    from envcheck.report.formats import FormatName
+    from envcheck.report.interface import ReportFormat
+
+    assert ReportFormatChoice is FormatName and tuple(FormatName) == FORMATS
+    classes = {name: type(name.formatter()) for name in FormatName}
+    assert all(issubclass(c, ReportFormat) for c in classes.values())
+    assert len(set(classes.values())) == len(FormatName)  # no two names share a formatter
+    for name in FormatName:  # a name and its string render the same report
+        assert render(FINDINGS, name, title=TITLE, fail_on="error") == render(
+            FINDINGS, name.value, title=TITLE, fail_on="error"
+        )
 
 
 def test_markdown_cuts_info_short_but_never_failures() -> None:

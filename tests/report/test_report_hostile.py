@@ -35,6 +35,19 @@ FINDING = Finding(
     remedy=f"pip install 'pkg{HOSTILE}'",
     machine=f"node{HOSTILE}",
 )
+# A consequence folded under FINDING: nesting must keep every guarantee (Markdown's <summary> quotes the
+# root's subject as raw HTML, JUnit's failure text lists the consequence).
+CONSEQUENCE = Finding(
+    rule=f"ENV-NATIVE-LOST{HOSTILE}",
+    severity="error",
+    subject=f"dep{HOSTILE}",
+    base=f"lib{HOSTILE}",
+    target="not loaded",
+    message=f"lost {HOSTILE}",
+    remedy=f"reinstall {HOSTILE}",
+    machine=FINDING.machine,
+    caused_by=FINDING.key,
+)
 INTENDED = Finding(
     rule="ENV-VAR-CHANGED",
     severity="warning",
@@ -58,7 +71,9 @@ def assert_inert(text: str) -> None:
 
 
 def rendered(fmt: FormatName, *, color: bool = False) -> str:
-    return render([FINDING, INTENDED], fmt, title=TITLE, fail_on="error", color=color, policy=POLICY)
+    return render(
+        [FINDING, CONSEQUENCE, INTENDED], fmt, title=TITLE, fail_on="error", color=color, policy=POLICY
+    )
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -97,10 +112,13 @@ def _html_tokens(text: str) -> list[str]:
 def test_markdown_carries_only_its_own_html() -> None:
     text = rendered("markdown")
     html = _html_tokens(text)
-    assert html and set(html) <= {"<br>", "</details>", "<details>\n<summary>Info (1)</summary>"} | {
-        "<details>",
-        "<summary>Info (1)</summary>",
-    }
+    # envcheck's own tags only: line breaks, and details blocks whose summary quotes data escaped (the
+    # root cause's subject, in the block that folds its consequences).
+    own = re.compile(
+        r"<br>|</details>|<details>(\n<summary>[^<>]*(<code>[A-Z0-9-]+</code>)?[^<>]*</summary>)?"
+    )
+    assert html and all(own.fullmatch(token) for token in html), html
+    assert any("<summary>1. <code>ENV-PKG-VERSION</code> pkg" in token for token in html)
     assert "<script" not in text and "<!--" not in text
     assert f"\n{markdown(POLICY)}\n" in text
     # Each finding is one table row: the hostile pipes and newlines did not add cells or rows.
@@ -119,18 +137,22 @@ def test_junit_parses_and_keeps_the_policy(tmp_path: Path) -> None:
     properties = {p.name: p.value for p in suite.properties()}  # type: ignore[no-untyped-call]
     assert properties["policy"] == xml(POLICY)
     cases = {case.name: case for case in suite}
-    assert "\\x1b]0;pwned\\x07" in cases["ENV-PKG-VERSION"].result[0].text
+    failure = cases[xml(FINDING.key)].result[0].text
+    assert "\\x1b]0;pwned\\x07" in failure
+    assert f"lost {xml(HOSTILE)}" in failure  # the consequence, listed under its root
 
 
 def test_json_gives_back_the_exact_strings() -> None:
     data = json.loads(rendered("json"))
     assert data["title"] == TITLE and data["policy"] == POLICY
-    (first, second) = data["findings"]
+    by_id = {f["id"]: f for f in data["findings"]}
+    first, consequence, second = (by_id[f.key] for f in (FINDING, CONSEQUENCE, INTENDED))
     assert (first["subject"], first["target"], first["machine"]) == (
         FINDING.subject,
         FINDING.target,
         FINDING.machine,
     )
+    assert (first["id"], consequence["caused_by"]) == (FINDING.key, FINDING.key)
     assert second["intended"] == INTENDED.intended
 
 
