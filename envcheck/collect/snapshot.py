@@ -23,21 +23,36 @@ from envcheck.manifest.native import NativeSection
 from envcheck.probe.runner import TargetRun
 
 NativeScanner = Callable[[Manifest, SnapshotOptions], NativeSection | None]
+# Told the step the snapshot is at (``envcheck.commands.progress`` draws it on a terminal).
+Progress = Callable[[str], None]
+
+
+def _nothing(step: str) -> None:
+    pass
 
 
 def take_snapshot(
-    options: SnapshotOptions, *, native: NativeScanner | None = None, probes: Probes | None = None
+    options: SnapshotOptions,
+    *,
+    native: NativeScanner | None = None,
+    probes: Probes | None = None,
+    progress: Progress | None = None,
 ) -> Manifest:
     """Snapshot the target interpreter. A target that crashes, hangs or cannot import torch still yields a
     manifest, with ``meta.probe`` saying what happened; so does a runtime probe result that is malformed
     (``meta.probe``: ``error``, "malformed probe result: <locations>"). Raises ``ProbeError`` only when
     the interpreter cannot run even the standard-library facts probe, or answers it with a result that
-    is malformed (every location named). ``probes``: already started by ``start_probes``.
+    is malformed (every location named). ``probes``: already started by ``start_probes``. ``progress`` is
+    told each step as it starts.
     """
-    probes = probes or start_probes(options)
+    say = progress or _nothing
+    if probes is None:
+        say("starting the target")
+        probes = start_probes(options)
     started = probes.started
     python = probes.python
     runtime_probe = probes.runtime
+    say("reading packages and facts")
     facts_run = probes.facts.wait()
     try:
         done = facts_run.data.get("done")
@@ -77,10 +92,15 @@ def take_snapshot(
         env=found.env,
     )
     # The native tree is static: it is walked while the runtime probe imports torch.
+    if native is not None:
+        say("walking the native tree")
     native_section = native(base, options) if native is not None else None
     manifest = base.replace(native=native_section)
     if runtime_probe is not None:
-        manifest = _add_runtime(manifest, runtime_probe.wait(), owners)
+        say("waiting for import torch in the target")
+        run = runtime_probe.wait()
+        say("reading the libraries the target loaded")
+        manifest = _add_runtime(manifest, run, owners)
     manifest = manifest.replace(
         meta=dataclasses.replace(manifest.meta, duration_s=round(time.monotonic() - started, 3))
     )
@@ -197,16 +217,18 @@ def record(
     native: NativeScanner | None = None,
     probes: Probes | None = None,
     checks_file: Path | None = None,
+    progress: Progress | None = None,
 ) -> Manifest:
     """``envcheck snapshot``: ``take_snapshot`` and, unless ``options.verify`` is off, the smoke suite
     (``envcheck.verify.run_suite``) side by side; the suite's outputs become the manifest's goldens.
     Raises what either raises (``ProbeError``), and ``UsageError`` (file:line) for a checks file that is
     missing, does not compile (found before the suite starts) or cannot be imported in the target.
+    ``progress`` is told the snapshot's steps and the suite's checks as they start.
     """
     from envcheck.manifest.verify import VerifySection
 
     if not options.verify:
-        manifest = take_snapshot(options, native=native, probes=probes)
+        manifest = take_snapshot(options, native=native, probes=probes, progress=progress)
         reason = "--no-verify" if options.probe else "--no-probe"
         return manifest.replace(verify=VerifySection(skipped=reason))
     from envcheck.verify import run_suite
@@ -216,8 +238,13 @@ def record(
         compile_checks_file(checks_file)
     python = probes.python if probes is not None else options.python
     with ThreadPoolExecutor(1) as pool:
-        suite = pool.submit(run_suite, python, timeout=options.timeout, checks_file=checks_file)
-        manifest = take_snapshot(options, native=native, probes=probes)
+        suite_progress = None if progress is None else _prefixed(progress, "smoke suite: ")
+        suite = pool.submit(
+            run_suite, python, timeout=options.timeout, checks_file=checks_file, progress=suite_progress
+        )
+        manifest = take_snapshot(options, native=native, probes=probes, progress=progress)
+        if progress is not None and not suite.done():
+            progress("smoke suite: recording the goldens")
         goldens = suite.result()
     if checks_file is not None:
         # Goldens recorded without the user's checks would make every later verify report them missing.
@@ -225,3 +252,7 @@ def record(
     if not manifest.torch.trees:  # nothing to verify: say so instead of keeping an import error as golden
         goldens = VerifySection(skipped="torch is not installed in the target")
     return manifest.replace(verify=goldens)
+
+
+def _prefixed(progress: Progress, prefix: str) -> Progress:
+    return lambda step: progress(prefix + step)

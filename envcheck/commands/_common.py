@@ -99,13 +99,18 @@ TimeoutOption = Annotated[
 ]
 
 
-def snapshot_this_machine(python: str | None, timeout: float) -> Manifest:
-    """A fresh snapshot (no smoke suite) of ``python`` or this interpreter: what diff, doctor, gate check."""
+def snapshot_this_machine(
+    python: str | None, timeout: float, progress: Callable[[str], None] | None = None
+) -> Manifest:
+    """A fresh snapshot (no smoke suite) of ``python`` or this interpreter: what diff, doctor, gate check.
+    ``progress`` is told each step (``envcheck.commands.progress``)."""
     from envcheck.collect.launch import SnapshotOptions
     from envcheck.collect.snapshot import take_snapshot
     from envcheck.native import scan_for_snapshot
 
-    return take_snapshot(SnapshotOptions(python=python, timeout=timeout), native=scan_for_snapshot)
+    return take_snapshot(
+        SnapshotOptions(python=python, timeout=timeout), native=scan_for_snapshot, progress=progress
+    )
 
 
 def report_findings(
@@ -115,12 +120,15 @@ def report_findings(
     output: str | None,
     fail_on: SeverityChoice,
     junit: Path | None,
+    verbose: bool = False,
+    nothing_found: str | None = None,
 ) -> None:
     """Render ``report``, write it (and the JUnit file), say on stderr when the policy hid or softened
-    something, and exit 1 when a finding fails the gate."""
+    something, and exit 1 when a finding fails the gate. ``verbose``: every finding in full (the text report
+    otherwise fits a screen); ``nothing_found``: what an empty report says (``envcheck.report.render``)."""
     from envcheck.escape import terminal
     from envcheck.findings import at_or_above
-    from envcheck.report import render
+    from envcheck.report import FormatName, render
     from envcheck.report.options import use_color
 
     severity = fail_on.severity
@@ -133,9 +141,11 @@ def report_findings(
         fail_on=severity,
         rules=report.rules,
         policy=report.policy_line,
+        verbose=verbose,
+        nothing_found=nothing_found,
     )
-    write_output(rendered(fmt.format_name, color=use_color(fmt, output)), output)
+    write_output(rendered(fmt, color=use_color(fmt, output)), output)
     if junit is not None:
-        write_output(rendered("junit"), str(junit))
+        write_output(rendered(FormatName.junit), str(junit))
     if any(at_or_above(f, severity) for f in report.findings):
         raise typer.Exit(EXIT_FINDINGS)

@@ -23,8 +23,10 @@ from envcheck.report.options import (
     JunitOption,
     OutputOption,
     PolicyOption,
+    QuietOption,
     ReportFormatChoice,
     SeverityChoice,
+    VerboseOption,
 )
 
 if TYPE_CHECKING:
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
     from envcheck.manifest.model import Manifest
 
 _LIVE = "this machine"
+# What a report about one environment says when it found nothing (a diff says "No differences that matter").
+NO_PROBLEMS = "No problems found."
 
 NoPolicyOption = Annotated[
     bool,
@@ -54,11 +58,24 @@ def _live(python: str | None) -> str:
 
 
 def _names(paths: Sequence[Path], manifests: Sequence[Manifest]) -> list[str]:
-    """A machine name per target: its label when labels are unique, else its file path."""
+    """A name per manifest, one way for all: each its label when every one has a label and no two share
+    one, else each its file path."""
     labels = [m.meta.label for m in manifests]
     if all(labels) and len(set(labels)) == len(labels):
         return [str(label) for label in labels]
     return [str(p) for p in paths]
+
+
+def _base_name(base: Path, manifest: Manifest, targets: Sequence[str], by_label: bool) -> str:
+    """The base named like its targets (labels or paths, never one of each); its path when its label
+    would read as one of the targets'."""
+    label = manifest.meta.label
+    return str(label) if by_label and label and label not in targets else str(base)
+
+
+def name(path: Path, manifest: Manifest) -> str:
+    """One manifest named in a title: its label, else its path (doctor, gate, verify --against)."""
+    return str(manifest.meta.label or path)
 
 
 @handles_errors
@@ -82,6 +99,8 @@ def diff(
     junit: JunitOption = None,
     python: PythonOption = None,
     timeout: TimeoutOption = 120.0,
+    verbose: VerboseOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Explain every difference from BASE to each TARGET that matters, ranked, with a remedy.
 
@@ -93,19 +112,28 @@ def diff(
     none. Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     """
     from envcheck import flows
+    from envcheck.commands.progress import progress
     from envcheck.manifest.io import load
 
     check_outputs(output, junit)
     rules_policy = load_rules_policy(policy, no_policy)
     base_manifest = load(base)
     paths = list(targets or [])
-    if paths:
+    if len(paths) == 1:  # one pair: both named by label, or both by path
+        manifests = [load(paths[0])]
+        base_name, target_name = _names([base, paths[0]], [base_manifest, manifests[0]])
+        named = [(target_name, manifests[0])]
+    elif paths:
         manifests = [load(p) for p in paths]
-        named = list(zip(_names(paths, manifests), manifests, strict=True))
+        names = _names(paths, manifests)
+        named = list(zip(names, manifests, strict=True))
+        base_name = _base_name(base, base_manifest, names, by_label=names != [str(p) for p in paths])
     else:
-        named = [(_live(python), snapshot_this_machine(python, timeout))]
-    report = flows.diff(str(base), base_manifest, named, rules_policy)
-    report_findings(report, fmt=fmt, output=output, fail_on=fail_on, junit=junit)
+        with progress("diff", quiet=quiet) as step:
+            named = [(_live(python), snapshot_this_machine(python, timeout, step))]
+        base_name = name(base, base_manifest)
+    report = flows.diff(base_name, base_manifest, named, rules_policy)
+    report_findings(report, fmt=fmt, output=output, fail_on=fail_on, junit=junit, verbose=verbose)
 
 
 @handles_errors
@@ -126,6 +154,8 @@ def doctor(
     junit: JunitOption = None,
     python: PythonOption = None,
     timeout: TimeoutOption = 120.0,
+    verbose: VerboseOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Find the traps in one environment that need no baseline: two OpenMP runtimes, a driver older than
     torch's CUDA, a companion pinned to another torch, nvidia-* wheels off torch's pins, ...
@@ -133,15 +163,27 @@ def doctor(
     Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     """
     from envcheck import flows
+    from envcheck.commands.progress import progress
     from envcheck.manifest.io import load
 
     check_outputs(output, junit)
     rules_policy = load_rules_policy(policy, no_policy)
     if manifest is not None:
-        report = flows.doctor(str(manifest), load(manifest), rules_policy)
+        loaded = load(manifest)
+        report = flows.doctor(name(manifest, loaded), loaded, rules_policy)
     else:
-        report = flows.doctor(_live(python), snapshot_this_machine(python, timeout), rules_policy)
-    report_findings(report, fmt=fmt, output=output, fail_on=fail_on, junit=junit)
+        with progress("doctor", quiet=quiet) as step:
+            live = snapshot_this_machine(python, timeout, step)
+        report = flows.doctor(_live(python), live, rules_policy)
+    report_findings(
+        report,
+        fmt=fmt,
+        output=output,
+        fail_on=fail_on,
+        junit=junit,
+        verbose=verbose,
+        nothing_found=NO_PROBLEMS,
+    )
 
 
 @handles_errors

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from envcheck.commands._common import PythonOption, TimeoutOption, handles_errors, write_output
+from envcheck.report.options import QuietOption
 
 
 @handles_errors
@@ -45,9 +46,11 @@ def snapshot(
         bool, typer.Option("--no-verify", help="Do not run the smoke suite (no goldens in the manifest).")
     ] = False,
     timeout: TimeoutOption = 120.0,
+    quiet: QuietOption = False,
 ) -> None:
     """Record this environment (or --python's) into one lockfile manifest."""
     from envcheck.collect.launch import SnapshotOptions, start_probes
+    from envcheck.commands.progress import progress
     from envcheck.outputs import destination
 
     target = destination(output)  # a bad -o fails now, not after the snapshot's seconds of work
@@ -65,13 +68,15 @@ def snapshot(
         from envcheck.verify.checks_file import compile_checks_file
 
         compile_checks_file(checks)  # a file that does not compile is refused before the target starts
-    probes = start_probes(options)  # first: the target starts while the rest of envcheck imports
-    from envcheck.collect.snapshot import record
+    with progress("snapshot", quiet=quiet) as step:
+        probes = start_probes(options)  # first: the target starts while the rest of envcheck imports
+        from envcheck.collect.snapshot import record
+        from envcheck.native import scan_for_snapshot
+
+        manifest = record(options, native=scan_for_snapshot, probes=probes, checks_file=checks, progress=step)
     from envcheck.manifest.io import dumps
-    from envcheck.native import scan_for_snapshot
     from envcheck.report.summary import summary
 
-    manifest = record(options, native=scan_for_snapshot, probes=probes, checks_file=checks)
     write_output(dumps(manifest), target)
     where = "stdout" if output == "-" else output
     typer.echo(summary(manifest, short=True) + f"\nwrote {where}", err=output == "-")

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -18,7 +15,7 @@ from envcheck.commands._common import (
     report_findings,
     snapshot_this_machine,
 )
-from envcheck.commands.diff import NoPolicyOption, load_rules_policy
+from envcheck.commands.diff import NO_PROBLEMS, NoPolicyOption, load_rules_policy, name
 from envcheck.errors import UsageError
 from envcheck.report.options import (
     FailOnOption,
@@ -26,11 +23,14 @@ from envcheck.report.options import (
     JunitOption,
     OutputOption,
     PolicyOption,
+    QuietOption,
     ReportFormatChoice,
     SeverityChoice,
+    VerboseOption,
 )
 
 if TYPE_CHECKING:
+    from envcheck.commands.progress import Step
     from envcheck.flows import Report
     from envcheck.manifest.verify import VerifySection
 
@@ -55,35 +55,14 @@ CompileOption = Annotated[
 ]
 
 
-@contextmanager
-def _progress() -> Iterator[Callable[[str], None] | None]:
-    """A one-line live display on stderr when it is a terminal; nothing otherwise (CI logs stay clean)."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    width = 0
-
-    def show(line: str) -> None:
-        nonlocal width
-        text = f"verify: {line}"
-        sys.stderr.write("\r" + text.ljust(width))
-        sys.stderr.flush()
-        width = max(width, len(text))
-
-    try:
-        yield show
-    finally:
-        sys.stderr.write("\r" + " " * width + "\r")
-        sys.stderr.flush()
-
-
-def _run(python: str | None, timeout: float, checks: Path | None, compile_: bool) -> VerifySection:
+def _run(
+    python: str | None, timeout: float, checks: Path | None, compile_: bool, progress: Step | None
+) -> VerifySection:
     """The suite's results. Raises ``UsageError`` (file:line) when the checks file could not be loaded."""
     from envcheck.verify import run_suite
     from envcheck.verify.checks_file import raise_load_failure
 
-    with _progress() as progress:
-        section = run_suite(python, timeout=timeout, checks_file=checks, progress=progress, compile=compile_)
+    section = run_suite(python, timeout=timeout, checks_file=checks, progress=progress, compile=compile_)
     if checks is not None:
         raise_load_failure(section, checks)
     return section
@@ -140,6 +119,8 @@ def verify(
     junit: JunitOption = None,
     python: PythonOption = None,
     timeout: TimeoutOption = 120.0,
+    verbose: VerboseOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Run the import-and-verify smoke suite in isolated processes; with --against, compare with goldens.
 
@@ -155,6 +136,7 @@ def verify(
     Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     """
     from envcheck import flows
+    from envcheck.commands.progress import progress
     from envcheck.manifest.io import load
     from envcheck.verify.checks_file import compile_checks_file
 
@@ -163,17 +145,29 @@ def verify(
     if checks is not None:
         compile_checks_file(checks)  # a syntax error is an input error before anything runs
     golden = None
+    against_name = None
     if against is not None:
-        golden = flows.goldens(load(against))
+        reference = load(against)
+        against_name = name(against, reference)
+        golden = flows.goldens(reference)
         if golden is None:
             raise UsageError(
                 f"{against} holds no verify goldens",
                 tip="Record them with `envcheck snapshot` (without --no-verify) on the reference machine.",
             )
-    current = _run(python, timeout, checks, compile_)
-    report = flows.verify(str(against) if against else None, golden, current, rules_policy, strict=strict)
+    with progress("verify", quiet=quiet) as step:
+        current = _run(python, timeout, checks, compile_, step)
+    report = flows.verify(against_name, golden, current, rules_policy, strict=strict)
     _say_counts(golden, current, report)
-    report_findings(report, fmt=fmt, output=output, fail_on=fail_on, junit=junit)
+    report_findings(
+        report,
+        fmt=fmt,
+        output=output,
+        fail_on=fail_on,
+        junit=junit,
+        verbose=verbose,
+        nothing_found=NO_PROBLEMS,
+    )
 
 
 @handles_errors
@@ -192,6 +186,8 @@ def gate(
     junit: JunitOption = None,
     python: PythonOption = None,
     timeout: TimeoutOption = 120.0,
+    verbose: VerboseOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """The deployment gate: diff this machine against MANIFEST and verify against its goldens, one report.
 
@@ -201,6 +197,7 @@ def gate(
     from concurrent.futures import ThreadPoolExecutor
 
     from envcheck import flows
+    from envcheck.commands.progress import progress
     from envcheck.manifest.io import load
     from envcheck.verify.checks_file import compile_checks_file
 
@@ -210,10 +207,27 @@ def gate(
         compile_checks_file(checks)  # a syntax error is an input error before anything runs
     base = load(manifest)
     # The snapshot and the suite are separate target processes: run them side by side.
-    with ThreadPoolExecutor(1) as pool:
-        live_job = pool.submit(snapshot_this_machine, python, timeout)
-        current = _run(python, timeout, checks, compile_)
+    with progress("gate", quiet=quiet) as step, ThreadPoolExecutor(1) as pool:
+        live_job = pool.submit(snapshot_this_machine, python, timeout, _prefixed(step, "snapshot: "))
+        current = _run(python, timeout, checks, compile_, _prefixed(step, "smoke suite: "))
+        if step is not None and not live_job.done():
+            step("snapshot: finishing")
         live = live_job.result()
-    report = flows.gate(str(manifest), base, live, current, rules_policy, strict=strict)
+    report = flows.gate(name(manifest, base), base, live, current, rules_policy, strict=strict)
     _say_counts(flows.goldens(base), current, report)
-    report_findings(report, fmt=fmt, output=output, fail_on=fail_on, junit=junit)
+    report_findings(
+        report,
+        fmt=fmt,
+        output=output,
+        fail_on=fail_on,
+        junit=junit,
+        verbose=verbose,
+        nothing_found="No differences that matter, and no problems found.",
+    )
+
+
+def _prefixed(step: Step | None, prefix: str) -> Step | None:
+    """``step`` with ``prefix`` on each line: gate's snapshot and suite share one progress line."""
+    if step is None:
+        return None
+    return lambda line: step(prefix + line)

@@ -35,9 +35,22 @@ def test_same_environment_exits_0() -> None:
 def test_cpu_against_cuda_exits_1_with_the_errors_on_stdout() -> None:
     code, out, err = run("diff", DEV, CUDA)
     assert (code, err) == (1, "")
-    assert out.startswith(f"envcheck diff: {DEV} → cuda\npolicy: none\nFAIL: 2 errors")
+    # Both sides named the same way: by their labels (unique here).
+    assert out.startswith("envcheck diff: dev-cpu → cuda\npolicy: none\nFAIL: 2 errors")
     assert "ENV-TORCH-VARIANT" in out and "ENV-TORCH-VERSION" in out
     assert "\x1b[" not in out  # not a terminal: plain text
+    # One screen by default, every finding with --verbose.
+    assert len(out.splitlines()) <= 60 and out.rstrip().endswith("--verbose shows every finding in full.")
+    code, everything, _ = run("diff", DEV, CUDA, "--verbose")
+    assert code == 1 and len(everything.splitlines()) > len(out.splitlines())
+    data = json.loads(run("diff", DEV, CUDA, "--format", "json")[1])
+    assert all(f" {f['subject']}" in everything for f in data["findings"])
+
+
+def test_titles_name_both_sides_alike() -> None:
+    # Twins share a label: both sides are named by their paths.
+    assert run("diff", TWIN_A, TWIN_B)[1].startswith(f"envcheck diff: {TWIN_A} → {TWIN_B}\n")
+    assert run("doctor", DEV)[1].startswith("envcheck doctor: dev-cpu\n")
 
 
 def test_fail_on_sets_the_threshold(tmp_path: Path) -> None:
@@ -60,7 +73,9 @@ def test_json_output_file_and_junit_file(tmp_path: Path) -> None:
 
     suite = next(iter(JUnitXml.fromfile(str(junit))))
     failed = {case.name for case in suite if case.result}
-    assert failed == {"ENV-TORCH-VARIANT", "ENV-TORCH-VERSION"}
+    # One case per root cause, named by its id.
+    assert failed == {"ENV-TORCH-VARIANT:torch", "ENV-TORCH-VERSION:torch"}
+    assert {"id", "caused_by"} <= set(data["findings"][0])
 
 
 def test_fleet_report_names_the_machine_of_each_finding() -> None:
@@ -93,7 +108,7 @@ def test_rules_catalog_and_one_rule() -> None:
 
 def test_doctor_on_a_clean_manifest() -> None:
     code, out, _ = run("doctor", DEV)
-    assert code == 0 and "No differences that matter." in out
+    assert code == 0 and "No problems found." in out and "differences" not in out
 
 
 BAD_FILES = {
@@ -172,7 +187,7 @@ def test_diff_against_a_fresh_snapshot_of_this_machine() -> None:
     code, out, err = run("diff", DEV, "--format", "json", "--timeout", "120")
     assert code in (0, 1), err
     data = json.loads(out)
-    assert data["title"] == f"envcheck diff: {DEV} → this machine"
+    assert data["title"] == "envcheck diff: dev-cpu → this machine"  # the base by its label
     # The committed manifest was made from this very venv: torch did not change under it.
     assert not [f for f in data["findings"] if f["rule"] in ("ENV-TORCH-VERSION", "ENV-TORCH-VARIANT")]
 
