@@ -27,6 +27,7 @@ import envcheck.verify.rules  # noqa: F401 - registers the VERIFY-* rules
 from envcheck.findings import Finding, Severity, rule_ids
 from envcheck.manifest.model import FpControl
 from envcheck.manifest.verify import CheckResult, Number, OutputSummary, VerifySection
+from envcheck.verify.fp_mode import describe_fp_mode, fp_setter
 
 
 @dataclass(frozen=True, slots=True)
@@ -450,57 +451,6 @@ def fp_mode(result: CheckResult | None) -> FpControl | None:
         return None
 
 
-def describe_fp_mode(mode: FpControl) -> str:
-    """``flush-to-zero and denormals-are-zero`` / one of them / ``IEEE subnormals`` (neither)."""
-    on = [
-        name
-        for name, flag in (
-            ("flush-to-zero", mode.flush_to_zero),
-            ("denormals-are-zero", mode.denormals_are_zero),
-        )
-        if flag
-    ]
-    return " and ".join(on) if on else "IEEE subnormals"
-
-
-def _fp_setter(mode: FpControl) -> tuple[str, str]:
-    """Who set the mode, as far as the record tells, and what to do about it."""
-    preloaded = [p for p in mode.fast_math_libraries if p in mode.preloaded]
-    if preloaded:
-        libs = ", ".join(preloaded)
-        return (
-            f"set at start-up by {libs} from LD_PRELOAD, built with -ffast-math (it carries GCC's "
-            "set_fast_math, which turns the mode on when the library is loaded)",
-            f"Take {libs} out of LD_PRELOAD, or rebuild it without -ffast-math (GCC 13 and newer no longer "
-            "link set_fast_math into shared libraries).",
-        )
-    if mode.fast_math_libraries:
-        libs = ", ".join(mode.fast_math_libraries)
-        when = f" ({mode.set_when})" if mode.set_when else ""
-        return (
-            f"set{when} by a library built with -ffast-math: {libs} carries GCC's set_fast_math",
-            f"Rebuild {libs} without -ffast-math (GCC 13 and newer no longer link set_fast_math into "
-            "shared libraries), or keep it out of this process.",
-        )
-    if mode.set_when == "import torch":
-        return (
-            "turned on while importing torch (torch.set_flush_denormal(True), or a library torch loaded)",
-            "Find the code that calls torch.set_flush_denormal(True) or the library that sets the mode; "
-            "if the application wants it, record the goldens with it on.",
-        )
-    if mode.set_when == "start-up":
-        where = f" (LD_PRELOAD: {', '.join(mode.preloaded)})" if mode.preloaded else ""
-        return (
-            f"already on at start-up{where}, by a library whose symbols do not say it",
-            "Look for a library built with -ffast-math among the preloaded or linked ones; if the "
-            "application wants the mode, record the goldens with it on.",
-        )
-    return (
-        "set by something the record does not name",
-        "Find the library built with -ffast-math or the call of torch.set_flush_denormal(True).",
-    )
-
-
 def _fp_explains(finding: Finding, dtype: str | None) -> bool:
     """True when ``finding`` (a numeric difference whose worst element is ``base`` -> ``target``) lies
     wholly in the subnormal range of ``dtype``: what a change of the subnormal handling makes."""
@@ -547,7 +497,7 @@ def _with_fp_mode(
     consequences = sum(1 for f in linked if f.caused_by == FP_MODE_KEY)
     here = describe_fp_mode(current)
     if current.flushes:
-        who, remedy = _fp_setter(current)
+        who, remedy = fp_setter(current)
         both = current.flush_to_zero and current.denormals_are_zero
         message = f"{here} {'are' if both else 'is'} on in this process, {who}: subnormal floats become zero"
     else:
