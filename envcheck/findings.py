@@ -127,6 +127,7 @@ FAMILY_MODULES = (
     "envcheck.diff.rules.native",
     "envcheck.diff.rules.openmp",
     "envcheck.diff.rules.numerics",
+    "envcheck.diff.rules.fpmode",
     "envcheck.diff.rules.envvars",
     "envcheck.diff.rules.process",
     "envcheck.verify.rules",

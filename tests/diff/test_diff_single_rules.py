@@ -197,6 +197,17 @@ def ssl_broken(d: dict[str, Any]) -> None:
     d["python"]["stdlib_errors"] = {"_ssl": "ImportError: libssl.so.3: cannot open shared object file"}
 
 
+def fast_math(d: dict[str, Any]) -> None:
+    d["torch"]["runtime"]["fp_control"] = {
+        "flush_to_zero": True,
+        "denormals_are_zero": True,
+        "set_when": "start-up",
+        "fast_math_libraries": [],
+        "preloaded": [],
+        "method": "arithmetic",
+    }
+
+
 # rule id -> (manifest, edits, expected severity, expected subject)
 TRIGGERS: dict[str, tuple[str, tuple[Edit, ...], Severity, str]] = {
     "ENV-TORCH-TREES": ("dev-cpu", (second_torch_tree,), "error", "torch"),
@@ -228,6 +239,7 @@ TRIGGERS: dict[str, tuple[str, tuple[Edit, ...], Severity, str]] = {
     "ENV-PYTHON-LIBPYTHON": ("dev-cpu", (foreign_libpython,), "error", "libpython3.11.so.1.0"),
     "ENV-PYTHON-STDLIB": ("dev-cpu", (ssl_broken,), "warning", "python stdlib"),
     "ENV-NATIVE-TAMPERED": ("dev-cpu", (hand_copied_dll,), "error", "torch:torch/lib/libgomp.so.1"),
+    "ENV-FTZ-DAZ": ("dev-cpu", (fast_math,), "warning", "floating-point mode"),
     "ENV-NATIVE-RECORD-ESCAPE": ("dev-cpu", (record_escape,), "error", "torch:../../../../../etc/libx.so"),
     "ENV-GLIBC-TOO-OLD": ("dev-cpu", (old_glibc,), "error", "torch"),
     "ENV-OPENMP-MULTIPLE": ("dev-cpu", (intel_openmp_too,), "error", "OpenMP"),
