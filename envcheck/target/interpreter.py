@@ -121,14 +121,15 @@ def folder_aliases(folders):
 STDLIB_EXTENSIONS = ("_ssl", "_hashlib", "_ctypes", "_sqlite3", "_decimal", "_lzma", "_bz2")
 
 
-def libpython_facts():
+def libpython_facts(child=None):
     """The interpreter's own shared library against the one mapped into this process.
 
     ``own_library``: the real path of the installation's libpython (``LIBDIR``/``INSTSONAME``);
     ``loaded_library``: the real path of the libpython mapped into the process (Linux: /proc/self/maps),
     None when none is (a static build) or where it cannot be told; ``build_version``: the version the
     installation's headers declare (``patchlevel.h``), which the executable was built with, None when the
-    headers are absent; ``stdlib_errors``: stdlib extension modules that fail to import, with the error.
+    headers are absent; ``stdlib_errors``: stdlib extension modules that fail to import, with the error
+    (``child``: the import check started earlier with ``start_stdlib_check``).
     """
     import sysconfig
 
@@ -143,7 +144,7 @@ def libpython_facts():
         "own_library": own,
         "loaded_library": mapped_libpython(),
         "build_version": header_version(),
-        "stdlib_errors": stdlib_errors(),
+        "stdlib_errors": stdlib_errors(child),
     }
 
 
@@ -189,26 +190,39 @@ for name in sys.argv[1:]:
 """
 
 
-def stdlib_errors(timeout=20):
-    """``{module: error}`` for the stdlib extension modules that fail to import in a fresh process of this
-    interpreter (same environment): a child, because a mismatched libpython may crash rather than raise,
-    and the facts probe must survive it."""
+def start_stdlib_check():
+    """Start the child that imports ``STDLIB_EXTENSIONS`` (it runs while the other facts are read);
+    ``stdlib_errors(child)`` collects it. None when it cannot start."""
     import subprocess
 
     try:
-        out = subprocess.run(
+        return subprocess.Popen(
             [sys.executable, "-c", _TRY_IMPORTS] + list(STDLIB_EXTENSIONS),
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
-            timeout=timeout,
-            check=False,
         )
-    except (OSError, subprocess.SubprocessError) as e:
-        return {"(interpreter)": "could not run it: %s" % type(e).__name__}
+    except (OSError, ValueError):
+        return None
+
+
+def stdlib_errors(child=None, timeout=20):
+    """``{module: error}`` for the stdlib extension modules that fail to import in a fresh process of this
+    interpreter (same environment): a child, because a mismatched libpython may crash rather than raise,
+    and the facts probe must survive it. ``child``: from ``start_stdlib_check`` (started now if None)."""
+    import subprocess
+
+    child = child or start_stdlib_check()
+    if child is None:
+        return {"(interpreter)": "could not run it"}
+    try:
+        stdout, _ = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        stdout, _ = child.communicate()
     errors = {}
     trying = None
-    for line in out.stdout.decode("utf-8", "replace").splitlines():
+    for line in stdout.decode("utf-8", "replace").splitlines():
         word, _, rest = line.partition(" ")
         if word == "try":
             trying = rest
@@ -217,6 +231,6 @@ def stdlib_errors(timeout=20):
             errors[name] = text
         elif word == "done":
             trying = None
-    if trying is not None:  # the child died inside this import
-        errors[trying] = "the interpreter died importing it (exit status %d)" % out.returncode
+    if trying is not None:  # the child died (or hung) inside this import
+        errors[trying] = "the interpreter died importing it (exit status %s)" % child.returncode
     return errors

@@ -34,17 +34,18 @@ class Probe(object):
         from .distributions import distributions
         from .environment import collect_env
         from .host import platform_facts
-        from .interpreter import libpython_facts, python_facts
+        from .interpreter import libpython_facts, python_facts, start_stdlib_check
         from .torch_static import torch_static
 
+        stdlib_check = start_stdlib_check()  # a child of its own: it runs while the facts below are read
         self.stage("python")
         self.result["python"] = python_facts()
-        self.stage("interpreter library")
-        self.result["python"].update(libpython_facts())
         self.stage("platform")
         self.result["platform"] = platform_facts()
         self.stage("distributions")
         self.result["packages"], self.result["packages_error"] = distributions()
+        self.stage("interpreter library")
+        self.result["python"].update(libpython_facts(stdlib_check))
         self.stage("torch version file")
         self.result["torch"] = torch_static()
         self.result["env"] = collect_env()
