@@ -4,8 +4,8 @@ folded away), each root's consequences folded under it in a ``<details>`` block.
 A pull-request comment renders HTML: every string from a finding or the title goes through
 ``escape.markdown``, so ``<script>``, ``<!--`` or ``</details>`` in a manifest are shown as text and cannot
 hide the rest of the comment. The only HTML in the report is envcheck's own (``<details>``, ``<summary>``,
-``<code>`` around a catalog rule id, ``<br>``); a ``<summary>`` is raw HTML, so the one finding string it
-quotes (the root's subject) is HTML-escaped there, on one line.
+``<br>``); a ``<summary>`` is raw HTML, so the finding strings it quotes (the root's rule and subject) are
+HTML-escaped there, on one line.
 """
 
 from __future__ import annotations
@@ -52,9 +52,10 @@ def rule_code(rule: str) -> str:
     return f"`{rule}`" if _RULE_ID.fullmatch(rule) else cell(rule)
 
 
-def _html_rule(rule: str) -> str:
-    """A rule id inside raw HTML (a ``<summary>``)."""
-    return f"<code>{rule}</code>" if _RULE_ID.fullmatch(rule) else html.escape(one_line(rule))
+def _html_text(text: str) -> str:
+    """Finding text inside raw HTML (a ``<summary>``): on one line, ``<``, ``>`` and ``&`` as entities. No
+    tag is added around it: a summary holds text only, which is all a reader needs to find the root."""
+    return html.escape(one_line(text))
 
 
 class MarkdownFormat(ReportFormat):
@@ -110,7 +111,7 @@ class MarkdownFormat(ReportFormat):
         infos = [f for f in g.consequences if f.severity == "info"]
         rows = [f for f in g.consequences if f.severity != "info"] + infos[:INFO_ROWS]
         summary = (
-            f"<summary>{number}. {_html_rule(g.root.rule)} {html.escape(one_line(g.root.subject))}: "
+            f"<summary>{number}. {_html_text(g.root.rule)} {_html_text(g.root.subject)}: "
             f"{plural(len(g.consequences), 'consequence')} ({severity_counts(g.consequences)})</summary>"
         )
         table = self._table(rows, fleet)
