@@ -6,9 +6,11 @@ from __future__ import annotations
 import io
 import os
 import pty
+import select
 import subprocess
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from envcheck.commands.progress import progress
 
@@ -28,13 +30,20 @@ def _read_all(master: int) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-def _pending(master: int) -> str:
-    """What the terminal's writer has written so far (read while the writer's end is still open)."""
-    os.set_blocking(master, False)
-    try:
-        return os.read(master, 65536).decode("utf-8", "replace")
-    except BlockingIOError:
-        return ""
+END = "<end of test>"
+
+
+def _until_end(master: int, terminal: TextIO) -> str:
+    """What was written to ``terminal`` before now: a marker is written after it, and the terminal is read
+    up to the marker (a pseudo-terminal delivers writes asynchronously, in pieces)."""
+    terminal.write(END)
+    terminal.flush()
+    seen = b""
+    while END.encode() not in seen:
+        ready, _, _ = select.select([master], [], [], 30)
+        assert ready, f"the terminal went quiet before the marker: {seen!r}"
+        seen += os.read(master, 65536)
+    return seen.decode("utf-8", "replace").split(END, 1)[0]
 
 
 def test_a_terminal_gets_the_step_and_the_elapsed_time_then_a_clean_line() -> None:
@@ -45,7 +54,7 @@ def test_a_terminal_gets_the_step_and_the_elapsed_time_then_a_clean_line() -> No
                 assert step is not None
                 step(STEP)
                 step("a check's name from the target \x1b]0;title\x07")
-            written = _pending(master)
+            written = _until_end(master, terminal)
     finally:
         os.close(master)
     assert f"\rsnapshot: {STEP}  " in written
@@ -65,7 +74,7 @@ def test_no_line_when_stderr_is_not_a_terminal_or_quiet() -> None:
         with os.fdopen(slave, "w", encoding="utf-8") as terminal:
             with progress("diff", quiet=True, stream=terminal) as step:
                 assert step is None
-            assert _pending(master) == ""
+            assert _until_end(master, terminal) == ""
     finally:
         os.close(master)
 
