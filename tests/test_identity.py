@@ -14,8 +14,8 @@ import pytest
 
 from envcheck import flows
 from envcheck.diff.policy import Policy
+from envcheck.manifest.identity import aliases, canonical, same_file
 from envcheck.manifest.io import load
-from envcheck.native.identity import aliases, canonical, same_file
 from envcheck.target.host import system_links
 from envcheck.target.interpreter import folder_aliases
 

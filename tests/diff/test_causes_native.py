@@ -24,9 +24,9 @@ from envcheck.diff.causes import link
 from envcheck.diff.engine import diff, doctor
 from envcheck.diff.policy import Policy
 from envcheck.findings import Finding, Severity
+from envcheck.manifest.identity import aliases, canonical
 from envcheck.manifest.io import load
 from envcheck.manifest.model import Manifest
-from envcheck.native.identity import aliases, canonical
 
 SYSTEM = "/usr/lib/x86_64-linux-gnu"
 VAR = "ENV-VAR-CHANGED:LD_LIBRARY_PATH"

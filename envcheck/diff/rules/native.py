@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from envcheck.diff.rules.base import canon, difference_rule, pkg, single_rule
 from envcheck.findings import Finding, Rule, Severity
+from envcheck.manifest.identity import Aliases, aliases, canonical, folder_entries, foreign_libpython
 from envcheck.manifest.model import LoadedLibrary, Manifest
 from envcheck.manifest.native import NativeNode
-from envcheck.native.identity import Aliases, aliases, canonical, folder_entries, foreign_libpython
 
 FAMILY = "native tree"
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from envcheck.diff.rules.base import difference_rule, release, single_rule
 from envcheck.diff.rules.native import loader_cause
 from envcheck.findings import Finding, Rule
+from envcheck.manifest.identity import aliases, canonical, foreign_libpython
 from envcheck.manifest.model import Manifest
-from envcheck.native.identity import aliases, canonical, foreign_libpython
 
 FAMILY = "interpreter and platform"
 
