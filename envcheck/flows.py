@@ -97,7 +97,7 @@ def verify(
     against: str | None, golden: VerifySection | None, current: VerifySection, policy: Policy, *, strict: bool
 ) -> Report:
     """``envcheck verify``: the suite's outcomes, compared with ``golden`` when there is one."""
-    from envcheck.verify import compare, outcomes
+    from envcheck.verify.compare import compare, outcomes
 
     findings = compare(golden, current) if golden is not None else outcomes(current)
     title = "envcheck verify" + (f" against {against}" if against is not None else "")
@@ -115,7 +115,7 @@ def gate(
 ) -> Report:
     """``envcheck gate``: this machine (``live``) against ``base``, and the suite against its goldens."""
     from envcheck.diff import engine
-    from envcheck.verify import compare, outcomes
+    from envcheck.verify.compare import compare, outcomes
 
     findings = engine.diff(base, live) + engine.doctor(live)
     golden = goldens(base)

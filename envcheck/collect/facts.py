@@ -61,6 +61,7 @@ class RuntimeFacts:
     loaded: list[str] | None
     threadpools: list[dict[str, Any]] | None
     traceback_tail: str | None
+    stdlib_errors: dict[str, str] | None = None
 
 
 class _Problems:
@@ -196,11 +197,24 @@ def runtime_facts(data: Mapping[str, Any]) -> RuntimeFacts:
             f"{where}.num_threads: expected an integer, got {_kind(threads)}",
         )
     tail = optional("traceback_tail", str, "a string")
+    stdlib = optional("stdlib_errors", dict, "an object")
+    if stdlib is not None:
+        problems.expect(
+            all(isinstance(k, str) and isinstance(v, str) for k, v in stdlib.items()),
+            "stdlib_errors: expected module names and error texts",
+        )
     if data.get("done") is True and data.get("torch_missing") is not True:
         for key in ("torch_runtime", "loaded"):
             problems.expect(key in data, f"{key}: missing (the result says done, and torch is not missing)")
     problems.raise_any()
-    return RuntimeFacts(gpu=gpu, torch_runtime=runtime, loaded=loaded, threadpools=pools, traceback_tail=tail)
+    return RuntimeFacts(
+        gpu=gpu,
+        torch_runtime=runtime,
+        loaded=loaded,
+        threadpools=pools,
+        traceback_tail=tail,
+        stdlib_errors=stdlib,
+    )
 
 
 def _required(data: Mapping[str, Any], key: str) -> Any:

@@ -146,7 +146,9 @@ def _add_runtime(manifest: Manifest, run: TargetRun, owners: facts.Owners) -> Ma
     except ManifestError as e:
         return manifest.replace(meta=dataclasses.replace(manifest.meta, probe=_malformed(outcome, e)))
     if outcome.status == "error" and found.traceback_tail:
-        outcome = dataclasses.replace(outcome, stderr_tail=found.traceback_tail[-4000:])
+        # The traceback says more than stderr; the runner's notes on what it cut stay in front of it.
+        notes = [line for line in (outcome.stderr_tail or "").splitlines() if line.startswith("[envcheck: ")]
+        outcome = dataclasses.replace(outcome, stderr_tail="\n".join([*notes, found.traceback_tail[-4000:]]))
     torch = manifest.torch
     if found.torch_runtime is not None:
         torch = dataclasses.replace(torch, runtime=found.torch_runtime)
@@ -161,7 +163,11 @@ def _add_runtime(manifest: Manifest, run: TargetRun, owners: facts.Owners) -> Ma
         from envcheck.native import reconcile_loaded
 
         native = reconcile_loaded(native, runtimes)
+    python = manifest.python
+    if found.stdlib_errors is not None:
+        python = dataclasses.replace(python, stdlib_errors=dict(sorted(found.stdlib_errors.items())))
     return manifest.replace(
+        python=python,
         torch=torch,
         gpu=found.gpu,
         runtimes=runtimes,
@@ -220,7 +226,7 @@ def record(
     progress: Progress | None = None,
 ) -> Manifest:
     """``envcheck snapshot``: ``take_snapshot`` and, unless ``options.verify`` is off, the smoke suite
-    (``envcheck.verify.run_suite``) side by side; the suite's outputs become the manifest's goldens.
+    (``envcheck.verify.runner.run_suite``) side by side; the suite's outputs become the manifest's goldens.
     Raises what either raises (``ProbeError``), and ``UsageError`` (file:line) for a checks file that is
     missing, does not compile (found before the suite starts) or cannot be imported in the target.
     ``progress`` is told the snapshot's steps and the suite's checks as they start.
@@ -231,8 +237,8 @@ def record(
         manifest = take_snapshot(options, native=native, probes=probes, progress=progress)
         reason = "--no-verify" if options.probe else "--no-probe"
         return manifest.replace(verify=VerifySection(skipped=reason))
-    from envcheck.verify import run_suite
     from envcheck.verify.checks_file import compile_checks_file, raise_load_failure
+    from envcheck.verify.runner import run_suite
 
     if checks_file is not None:
         compile_checks_file(checks_file)

@@ -59,8 +59,8 @@ def _run(
     python: str | None, timeout: float, checks: Path | None, compile_: bool, progress: Step | None
 ) -> VerifySection:
     """The suite's results. Raises ``UsageError`` (file:line) when the checks file could not be loaded."""
-    from envcheck.verify import run_suite
     from envcheck.verify.checks_file import raise_load_failure
+    from envcheck.verify.runner import run_suite
 
     section = run_suite(python, timeout=timeout, checks_file=checks, progress=progress, compile=compile_)
     if checks is not None:

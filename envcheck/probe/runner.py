@@ -267,6 +267,9 @@ class RunningTarget:
             except subprocess.TimeoutExpired:
                 return False
             return True
+        ended = _wait_pidfd(self._proc.pid, self.deadline)
+        if ended is not None:
+            return ended
         delay = 0.0005
         while True:
             try:
@@ -362,6 +365,34 @@ class RunningTarget:
             stderr_tail=tail,
             duration_s=duration,
         )
+
+
+def _wait_pidfd(pid: int, deadline: Deadline) -> bool | None:
+    """Block until ``pid`` ends (True) or ``deadline`` passes (False), without reaping it: a pidfd becomes
+    readable when its process exits (Linux 5.3+). None where there is no pidfd, to poll instead. Polling
+    would notice the end up to its interval late, on every probe of every snapshot."""
+    if not hasattr(os, "pidfd_open"):
+        return None
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:  # already reaped (an interrupt's kill_all raced us): it ended
+        return True
+    except OSError:  # an older kernel, or a sandbox that forbids it
+        return None
+    try:
+        import select
+
+        while True:
+            left = deadline.remaining()
+            if left <= 0.0:
+                return False
+            try:
+                if select.select([fd], [], [], left)[0]:
+                    return True
+            except InterruptedError:  # PEP 475 retries, but a signal handler may have raised: loop
+                continue
+    finally:
+        os.close(fd)
 
 
 def _signal_name(number: int) -> str:

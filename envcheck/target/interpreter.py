@@ -121,15 +121,14 @@ def folder_aliases(folders):
 STDLIB_EXTENSIONS = ("_ssl", "_hashlib", "_ctypes", "_sqlite3", "_decimal", "_lzma", "_bz2")
 
 
-def libpython_facts(child=None):
+def libpython_facts():
     """The interpreter's own shared library against the one mapped into this process.
 
     ``own_library``: the real path of the installation's libpython (``LIBDIR``/``INSTSONAME``);
     ``loaded_library``: the real path of the libpython mapped into the process (Linux: /proc/self/maps),
     None when none is (a static build) or where it cannot be told; ``build_version``: the version the
     installation's headers declare (``patchlevel.h``), which the executable was built with, None when the
-    headers are absent; ``stdlib_errors``: stdlib extension modules that fail to import, with the error
-    (``child``: the import check started earlier with ``start_stdlib_check``).
+    headers are absent. Static: nothing is imported (the runtime probe adds ``stdlib_errors``).
     """
     import sysconfig
 
@@ -144,7 +143,6 @@ def libpython_facts(child=None):
         "own_library": own,
         "loaded_library": mapped_libpython(),
         "build_version": header_version(),
-        "stdlib_errors": stdlib_errors(child),
     }
 
 

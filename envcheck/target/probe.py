@@ -26,27 +26,33 @@ class Probe(object):
         self.out = out
         self.result = {"stage": None, "done": False, "python_version": list(sys.version_info[:3])}
 
-    def stage(self, name):
+    def stage(self, name, keep=True):
+        """Record that step ``name`` starts. ``keep``: write everything learnt so far with it (a crash in
+        the step leaves it on disk); otherwise only the step's name: the facts stage's partial facts are
+        of no use to anyone (a facts probe that does not finish fails the snapshot), and writing the
+        growing result after every step, redacted, cost a fifth of the static snapshot."""
         self.result["stage"] = name
-        emit(self.out, self.result)
+        if keep:
+            emit(self.out, self.result)
+        else:
+            emit(self.out, {"stage": name, "done": False, "python_version": self.result["python_version"]})
 
     def facts(self):
         from .distributions import distributions
         from .environment import collect_env
         from .host import platform_facts
-        from .interpreter import libpython_facts, python_facts, start_stdlib_check
+        from .interpreter import libpython_facts, python_facts
         from .torch_static import torch_static
 
-        stdlib_check = start_stdlib_check()  # a child of its own: it runs while the facts below are read
-        self.stage("python")
+        self.stage("python", keep=False)
         self.result["python"] = python_facts()
-        self.stage("platform")
+        self.stage("platform", keep=False)
         self.result["platform"] = platform_facts()
-        self.stage("distributions")
+        self.stage("distributions", keep=False)
         self.result["packages"], self.result["packages_error"] = distributions()
-        self.stage("interpreter library")
-        self.result["python"].update(libpython_facts(stdlib_check))
-        self.stage("torch version file")
+        self.stage("interpreter library", keep=False)
+        self.result["python"].update(libpython_facts())
+        self.stage("torch version file", keep=False)
         self.result["torch"] = torch_static()
         self.result["env"] = collect_env()
 
@@ -54,11 +60,16 @@ class Probe(object):
         import importlib.util
 
         from .gpu_driver import gpu_driver
+        from .interpreter import start_stdlib_check, stdlib_errors
 
+        # Importing the stdlib's extension modules loads code: it belongs here, not in the static facts,
+        # and its child runs while torch imports (DESIGN §6: work hides behind the import).
+        stdlib_check = start_stdlib_check()
         self.stage("gpu driver")
         self.result["gpu"] = gpu_driver()
         if importlib.util.find_spec("torch") is None:
             self.result["torch_missing"] = True  # an environment without torch: nothing more to learn here
+            self.result["stdlib_errors"] = stdlib_errors(stdlib_check)
             return
         from .fp_control import fp_control, note_start
 
@@ -84,6 +95,8 @@ class Probe(object):
         runtime["fp_control"] = fp_control(self.result["loaded"])
         self.stage("thread pools")
         self.result["threadpools"] = thread_pools()
+        self.stage("stdlib extension modules")
+        self.result["stdlib_errors"] = stdlib_errors(stdlib_check)
 
 
 def forget_own_folder():

@@ -1,9 +1,7 @@
-"""The import-and-verify smoke suite: ``run_suite`` runs it in the target interpreter, ``compare`` checks
-its results against goldens recorded in a manifest, ``outcomes`` reports a run on its own."""
+"""The import-and-verify smoke suite: ``runner.run_suite`` runs it in the target interpreter,
+``compare.compare`` checks its results against goldens recorded in a manifest, ``compare.outcomes`` reports
+a run on its own.
 
-from __future__ import annotations
-
-from envcheck.verify.compare import compare, outcomes
-from envcheck.verify.runner import run_suite
-
-__all__ = ["compare", "outcomes", "run_suite"]
+Nothing is imported here: a diff rule that only needs ``verify.fp_mode``'s words must not pay for the
+runner, its process registry and ``concurrent.futures`` on every ``envcheck diff``.
+"""

@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 from envcheck.cli import app
 from envcheck.manifest.codec import decode, encode, volatile_paths
 from envcheck.manifest.verify import VerifySection
-from envcheck.verify import compare, run_suite
+from envcheck.verify.compare import compare
+from envcheck.verify.runner import run_suite
 
 pytestmark = [needs_torch, pytest.mark.slow]
 
