@@ -66,11 +66,13 @@ def diff(base_name: str, base: Manifest, targets: Sequence[tuple[str, Manifest]]
     """``envcheck diff``: each target against ``base`` (difference rules) and alone (single rules). Several
     targets make a fleet report, each finding naming its machine."""
     from envcheck.diff import engine
+    from envcheck.diff.rules.base import views
 
     fleet = len(targets) > 1
     findings: list[Finding] = []
     for name, target in targets:
-        found = engine.diff(base, target) + engine.doctor(target)
+        with views(base, target):  # the diff and the target's doctor share one view of each manifest
+            found = engine.diff(base, target) + engine.doctor(target)
         findings += [_on_machine(f, name) for f in found] if fleet else found
     shown = f"{len(targets)} machines" if fleet else targets[0][0]
     return finish(
@@ -115,9 +117,11 @@ def gate(
 ) -> Report:
     """``envcheck gate``: this machine (``live``) against ``base``, and the suite against its goldens."""
     from envcheck.diff import engine
+    from envcheck.diff.rules.base import views
     from envcheck.verify.compare import compare, outcomes
 
-    findings = engine.diff(base, live) + engine.doctor(live)
+    with views(base, live):
+        findings = engine.diff(base, live) + engine.doctor(live)
     golden = goldens(base)
     if golden is not None:
         findings += compare(golden, current)

@@ -186,8 +186,11 @@ _RUN: contextvars.ContextVar[tuple[View, ...]] = contextvars.ContextVar("envchec
 
 @contextlib.contextmanager
 def views(*manifests: Manifest) -> Iterator[tuple[View, ...]]:
-    """One run of the engine: a ``View`` of each manifest, found by ``view(m)`` until the block ends."""
-    built = tuple(View(m) for m in manifests)
+    """One run of the engine: a ``View`` of each manifest, found by ``view(m)`` until the block ends. A
+    manifest that an enclosing run already views keeps that view (a diff and the target's doctor, in one
+    flow, share the target's requirement graph instead of building it twice)."""
+    outer = _RUN.get()
+    built = tuple(next((v for v in outer if v.manifest is m), None) or View(m) for m in manifests)
     token = _RUN.set(built + _RUN.get())
     try:
         yield built
