@@ -101,7 +101,7 @@ def open_regular(path: str, *, inside: Sequence[str] | None = None) -> int:
     if not stat.S_ISREG(mode):
         os.close(fd)
         if stat.S_ISDIR(mode):
-            raise NotOpened("is a directory, not a file", kind="directory")
+            raise NotOpened("is a directory, not a regular file", kind="directory")
         raise NotOpened(f"is {file_kind(mode)}, not a regular file: not opened", kind="not-regular")
     return fd
 

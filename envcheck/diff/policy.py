@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -240,34 +239,19 @@ def _read_toml(path: Path, *, shown: str) -> dict[str, Any]:
 
 
 def _read_capped(path: Path, shown: str) -> bytes:
-    """At most ``MAX_POLICY_BYTES + 1`` bytes of a regular file. O_NONBLOCK: opening a FIFO must not wait
-    for a writer (open(2)); the file type is then checked on the open descriptor, so a link swapped in
-    between cannot change what is read."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    """At most ``MAX_POLICY_BYTES`` of a regular file (``envcheck.files``: a FIFO is never waited on, and
+    the type is checked on the open descriptor). Raises ``UsageError``."""
+    from envcheck.files import NotOpened, read_capped
+
     try:
-        fd = os.open(path, flags)
+        raw = read_capped(str(path), MAX_POLICY_BYTES)
+    except NotOpened as e:
+        raise UsageError(f"cannot read policy {shown}: it {e.reason.removesuffix(': not opened')}") from e
     except OSError as e:
         raise UsageError(f"cannot read policy {shown}: {e.strerror or e}") from e
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a folder" if stat.S_ISDIR(mode) else "a device, FIFO or socket"
-            raise UsageError(f"cannot read policy {shown}: it is {kind}, not a regular file")
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_POLICY_BYTES:
-            chunk = os.read(fd, MAX_POLICY_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as e:
-        raise UsageError(f"cannot read policy {shown}: {e.strerror or e}") from e
-    finally:
-        os.close(fd)
-    if size > MAX_POLICY_BYTES:
+    if len(raw) > MAX_POLICY_BYTES:
         raise UsageError(f"policy {shown} is larger than {MAX_POLICY_BYTES} bytes")
-    return b"".join(chunks)
+    return raw
 
 
 _TOML_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")

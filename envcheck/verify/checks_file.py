@@ -18,9 +18,7 @@ Two moments, because envcheck never executes user code in its own process (DESIG
 from __future__ import annotations
 
 import ast
-import os
 import re
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,33 +45,23 @@ class Location:
 
 
 def read_checks_file(path: Path) -> bytes:
-    """The file's bytes. Raises ``UsageError`` when it is missing, not a regular file (a FIFO is never
-    waited on: O_NONBLOCK, then the type is checked on the open descriptor) or larger than
+    """The file's bytes. Raises ``UsageError`` when it is missing, not a regular file (``envcheck.files``:
+    a FIFO is never waited on, the type is checked on the open descriptor) or larger than
     ``MAX_CHECKS_BYTES``."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    from envcheck.files import NotOpened, read_capped
+
     tip = "Pass a Python file with check_* functions."
     try:
-        fd = os.open(path, flags)
+        raw = read_capped(str(path), MAX_CHECKS_BYTES)
+    except NotOpened as e:
+        raise UsageError(
+            f"cannot read checks file {path}: it {e.reason.removesuffix(': not opened')}", tip=tip
+        ) from e
     except OSError as e:
         raise UsageError(f"cannot read checks file {path}: {e.strerror or e}", tip=tip) from e
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UsageError(f"checks file {path} is not a regular file", tip=tip)
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_CHECKS_BYTES:
-            chunk = os.read(fd, MAX_CHECKS_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as e:
-        raise UsageError(f"cannot read checks file {path}: {e.strerror or e}", tip=tip) from e
-    finally:
-        os.close(fd)
-    if size > MAX_CHECKS_BYTES:
+    if len(raw) > MAX_CHECKS_BYTES:
         raise UsageError(f"checks file {path} is larger than {MAX_CHECKS_BYTES} bytes", tip=tip)
-    return b"".join(chunks)
+    return raw
 
 
 def compile_checks_file(path: Path) -> None:

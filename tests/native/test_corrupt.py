@@ -77,7 +77,7 @@ def test_directory_where_a_recorded_file_is_expected(corrupt_tree: Path) -> None
     walker = Walker(catalog, {}, host=True)
     walker.resolvers = {"elf": LinuxResolver(host=True, probe=walker.probe)}
     section = walker.walk([root], verify_files=True)
-    assert node(section, "pkg:folder.so").error == "is a directory, not a file"
+    assert node(section, "pkg:folder.so").error == "is a directory, not a regular file"
 
 
 @pytest.mark.skipif(
