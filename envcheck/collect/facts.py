@@ -17,7 +17,7 @@ from pathlib import PurePath
 from typing import Any, TypeVar
 
 from envcheck.errors import ManifestError
-from envcheck.manifest.codec import decode
+from envcheck.manifest.codec import decode, json_kind
 from envcheck.manifest.model import (
     Distribution,
     GpuDriver,
@@ -87,18 +87,6 @@ class _Problems:
             raise ManifestError(SOURCE, self.items)
 
 
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object" if isinstance(value, dict) else "a value"
-
-
 def static_facts(data: Mapping[str, Any]) -> StaticFacts:
     """Decode the facts probe's result. Raises ``ManifestError`` (source ``probe output``) listing every
     missing or malformed section with its location (``platform``, ``packages[3].version``, ``env.PATH``)."""
@@ -109,7 +97,7 @@ def static_facts(data: Mapping[str, Any]) -> StaticFacts:
         isinstance(version, list)
         and len(version) >= 2
         and all(isinstance(v, int) and not isinstance(v, bool) for v in version),
-        f"python_version: expected an array of integers (major, minor, micro), got {_kind(version)}",
+        f"python_version: expected an array of integers (major, minor, micro), got {json_kind(version)}",
     ):
         python_version = tuple(version)
     platform = problems.section(lambda: platform_info(_required(data, "platform")))
@@ -119,7 +107,7 @@ def static_facts(data: Mapping[str, Any]) -> StaticFacts:
         problems.section(lambda: distributions(raw_packages or []))
         if problems.expect(
             raw_packages is None or isinstance(raw_packages, list),
-            f"packages: expected an array, got {_kind(raw_packages)}",
+            f"packages: expected an array, got {json_kind(raw_packages)}",
         )
         else None
     )
@@ -128,7 +116,7 @@ def static_facts(data: Mapping[str, Any]) -> StaticFacts:
         problems.section(lambda: torch_info(raw_torch or {}, None))
         if problems.expect(
             raw_torch is None or isinstance(raw_torch, dict),
-            f"torch: expected an object, got {_kind(raw_torch)}",
+            f"torch: expected an object, got {json_kind(raw_torch)}",
         )
         else None
     )
@@ -158,7 +146,7 @@ def runtime_facts(data: Mapping[str, Any]) -> RuntimeFacts:
         return (
             value
             if problems.expect(
-                value is None or isinstance(value, kind), f"{key}: expected {what}, got {_kind(value)}"
+                value is None or isinstance(value, kind), f"{key}: expected {what}, got {json_kind(value)}"
             )
             else None
         )
@@ -176,25 +164,27 @@ def runtime_facts(data: Mapping[str, Any]) -> RuntimeFacts:
         bad = [i for i, p in enumerate(loaded) if not isinstance(p, str) or not p or "\0" in p]
         if bad:
             more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
-            problems.expect(False, f"loaded[{bad[0]}]: expected a path, got {_kind(loaded[bad[0]])}{more}")
+            problems.expect(
+                False, f"loaded[{bad[0]}]: expected a path, got {json_kind(loaded[bad[0]])}{more}"
+            )
     pools = optional("threadpools", list, "an array of objects")
     for i, pool in enumerate(pools or []):
         where = f"threadpools[{i}]"
-        if not problems.expect(isinstance(pool, dict), f"{where}: expected an object, got {_kind(pool)}"):
+        if not problems.expect(isinstance(pool, dict), f"{where}: expected an object, got {json_kind(pool)}"):
             continue
         for key in ("user_api", "internal_api", "filepath"):
             problems.expect(
                 isinstance(pool.get(key), str),
-                f"{where}.{key}: expected a string, got {_kind(pool.get(key))}",
+                f"{where}.{key}: expected a string, got {json_kind(pool.get(key))}",
             )
         problems.expect(
             pool.get("version") is None or isinstance(pool.get("version"), str),
-            f"{where}.version: expected a string, got {_kind(pool.get('version'))}",
+            f"{where}.version: expected a string, got {json_kind(pool.get('version'))}",
         )
         threads = pool.get("num_threads")
         problems.expect(
             threads is None or (isinstance(threads, int) and not isinstance(threads, bool)),
-            f"{where}.num_threads: expected an integer, got {_kind(threads)}",
+            f"{where}.num_threads: expected an integer, got {json_kind(threads)}",
         )
     tail = optional("traceback_tail", str, "a string")
     stdlib = optional("stdlib_errors", dict, "an object")
@@ -271,7 +261,7 @@ def torch_info(raw: Mapping[str, Any], runtime: Mapping[str, Any] | None) -> Tor
     static_raw = raw.get("static")
     static = None
     if static_raw is not None and not isinstance(static_raw, Mapping):
-        raise ManifestError(SOURCE, [f"torch.static: expected an object, got {_kind(static_raw)}"])
+        raise ManifestError(SOURCE, [f"torch.static: expected an object, got {json_kind(static_raw)}"])
     if isinstance(static_raw, Mapping):
 
         def text(key: str) -> str | None:  # a wrong type is left for decode to name

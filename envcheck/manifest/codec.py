@@ -88,7 +88,8 @@ def _fields(cls: type) -> tuple[dataclasses.Field[Any], ...]:
     return dataclasses.fields(cls)
 
 
-def _describe(value: object) -> str:
+def json_kind(value: object) -> str:
+    """What a JSON value is, in the words of a validation message (``a string``, ``null``, ...)."""
     if isinstance(value, OversizedNumber):
         return f"a number of {value.digits} digits (at most {_MAX_INT_DIGITS})"
     if value is None:
@@ -155,7 +156,7 @@ def _decode(tp: Any, value: object, location: str, problems: _Problems) -> Any:
         found = _oversized_in(value, location)
         if found is None:
             return value
-        problems.add(found[0], _describe(found[1]))
+        problems.add(found[0], json_kind(found[1]))
         return _SENTINEL
     origin = get_origin(tp)
     if origin is Union or origin is types.UnionType:
@@ -173,7 +174,7 @@ def _decode(tp: Any, value: object, location: str, problems: _Problems) -> Any:
             decoded = _decode(option, value, location, trial)
             if not trial.items:
                 return decoded
-        problems.add(location, f"unexpected {_describe(value)}")
+        problems.add(location, f"unexpected {json_kind(value)}")
         return _SENTINEL
     if origin is Literal:
         allowed = get_args(tp)
@@ -183,14 +184,14 @@ def _decode(tp: Any, value: object, location: str, problems: _Problems) -> Any:
         return _SENTINEL
     if origin is list or origin is tuple:
         if not isinstance(value, list):
-            problems.add(location, f"expected an array, got {_describe(value)}")
+            problems.add(location, f"expected an array, got {json_kind(value)}")
             return _SENTINEL
         (item_type, *_) = get_args(tp)
         items = [_decode(item_type, item, f"{location}[{i}]", problems) for i, item in enumerate(value)]
         return tuple(items) if origin is tuple else items
     if origin is dict:
         if not isinstance(value, dict):
-            problems.add(location, f"expected an object, got {_describe(value)}")
+            problems.add(location, f"expected an object, got {json_kind(value)}")
             return _SENTINEL
         _, value_type = get_args(tp)
         return {k: _decode(value_type, v, _join(location, k), problems) for k, v in value.items()}
@@ -219,13 +220,13 @@ def _decode(tp: Any, value: object, location: str, problems: _Problems) -> Any:
     else:  # pragma: no cover - a programming error in a model, not bad input
         raise TypeError(f"unsupported annotation {tp!r} at {location}")
     name = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}.get(tp, "null")
-    problems.add(location, f"expected {name}, got {_describe(value)}")
+    problems.add(location, f"expected {name}, got {json_kind(value)}")
     return _SENTINEL
 
 
 def _decode_dataclass(cls: type, value: object, location: str, problems: _Problems) -> Any:
     if not isinstance(value, dict):
-        problems.add(location, f"expected an object, got {_describe(value)}")
+        problems.add(location, f"expected an object, got {json_kind(value)}")
         return _SENTINEL
     hints = _hints(cls)
     kwargs: dict[str, Any] = {}
