@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 def _rules(rules: Iterable[Rule] | None) -> Sequence[Rule]:
     if rules is not None:
         return list(rules)
-    from envcheck.diff.catalog import all_rules
+    from envcheck.findings import catalog
 
-    return all_rules()
+    return [r for r in catalog() if r.kind != "verify"]
 
 
 def _finish(findings: list[Finding], policy: Policy | None) -> list[Finding]:

@@ -356,17 +356,12 @@ def _kind(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
-def known_rule_ids() -> tuple[str, ...]:
-    """Every id a policy may name: the diff catalog and the smoke suite's VERIFY-* ids."""
-    from envcheck.diff.catalog import all_rule_ids
-
-    return all_rule_ids()
-
-
 def parse_policy(table: Mapping[str, Any], *, source: str) -> Policy:
     """Build a ``Policy`` from its TOML table. Raises ``UsageError`` listing every bad entry with its key;
     an unknown rule id (or a glob that matches none) comes with the closest known id."""
-    known = known_rule_ids()
+    from envcheck.findings import rule_ids
+
+    known = rule_ids()  # every id a finding can carry: the diff rules and the smoke suite's VERIFY-*
     problems: list[str] = []
 
     def glob(value: object, where: str) -> str | None:

@@ -13,7 +13,7 @@ from diffdata import MANIFESTS, manifest
 from typer.testing import CliRunner
 
 from envcheck.cli import app
-from envcheck.diff.catalog import rule_ids
+from envcheck.findings import rule_ids
 from envcheck.manifest.io import MAX_MANIFEST_BYTES, dumps
 
 BAD = MANIFESTS.parent / "bad"

@@ -7,9 +7,8 @@ from typing import Any
 import pytest
 from diffdata import Edit, dist_entry, manifest
 
-from envcheck.diff.catalog import all_rules
 from envcheck.diff.engine import diff
-from envcheck.diff.finding import Severity
+from envcheck.findings import Severity, catalog
 
 
 def set_path(path: str, value: object) -> Edit:
@@ -271,7 +270,7 @@ CASES: dict[str, tuple[str, tuple[Edit, ...], str, tuple[Edit, ...], Severity, s
 
 
 def test_every_difference_rule_has_a_case() -> None:
-    assert {r.id for r in all_rules() if r.kind == "difference"} == set(CASES)
+    assert {r.id for r in catalog() if r.kind == "difference"} == set(CASES)
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))

@@ -12,11 +12,10 @@ from diffdata import MANIFESTS, manifest
 from typer.testing import CliRunner
 
 from envcheck.cli import app
-from envcheck.diff.catalog import all_rule_ids, rule_ids
 from envcheck.diff.engine import diff
-from envcheck.diff.finding import Finding, at_or_above
 from envcheck.diff.policy import Policy, Selector, load_policy, policy_line
 from envcheck.errors import UsageError
+from envcheck.findings import Finding, at_or_above, rule_ids
 from envcheck.verify.compare import VERIFY_RULES
 
 
@@ -164,7 +163,7 @@ def test_every_verify_id_a_command_emits_is_known() -> None:
     for source in [root / "verify" / "compare.py", root / "commands" / "verify.py"]:
         emitted |= set(re.findall(r"[\"'](VERIFY-[A-Z-]+)[\"']", source.read_text(encoding="utf-8")))
     assert emitted and emitted <= set(VERIFY_RULES)
-    assert set(all_rule_ids()) == set(rule_ids()) | set(VERIFY_RULES)
+    assert set(rule_ids()) == set(rule_ids("difference", "single")) | set(VERIFY_RULES)
 
 
 # ---------------------------------------------------------------------- what a policy did, in one line
@@ -201,7 +200,7 @@ def test_applying_counts_ignored_downgraded_upgraded_and_intended(tmp_path: Path
         "ENV-TORCH-VERSION",
         "ENV-VAR-CHANGED",
     ]
-    assert policy_line(policy, outcome, rule_ids=rule_ids()) == (
+    assert policy_line(policy, outcome, rule_ids=rule_ids("difference", "single")) == (
         f"policy: {tmp_path / 'p.toml'}: 2 ignored, 1 downgraded, 1 upgraded, 1 intended"
     )
     assert policy.apply(findings) == list(outcome.findings)
@@ -234,7 +233,7 @@ def test_a_policy_that_sweeps_every_rule_says_so(tmp_path: Path, text: str, note
     )
     policy = load_policy(None, tmp_path)
     outcome = policy.apply_counted(diff(manifest("cuda"), manifest("dev-cpu")))
-    line = policy_line(policy, outcome, rule_ids=all_rule_ids())
+    line = policy_line(policy, outcome, rule_ids=rule_ids())
     assert line.startswith(f"policy: {tmp_path / 'pyproject.toml'} [tool.envcheck] ({note})")
 
 
@@ -243,7 +242,7 @@ def test_a_policy_that_sweeps_every_rule_says_so(tmp_path: Path, text: str, note
 )
 def test_a_selective_policy_is_not_called_sweeping(tmp_path: Path, text: str) -> None:
     policy = load_policy(write(tmp_path / "p.toml", text), tmp_path)
-    assert "every rule" not in policy_line(policy, rule_ids=all_rule_ids())
+    assert "every rule" not in policy_line(policy, rule_ids=rule_ids())
 
 
 # ---------------------------------------------------------------- the CLI: visible policies, --no-policy

@@ -12,7 +12,7 @@ import pytest
 from diffdata import manifest
 
 from envcheck.diff.engine import diff, doctor
-from envcheck.diff.finding import Finding
+from envcheck.findings import Finding
 from envcheck.manifest.codec import volatile_paths
 from envcheck.manifest.model import Manifest
 from envcheck.report import render

@@ -7,9 +7,8 @@ from typing import Any
 import pytest
 from diffdata import Edit, dist_entry, manifest
 
-from envcheck.diff.catalog import all_rules, get_rule
 from envcheck.diff.engine import doctor
-from envcheck.diff.finding import Severity
+from envcheck.findings import Severity, catalog, get_rule
 
 GiB = 1024**3
 
@@ -257,7 +256,7 @@ TRIGGERS: dict[str, tuple[str, tuple[Edit, ...], Severity, str]] = {
 
 
 def test_every_single_environment_rule_has_a_trigger() -> None:
-    singles = {r.id for r in all_rules() if r.kind == "single"}
+    singles = {r.id for r in catalog() if r.kind == "single"}
     assert singles == set(TRIGGERS)
 
 

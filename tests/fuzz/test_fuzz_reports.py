@@ -26,8 +26,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from envcheck.diff import engine
-from envcheck.diff.finding import Finding
 from envcheck.errors import EnvcheckError
+from envcheck.findings import Finding
 from envcheck.manifest.io import loads
 from envcheck.manifest.model import Manifest
 from envcheck.report import FORMATS, render

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from junitparser import Failure, JUnitXml
 
-from envcheck.diff.finding import Finding
+from envcheck.findings import Finding
 from envcheck.report import FORMATS, render
 from envcheck.report.options import ReportFormatChoice, use_color
 
@@ -209,10 +209,10 @@ def test_junit_has_one_case_per_root_cause_and_fails_at_the_threshold(tmp_path: 
 
 
 def test_junit_default_rules_are_the_catalog() -> None:
-    from envcheck.diff.catalog import rule_ids
+    from envcheck.findings import rule_ids
 
     xml = render([], "junit", title=TITLE, fail_on="error")
-    assert all(f'name="{rule}"' in xml for rule in rule_ids())
+    assert all(f'name="{rule}"' in xml for rule in rule_ids("difference", "single"))
     assert 'failures="0"' in xml
 
 
