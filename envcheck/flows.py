@@ -58,10 +58,6 @@ def finish(
     )
 
 
-def _strict(finding: Finding) -> Finding:
-    return dataclasses.replace(finding, severity="error") if finding.rule == "VERIFY-SKIPPED" else finding
-
-
 def diff(base_name: str, base: Manifest, targets: Sequence[tuple[str, Manifest]], policy: Policy) -> Report:
     """``envcheck diff``: each target against ``base`` (difference rules) and alone (single rules). Several
     targets make a fleet report, each finding naming its machine."""

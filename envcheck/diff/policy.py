@@ -93,11 +93,6 @@ class PolicyOutcome:
     upgraded: int = 0
     intended: int = 0
 
-    @property
-    def changed_the_gate(self) -> bool:
-        """True when the policy hid or softened something (ignored, downgraded or intended)."""
-        return bool(self.ignored or self.downgraded or self.intended)
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Policy:

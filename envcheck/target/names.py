@@ -12,12 +12,6 @@ NATIVE_HINTS = (".so", ".pyd", ".dll", ".dylib", ".PYD", ".DLL")
 _SEPARATORS = re.compile(r"[-_.]+")
 
 
-def is_native_name(name):
-    # type: (str) -> bool
-    """Whether the file name (or path) ``name`` is a shared library or an extension module."""
-    return NATIVE_SUFFIX.search(name) is not None
-
-
 def canonical_name(name):
     # type: (str) -> str
     """PEP 503 normalised distribution name (``Foo.Bar_baz`` -> ``foo-bar-baz``), as

@@ -141,10 +141,6 @@ def local_label(version: str | None) -> str | None:
     return version.split("+", 1)[1] if version and "+" in version else None
 
 
-def iter_nonempty(*items: str | None) -> Iterator[str]:
-    yield from (i for i in items if i)
-
-
 @functools.lru_cache(maxsize=16384)
 def canon(name: str) -> str:
     """PEP 503 normalised project name (cached: rules ask for the same names many times)."""
