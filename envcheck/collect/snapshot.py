@@ -20,7 +20,7 @@ from envcheck.collect.launch import Probes, SnapshotOptions, start_probes
 from envcheck.errors import ManifestError, ProbeError
 from envcheck.manifest.model import SCHEMA_VERSION, Manifest, Meta, ProbeOutcome
 from envcheck.manifest.native import NativeSection
-from envcheck.probe.runner import TargetRun
+from envcheck.probe.runner import NOTE_PREFIX, TargetRun
 
 NativeScanner = Callable[[Manifest, SnapshotOptions], NativeSection | None]
 # Told the step the snapshot is at (``envcheck.commands.progress`` draws it on a terminal).
@@ -147,7 +147,7 @@ def _add_runtime(manifest: Manifest, run: TargetRun, owners: facts.Owners) -> Ma
         return manifest.replace(meta=dataclasses.replace(manifest.meta, probe=_malformed(outcome, e)))
     if outcome.status == "error" and found.traceback_tail:
         # The traceback says more than stderr; the runner's notes on what it cut stay in front of it.
-        notes = [line for line in (outcome.stderr_tail or "").splitlines() if line.startswith("[envcheck: ")]
+        notes = [line for line in (outcome.stderr_tail or "").splitlines() if line.startswith(NOTE_PREFIX)]
         outcome = dataclasses.replace(outcome, stderr_tail="\n".join([*notes, found.traceback_tail[-4000:]]))
     torch = manifest.torch
     if found.torch_runtime is not None:

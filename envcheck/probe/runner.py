@@ -48,6 +48,8 @@ _STDERR_KEEP_BYTES = 4 * STDERR_TAIL_CHARS
 # A real result is well under 1 MiB (a CUDA venv's runtime probe: ~200 KiB); 16 MiB of hostile JSON
 # still decodes in well under the 300 MB that hostile inputs may cost (DESIGN §6).
 RESULT_MAX_BYTES = 16 * 1024 * 1024
+# How a line of ``stderr_tail`` that is envcheck's note on a cap (not the target's output) begins.
+NOTE_PREFIX = "[envcheck: "
 # How long the stderr reader may take to see EOF once the target's session is gone. Only a daemon that
 # left the session (setsid) can hold the pipe longer; it is not waited for.
 _PIPE_GRACE_S = 0.25
@@ -324,7 +326,7 @@ class RunningTarget:
         tail = text[-STDERR_TAIL_CHARS:]
         if total > len(kept) or len(text) > len(tail):
             notes = [*notes, f"stderr truncated: kept the last {len(tail)} characters of {total} bytes"]
-        lines = [f"[envcheck: {note}]" for note in notes]
+        lines = [f"{NOTE_PREFIX}{note}]" for note in notes]
         if tail:
             lines.append(redact_text(tail))
         return "\n".join(lines) if lines else None
