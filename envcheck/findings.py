@@ -52,6 +52,17 @@ class Finding:
         return (SEVERITY_RANK[self.severity], self.rule, self.subject, self.machine or "", self.target or "")
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MachineGroup:
+    """Machines of a fleet (or ranks of a job) that share one environment, reported once: ``name`` is the
+    ``Finding.machine`` of the group's findings, ``members`` the machines (or ``host:rank`` ranges) in it.
+    ``identical_to_base``: the group has nothing that differs from the base."""
+
+    name: str
+    members: tuple[str, ...]
+    identical_to_base: bool = False
+
+
 def at_or_above(finding: Finding, threshold: Severity) -> bool:
     """True when ``finding`` counts against a gate set to ``--fail-on threshold`` (intended ones never do)."""
     return finding.intended is None and SEVERITY_RANK[finding.severity] <= SEVERITY_RANK[threshold]

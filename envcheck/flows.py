@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from envcheck.findings import Finding, rule_ids
+from envcheck.findings import Finding, MachineGroup, rule_ids
 
 if TYPE_CHECKING:
     from envcheck.diff.policy import Policy
@@ -26,13 +26,15 @@ class Report:
     """What a command reports: findings (root causes first within each severity, consequences linked by
     ``caused_by``), the rule ids that were checked (one JUnit case each), the policy line, and whether the
     policy hid or softened anything (then the line goes to stderr too: a gate that passes because of a
-    policy says so in the CI log even when the report is a file)."""
+    policy says so in the CI log even when the report is a file), and in a fleet report the machines behind
+    each ``Finding.machine``."""
 
     title: str
     findings: tuple[Finding, ...]
     rules: tuple[str, ...]
     policy_line: str
     policy_changed: bool
+    groups: tuple[MachineGroup, ...] = ()
 
 
 def finish(

@@ -143,6 +143,7 @@ def report_findings(
         policy=report.policy_line,
         verbose=verbose,
         nothing_found=nothing_found,
+        groups=report.groups,
     )
     write_output(rendered(fmt, color=use_color(fmt, output)), output)
     if junit is not None:

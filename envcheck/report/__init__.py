@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from envcheck.report.formats import FORMATS, FormatName
 
 if TYPE_CHECKING:
-    from envcheck.findings import Finding, Severity
+    from envcheck.findings import Finding, MachineGroup, Severity
 
 
 def render(
@@ -27,6 +27,7 @@ def render(
     policy: str | None = None,
     verbose: bool = False,
     nothing_found: str | None = None,
+    groups: Sequence[MachineGroup] = (),
 ) -> str:
     """The report in ``fmt``, findings in ``Finding.sort_key`` order (the same input gives the same bytes).
 
@@ -40,7 +41,7 @@ def render(
     affects text. ``policy`` is one line naming the policy applied (``policy: none``): every format shows
     it (text and Markdown as a line, JSON as ``"policy"``, JUnit as a test-suite property); ``None`` leaves
     it out. ``nothing_found`` is what a report without findings says (default: ``No differences that
-    matter.``).
+    matter.``). ``groups``: a fleet report's machine groups (``envcheck.findings.MachineGroup``).
 
     Every string that came from a manifest or a finding (title included) is escaped for the format:
     nothing in a report can drive a terminal, inject HTML or make the XML ill-formed, and every report
@@ -63,6 +64,7 @@ def render(
         policy=policy,
         verbose=verbose,
         nothing_found=nothing_found or NO_DIFFERENCES,
+        groups=tuple(groups),
     )
     return formatter.render(ordered, context)
 

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from envcheck.findings import SEVERITY_RANK, Finding, RuleKind, Severity, at_or_above
+from envcheck.findings import SEVERITY_RANK, Finding, MachineGroup, RuleKind, Severity, at_or_above
 
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 PLURAL = {"error": "errors", "warning": "warnings", "info": "info"}
@@ -28,6 +28,7 @@ class ReportContext:
     [tool.envcheck]: 3 ignored, 1 downgraded`` or ``policy: none``); ``None`` shows nothing.
     ``verbose``: every finding in full (the text report otherwise fits about one screen).
     ``nothing_found``: the sentence for a report without findings (``No problems found.`` for doctor).
+    ``groups``: in a fleet report, the machines behind each ``Finding.machine`` (empty otherwise).
     """
 
     title: str
@@ -37,6 +38,7 @@ class ReportContext:
     policy: str | None = None
     verbose: bool = False
     nothing_found: str = NO_DIFFERENCES
+    groups: tuple[MachineGroup, ...] = ()
 
 
 def plural(n: int, word: str) -> str:
