@@ -12,6 +12,7 @@ import typer
 
 from envcheck import __version__
 from envcheck.commands import diff as diff_commands
+from envcheck.commands import export as export_commands
 from envcheck.commands import scan as scan_commands
 from envcheck.commands import snapshot as snapshot_commands
 from envcheck.commands import verify as verify_commands
@@ -49,6 +50,7 @@ app.command("doctor")(diff_commands.doctor)
 app.command("rules")(diff_commands.rules)
 app.command("verify")(verify_commands.verify)
 app.command("gate")(verify_commands.gate)
+app.command("export")(export_commands.export)
 
 
 def main() -> None:

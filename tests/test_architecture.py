@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),
     ("envcheck.manifest",),
     ("envcheck.probe", "envcheck.native", "envcheck.diff", "envcheck.verify", "envcheck.collect"),
-    ("envcheck.report",),
+    ("envcheck.report", "envcheck.export"),
     ("envcheck.flows",),
     ("envcheck.commands",),
     ("envcheck.cli", "envcheck.__main__"),
