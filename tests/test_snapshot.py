@@ -1,4 +1,5 @@
-"""`envcheck snapshot` against real interpreters: the test venv's torch 2.13.0, copies of it, and faults."""
+"""`envcheck snapshot` against real interpreters: the test venv's torch (whichever build is installed),
+copies of it, and faults."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 from typer.testing import CliRunner
-from venvs import clone_site_packages, fault_torch, needs_torch
+from venvs import clone_site_packages, fault_torch, installed_torch, needs_torch
 
 from envcheck.cli import app
 from envcheck.manifest import load
@@ -37,17 +38,19 @@ def torch_manifest(tmp_path_factory: pytest.TempPathFactory, torch_python: str) 
 
 
 @needs_torch
-def test_torch_facts_of_the_cpu_build(torch_manifest: Manifest) -> None:
+def test_torch_facts_of_the_installed_build(torch_manifest: Manifest) -> None:
+    version, cuda = installed_torch()
     static = torch_manifest.torch.static
     assert static is not None
-    assert static.version == "2.13.0+cpu"
-    assert static.cuda is None
-    assert static.variant == "cpu"
+    assert static.version == version
+    assert static.cuda == cuda
+    assert static.variant == ("cpu" if cuda is None else "cu" + "".join(cuda.split(".")[:2]))
     runtime = torch_manifest.torch.runtime
     assert runtime is not None
-    assert runtime.version == "2.13.0+cpu"
-    assert runtime.backends.cuda_built is False
-    assert runtime.cudnn_version is None
+    assert runtime.version == version
+    assert runtime.backends.cuda_built is (cuda is not None)
+    if cuda is None:
+        assert runtime.cudnn_version is None
     assert runtime.small_op_ok is True
     assert torch_manifest.meta.probe.status == "ok"
 
@@ -67,7 +70,7 @@ def test_every_distribution_pip_lists_is_recorded(torch_manifest: Manifest) -> N
     assert pip_names.items() <= recorded.items()
     torch = torch_manifest.package("torch")
     assert torch is not None
-    assert torch.version == "2.13.0+cpu"
+    assert torch.version == installed_torch()[0]
     assert torch.installer == "pip"
     assert any(f.path.endswith("libc10.so") and f.sha256 for f in torch.native_files)
 
@@ -191,7 +194,7 @@ def test_broken_torch_is_recorded_and_the_manifest_written(tmp_path: Path, broke
     assert probe.stage == "import torch"
     assert probe.exception is not None and "libc10.so" in probe.exception
     # The static facts survive a torch that cannot import.
-    assert manifest.torch.static is not None and manifest.torch.static.version == "2.13.0+cpu"
+    assert manifest.torch.static is not None and manifest.torch.static.version == installed_torch()[0]
     assert manifest.torch.runtime is None
     assert "failed during import torch" in stdout
 

@@ -22,6 +22,20 @@ HAS_TORCH = importlib.util.find_spec("torch") is not None
 needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed in the test environment")
 
 
+def installed_torch() -> tuple[str, str | None]:
+    """The test environment's torch as installed: its full version (``2.13.0+cpu`` from the PyTorch CPU
+    index or a local wheel store, ``2.13.0`` — a CUDA build — from the default index on Linux) and the CUDA
+    release it was built for (None for a CPU build), read from its files without importing it."""
+    import importlib.metadata
+    import re
+
+    spec = importlib.util.find_spec("torch")
+    assert spec is not None and spec.submodule_search_locations, "torch is not installed"
+    text = (Path(next(iter(spec.submodule_search_locations))) / "version.py").read_text(encoding="utf-8")
+    cuda = re.search(r"^cuda(?:: [^=]+)? = '([^']+)'", text, re.MULTILINE)
+    return importlib.metadata.version("torch"), cuda.group(1) if cuda else None
+
+
 def _link_or_copy(src: str, dst: str) -> None:
     try:
         os.link(src, dst)
