@@ -23,22 +23,20 @@ valid UTF-8). cyclonedx-python-lib is imported only here, when an export runs.
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import re
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 from envcheck.errors import EnvcheckError
+from envcheck.manifest.model import Distribution, Manifest, canonical
 
 if TYPE_CHECKING:
     from cyclonedx.model import Property
     from cyclonedx.model.component import Component
-
-    from envcheck.manifest.model import Distribution, Manifest
 
 # Namespace of the serial numbers: uuid5(this, sha256 of the manifest's canonical text).
 _SERIAL_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "urn:envcheck:manifest")
@@ -50,32 +48,6 @@ _PREFIX = "envcheck:"
 
 class ExportError(EnvcheckError):
     """An export cannot be written: the library it needs is missing."""
-
-
-class ExportFormat(str, enum.Enum):
-    """An SBOM format: the values of ``envcheck export --format``."""
-
-    cyclonedx = "cyclonedx"
-
-    def export(self, manifest: Manifest) -> str:
-        """``manifest`` in this format (the one mapping, closed: mypy fails on a missing case)."""
-        match self:
-            case ExportFormat.cyclonedx:
-                return cyclonedx(manifest)
-            case _:
-                return _unknown(self)
-
-
-def _unknown(name: NoReturn) -> NoReturn:
-    raise ValueError(f"unknown export format {name!r}")
-
-
-def canonical(name: str) -> str:
-    """PEP 503 normalised name (the manifest's own normaliser, imported when an export runs: the CLI
-    imports this module for ``ExportFormat`` at start-up)."""
-    from envcheck.manifest.model import canonical as normalise
-
-    return normalise(name)
 
 
 def _text(value: object) -> str:

@@ -8,6 +8,7 @@ import importlib.metadata
 import json
 import stat
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -231,3 +232,14 @@ def test_a_manifest_without_native_tree_uses_the_record_hashes() -> None:
     )
     assert libc10["hashes"][0]["content"] == record.sha256
     assert dumps(bare) != dumps(manifest)
+
+
+def test_without_the_library_the_error_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fault injected: the library cannot be imported (None in sys.modules makes `import` raise).
+    monkeypatch.setitem(sys.modules, "cyclonedx.output.json", None)
+    code, stdout, err = run("export", str(CPU_EXAMPLE))
+    assert (code, stdout) == (2, "")
+    assert err.splitlines() == [
+        "error: envcheck export needs cyclonedx-python-lib, which is not installed (cyclonedx.output.json)",
+        "Tip: pip install cyclonedx-python-lib",
+    ]

@@ -2,13 +2,37 @@
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
 from envcheck.commands._common import handles_errors, write_output
-from envcheck.export import ExportFormat
+
+if TYPE_CHECKING:
+    from envcheck.manifest.model import Manifest
+
+
+class ExportFormat(str, enum.Enum):
+    """An SBOM format: the values of ``envcheck export --format``."""
+
+    cyclonedx = "cyclonedx"
+
+    def export(self, manifest: Manifest) -> str:
+        """``manifest`` in this format: the one mapping, closed (mypy fails on a missing case). The
+        exporter (and its library) is imported only here: ``envcheck --version`` loads none of it."""
+        match self:
+            case ExportFormat.cyclonedx:
+                from envcheck.export import cyclonedx
+
+                return cyclonedx(manifest)
+            case _:
+                return _unknown(self)
+
+
+def _unknown(name: NoReturn) -> NoReturn:
+    raise ValueError(f"unknown export format {name!r}")
 
 
 @handles_errors
