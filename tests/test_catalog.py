@@ -46,6 +46,14 @@ def test_every_rule_explains_itself() -> None:
         assert all(re.fullmatch(r"FM-\d\d", fm) for fm in rule.failure_modes), rule.id
 
 
+def test_every_failure_mode_a_rule_cites_is_defined_in_the_docs() -> None:
+    text = (Path(__file__).parents[1] / "docs" / "failure-modes.md").read_text(encoding="utf-8")
+    defined = set(re.findall(r"^## (FM-\d\d) ", text, re.MULTILINE))
+    assert len(defined) >= 26
+    cited = {fm: rule.id for rule in catalog() for fm in rule.failure_modes}
+    assert {fm: rule for fm, rule in cited.items() if fm not in defined} == {}
+
+
 @pytest.mark.parametrize("rule_id", ["VERIFY-SPEED", "VERIFY-INFO", "ENV-TORCH-VARIANT"])
 def test_rules_explains_every_family(rule_id: str) -> None:
     result = CliRunner().invoke(app, ["rules", rule_id])
