@@ -12,6 +12,18 @@ switch flipped, an environment variable changed. Both are plain JSON data that `
 Deterministic: the same seed manifest gives the same pair.
 
 Run as a script to write the pair: ``python ci/synth.py SEED.json OUT_DIR``.
+
+A fleet for the fleet diff's budget (DESIGN §6):
+
+    from synth import write_fleet
+    truth = write_fleet(Path("seed.json"), Path("fleet"), machines=1000)
+
+writes ``base.json`` and ``machines`` manifests (``node-0000.json`` ...) of 500 packages and 500 libraries:
+90% are the base recorded again on another host (only the volatile fields differ: label, hostname,
+timestamps, timings), the rest fall in a few drift groups (``FLEET_DRIFTS``), each group one environment.
+``truth`` maps each group (``identical`` and the drift names) to its machines' labels: the ground truth a
+fleet report's groups must match. ``python ci/synth.py --fleet N SEED.json OUT_DIR`` writes one from the
+command line.
 """
 
 from __future__ import annotations
@@ -150,7 +162,89 @@ def synthesize(
     return base, _drift(base)
 
 
+def _numerics_drift(document: dict[str, Any]) -> None:
+    document.setdefault("env", {})["ONEDNN_DEFAULT_FPMATH_MODE"] = "BF16"
+
+
+def _thread_drift(document: dict[str, Any]) -> None:
+    document.setdefault("env", {})["OMP_NUM_THREADS"] = "4"
+
+
+def _package_drift(document: dict[str, Any]) -> None:
+    for dist in document["packages"]:
+        if dist["name"] == "synth-pkg-010":
+            major, minor, patch = (int(x) for x in dist["version"].split("."))
+            dist["version"] = f"{major}.{minor}.{patch + 1}"
+
+
+# The drift groups of a synthetic fleet: a name and what each of its machines has changed.
+FLEET_DRIFTS: dict[str, Any] = {
+    "drift-threads": _thread_drift,
+    "drift-numerics": _numerics_drift,
+    "drift-package": _package_drift,
+}
+_LABEL, _HOST, _CREATED, _SECONDS = "@@label@@", "@@host@@", "@@created@@", 987654.321
+
+
+def _template(document: dict[str, Any]) -> str:
+    """The manifest as envcheck writes it, with placeholders in the volatile fields each machine fills."""
+    machine = copy.deepcopy(document)
+    meta = machine.setdefault("meta", {})
+    meta.update(label=_LABEL, created=_CREATED, duration_s=_SECONDS)
+    if isinstance(meta.get("probe"), dict):
+        meta["probe"]["duration_s"] = _SECONDS
+    if isinstance(machine.get("platform"), dict):
+        machine["platform"]["hostname"] = _HOST
+    verify = machine.get("verify")
+    if isinstance(verify, dict):
+        verify["wall_s"] = _SECONDS
+        for result in verify.get("results") or []:
+            result["duration_s"] = _SECONDS
+    return json.dumps(machine, indent=2, sort_keys=True) + "\n"
+
+
+def fleet_group(index: int) -> str:
+    """The group of the fleet's machine ``index``: every tenth machine drifts, in turn into each drift."""
+    if index % 10 != 9:
+        return "identical"
+    drifts = list(FLEET_DRIFTS)
+    return drifts[(index // 10) % len(drifts)]
+
+
+def write_fleet(
+    seed: Path, out: Path, machines: int, packages: int = 500, libraries: int = 500
+) -> dict[str, list[str]]:
+    """Write ``out/base.json`` and ``machines`` manifests ``out/node-NNNN.json`` (see the module's
+    docstring); return the ground truth: each group's machine labels, in order."""
+    base, _ = synthesize(seed, packages, libraries)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "base.json").write_text(json.dumps(base, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    templates = {"identical": _template(base)}
+    for name, drift in FLEET_DRIFTS.items():
+        drifted = copy.deepcopy(base)
+        drift(drifted)
+        templates[name] = _template(drifted)
+    truth: dict[str, list[str]] = {}
+    for i in range(machines):
+        group, label = fleet_group(i), f"node-{i:04d}"
+        seconds = 2.0 + (i % 97) / 100
+        text = (
+            templates[group]
+            .replace(_LABEL, label)
+            .replace(_HOST, f"host-{i:04d}.fleet.invalid")
+            .replace(_CREATED, f"2026-11-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:00+00:00")
+            .replace(str(_SECONDS), f"{seconds:.3f}")
+        )
+        (out / f"{label}.json").write_text(text, encoding="utf-8")
+        truth.setdefault(group, []).append(label)
+    return truth
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 4 and argv[0] == "--fleet":
+        truth = write_fleet(Path(argv[2]), Path(argv[3]), machines=int(argv[1]))
+        print(json.dumps({group: len(labels) for group, labels in truth.items()}))
+        return 0
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2

@@ -17,6 +17,7 @@ from envcheck.findings import Finding, MachineGroup, rule_ids
 
 if TYPE_CHECKING:
     from envcheck.diff.policy import Policy
+    from envcheck.fleet import Fleet
     from envcheck.manifest.model import Manifest
     from envcheck.manifest.verify import VerifySection
 
@@ -61,27 +62,77 @@ def finish(
 
 
 def diff(base_name: str, base: Manifest, targets: Sequence[tuple[str, Manifest]], policy: Policy) -> Report:
-    """``envcheck diff``: each target against ``base`` (difference rules) and alone (single rules). Several
-    targets make a fleet report, each finding naming its machine."""
-    from envcheck.diff import engine
-    from envcheck.diff.rules.base import views
+    """``envcheck diff``: each target against ``base`` (difference rules) and alone (single rules). One
+    target gives its findings as they are; several make a fleet report (``diff_fleet``), each distinct
+    environment diffed once."""
+    from envcheck import fleet
 
-    fleet = len(targets) > 1
-    findings: list[Finding] = []
-    for name, target in targets:
-        with views(base, target):  # the diff and the target's doctor share one view of each manifest
-            found = engine.diff(base, target) + engine.doctor(target)
-        findings += [_on_machine(f, name) for f in found] if fleet else found
-    shown = f"{len(targets)} machines" if fleet else targets[0][0]
+    if len(targets) != 1:
+        return diff_fleet(base_name, fleet.diff_manifests(base, targets), policy)
+    name, target = targets[0]
     return finish(
-        f"envcheck diff: {base_name} → {shown}", findings, policy, rules=rule_ids("difference", "single")
+        f"envcheck diff: {base_name} → {name}",
+        fleet.diff_one(base, target),
+        policy,
+        rules=rule_ids("difference", "single"),
     )
 
 
+def diff_fleet(base_name: str, machines: Fleet, policy: Policy) -> Report:
+    """A fleet report: the machines that share an environment are one ``MachineGroup`` and its findings are
+    reported once, each naming the group (``Finding.machine``): a group of one machine is named by it, a
+    larger one by its first machine and the count of the others (``node-07 +41``).
+
+    An environment's machines are split further where the policy selects machines (``machine = "prod-*"``)
+    so that every entry of the policy applies to all of a group's machines or to none of them."""
+    groups: list[MachineGroup] = []
+    findings: list[Finding] = []
+    taken: set[str] = set()
+    for environment in machines.environments:
+        for members in _split_by_policy(environment.members, policy):
+            name = _group_name(members, taken)
+            groups.append(
+                MachineGroup(name=name, members=members, identical_to_base=environment.identical_to_base)
+            )
+            findings += [_on_machine(f, name) for f in environment.findings]
+    report = finish(
+        f"envcheck diff: {base_name} → {machines.machines} machines",
+        findings,
+        policy,
+        rules=rule_ids("difference", "single"),
+    )
+    return dataclasses.replace(report, groups=tuple(groups))
+
+
 def _on_machine(finding: Finding, machine: str) -> Finding:
-    """A finding of one machine of a fleet; its cause, if any, is that machine's too."""
+    """A finding of one machine (or group) of a fleet; its cause, if any, is that machine's too."""
     cause = f"{finding.caused_by}@{machine}" if finding.caused_by else None
     return dataclasses.replace(finding, machine=machine, caused_by=cause)
+
+
+def _split_by_policy(members: Sequence[str], policy: Policy) -> list[tuple[str, ...]]:
+    """``members`` in runs of machines that the policy's machine globs select alike (order kept)."""
+    from fnmatch import fnmatchcase
+
+    selectors = (*policy.ignore, *(s for s, _ in policy.severity), *(i.selector for i in policy.intended))
+    globs = sorted({s.machine for s in selectors if set(s.machine) != {"*"}})
+    if not globs:
+        return [tuple(members)]
+    split: dict[tuple[bool, ...], list[str]] = {}
+    for member in members:
+        split.setdefault(tuple(fnmatchcase(member, g) for g in globs), []).append(member)
+    return [tuple(group) for group in split.values()]
+
+
+def _group_name(members: Sequence[str], taken: set[str]) -> str:
+    """A group's name, unique in the report: its machine, or its first machine ``+`` the others' count."""
+    name = members[0] if len(members) == 1 else f"{members[0]} +{len(members) - 1}"
+    unique, n = name, 1
+    while unique in taken:
+        n += 1
+        unique = f"{name} #{n}"
+    taken.add(unique)
+    return unique
 
 
 def doctor(name: str, manifest: Manifest, policy: Policy) -> Report:

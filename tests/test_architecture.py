@@ -26,9 +26,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("envcheck.manifest",),
     ("envcheck.probe", "envcheck.native", "envcheck.diff", "envcheck.verify", "envcheck.collect"),
     ("envcheck.report", "envcheck.export"),
-    ("envcheck.flows",),
+    ("envcheck.flows", "envcheck.fleet"),
     ("envcheck.commands",),
-    ("envcheck.cli", "envcheck.__main__"),
+    ("envcheck.cli", "envcheck.__main__", "envcheck.pytest_plugin"),
 )
 # The package root only holds the version.
 ROOT = "envcheck"

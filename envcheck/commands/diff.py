@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from envcheck.commands._common import (
+    EXIT_USAGE,
     PythonOption,
     TimeoutOption,
     check_outputs,
@@ -87,7 +89,8 @@ def diff(
         list[Path] | None,
         typer.Argument(
             metavar="[TARGET]...",
-            help="Manifests to compare with BASE (default: a fresh snapshot of this machine).",
+            help="Manifests to compare with BASE, folders of them (their *.json files) or quoted patterns "
+            "('fleet/*.json') (default: a fresh snapshot of this machine).",
             show_default=False,
         ),
     ] = None,
@@ -105,7 +108,13 @@ def diff(
     """Explain every difference from BASE to each TARGET that matters, ranked, with a remedy.
 
     Runs the difference rules (BASE vs TARGET) and the TARGET's single-environment rules (as
-    `envcheck doctor` would). Several targets give one fleet report: each finding names its machine.
+    `envcheck doctor` would).
+
+    Several targets, a folder or a pattern give one fleet report: machines whose manifests differ only
+    in volatile fields (label, hostname, timestamps, timings) share an environment, diffed once on every
+    CPU and reported once as a group ("N machines identical to the base; M machines in K groups"), each
+    group with its findings and members (JSON lists every member). A manifest that cannot be read is
+    named on stderr, the others are still reported, and the run exits 2.
     Policy (--policy FILE, or [tool.envcheck] in ./pyproject.toml): `ignore = ["RULE", "RULE:subject"]`,
     `[severity] RULE = "warning"`, `[[intended]] rule = "..." reason = "..."` (reported, never failing).
     Every report names the policy applied and counts what it ignored or downgraded; --no-policy applies
@@ -117,23 +126,97 @@ def diff(
 
     check_outputs(output, junit)
     rules_policy = load_rules_policy(policy, no_policy)
+    paths, folders = expand_targets(targets or [])
+    if len(paths) > 1 or folders:
+        _diff_fleet(base, paths, rules_policy, fmt, output, fail_on, junit, verbose)
+        return
     base_manifest = load(base)
-    paths = list(targets or [])
-    if len(paths) == 1:  # one pair: both named by label, or both by path
-        manifests = [load(paths[0])]
-        base_name, target_name = _names([base, paths[0]], [base_manifest, manifests[0]])
-        named = [(target_name, manifests[0])]
-    elif paths:
-        manifests = [load(p) for p in paths]
-        names = _names(paths, manifests)
-        named = list(zip(names, manifests, strict=True))
-        base_name = _base_name(base, base_manifest, names, by_label=names != [str(p) for p in paths])
+    if paths:  # one pair: both named by label, or both by path
+        target = load(paths[0])
+        base_name, target_name = _names([base, Path(paths[0])], [base_manifest, target])
+        named = [(target_name, target)]
     else:
         with progress("diff", quiet=quiet) as step:
             named = [(_live(python), snapshot_this_machine(python, timeout, step))]
         base_name = name(base, base_manifest)
     report = flows.diff(base_name, base_manifest, named, rules_policy)
     report_findings(report, fmt=fmt, output=output, fail_on=fail_on, junit=junit, verbose=verbose)
+
+
+def _diff_fleet(
+    base: Path,
+    paths: Sequence[str],
+    rules_policy: Policy,
+    fmt: ReportFormatChoice,
+    output: str | None,
+    fail_on: SeverityChoice,
+    junit: Path | None,
+    verbose: bool,
+) -> None:
+    """Several targets: streamed and grouped (``envcheck.fleet``). Each manifest that cannot be read is
+    named on stderr, one line each, after the others' report; the run then exits 2."""
+    from envcheck import flows
+    from envcheck.escape import one_line
+    from envcheck.fleet import base_document, diff_files
+    from envcheck.redact import redact_text
+
+    base_manifest, base_fingerprint = base_document(str(base))
+    fleet = diff_files(base_manifest, base_fingerprint, paths)
+    names = [m for e in fleet.environments for m in e.members]
+    given = set(paths)
+    base_name = _base_name(base, base_manifest, names, by_label=any(n not in given for n in names))
+    report = flows.diff_fleet(base_name, fleet, rules_policy)
+    try:
+        report_findings(report, fmt=fmt, output=output, fail_on=fail_on, junit=junit, verbose=verbose)
+    except typer.Exit:
+        if not fleet.unreadable:
+            raise
+    if fleet.unreadable:
+        for error in fleet.unreadable:
+            typer.echo(one_line(redact_text(f"error: {error}")), err=True)
+        raise typer.Exit(EXIT_USAGE)
+
+
+# A TARGET that is no file but holds one of these is a pattern (quoted, so that the shell left it alone).
+_GLOB_CHARS = frozenset("*?[")
+
+
+def expand_targets(targets: Sequence[Path]) -> tuple[list[str], bool]:
+    """The manifest files the TARGETs name, in order, each once, and whether a folder or pattern was
+    among them. A folder gives the ``*.json`` files directly in it, a pattern that is not itself a path
+    (``'fleet/*.json'``, quoted for a fleet too large for a command line) the files it matches, both
+    sorted, hidden files left out; anything else is taken as given (the reader refuses a FIFO, a device
+    or a link loop). Raises ``UsageError`` for a folder or a pattern without a manifest."""
+    import glob
+
+    out: list[str] = []
+    expanded = False
+    for target in targets:
+        text = str(target)
+        if target.is_dir():
+            expanded = True
+            try:
+                with os.scandir(text) as entries:
+                    found = sorted(
+                        str(target / e.name)
+                        for e in entries
+                        if e.name.endswith(".json") and not e.name.startswith(".")
+                    )
+            except OSError as e:
+                raise UsageError(f"{text}: cannot list the folder: {e.strerror or e}") from e
+            if not found:
+                raise UsageError(f"{text}: no manifest (*.json) in this folder")
+            out += found
+        elif not os.path.lexists(text) and _GLOB_CHARS & set(text):
+            expanded = True
+            # Path.glob takes relative patterns only; a fleet's folder is often absolute.
+            found = sorted(glob.glob(text))  # noqa: PTH207
+            if not found:
+                raise UsageError(f"no file matches {text}")
+            out += found
+        else:
+            out.append(text)
+    return list(dict.fromkeys(out)), expanded
 
 
 @handles_errors

@@ -218,3 +218,26 @@ def machines_by_rule(findings: Sequence[Finding]) -> list[tuple[str, list[str]]]
         if f.machine:
             out.setdefault(f.rule, set()).add(f.machine)
     return [(rule, sorted(machines)) for rule, machines in out.items()]
+
+
+def fleet_line(machine_groups: Sequence[MachineGroup]) -> str:
+    """Fleet reports: ``900 machines identical to the base; 100 machines in 3 groups``."""
+    same = sum(len(g.members) for g in machine_groups if g.identical_to_base)
+    drifting = [g for g in machine_groups if not g.identical_to_base]
+    return (
+        f"{plural(same, 'machine')} identical to the base; "
+        f"{plural(sum(len(g.members) for g in drifting), 'machine')} in {plural(len(drifting), 'group')}"
+    )
+
+
+def group_counts(group: MachineGroup, findings: Sequence[Finding], fail_on: Severity) -> str:
+    """A machine group on one line: ``node-07 +41: 42 machines: FAIL: 1 error, 0 warnings, 0 info``
+    (``identical to the base`` said when it is)."""
+    same = ", identical to the base" if group.identical_to_base else ""
+    counts = summarize([f for f in findings if f.machine == group.name], fail_on).counts()
+    return f"{group.name}: {plural(len(group.members), 'machine')}{same}: {counts}"
+
+
+def shortened(members: Sequence[str], limit: int) -> tuple[list[str], int]:
+    """The first ``limit`` members and how many more there are (JSON lists them all)."""
+    return list(members[:limit]), max(0, len(members) - limit)

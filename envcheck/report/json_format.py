@@ -17,6 +17,11 @@
       ]
     }
 
+A fleet report (several targets) adds ``"fleet": {"machines", "identical_to_base", "drifting",
+"drift_groups", "line"}`` and ``"groups": [{"name", "identical_to_base", "machines", "findings", "result",
+"members": [every machine]}]``: machines that share an environment are one group, and each of its
+findings names the group in ``machine``.
+
 Findings are in ``Finding.sort_key`` order, flat: a consequence names its root cause's ``id`` in
 ``caused_by`` (``null`` for a root cause; the id is ``RULE:subject``, ``@machine`` in a fleet).
 ``summary.roots`` + ``summary.consequences`` = ``summary.total``. For a finding about one environment
@@ -37,7 +42,7 @@ from collections.abc import Sequence
 
 from envcheck.escape import json_text
 from envcheck.findings import Finding, at_or_above
-from envcheck.report.interface import ReportContext, ReportFormat, rule_kind, summarize
+from envcheck.report.interface import ReportContext, ReportFormat, fleet_line, rule_kind, summarize
 
 REPORT_VERSION = 1
 
@@ -67,7 +72,36 @@ class JsonFormat(ReportFormat):
             },
             "findings": [_finding(f, context) for f in findings],
         }
+        if context.groups:
+            data |= _fleet(findings, context)
         return json_text(json.dumps(data, indent=2, ensure_ascii=False)) + "\n"
+
+
+def _fleet(findings: Sequence[Finding], context: ReportContext) -> dict[str, object]:
+    """A fleet report's ``fleet`` counts and ``groups``, every member listed."""
+    drifting = [g for g in context.groups if not g.identical_to_base]
+    return {
+        "fleet": {
+            "machines": sum(len(g.members) for g in context.groups),
+            "identical_to_base": sum(len(g.members) for g in context.groups if g.identical_to_base),
+            "drifting": sum(len(g.members) for g in drifting),
+            "drift_groups": len(drifting),
+            "line": fleet_line(context.groups),
+        },
+        "groups": [
+            {
+                "name": g.name,
+                "identical_to_base": g.identical_to_base,
+                "machines": len(g.members),
+                "findings": sum(f.machine == g.name for f in findings),
+                "result": "fail"
+                if any(f.machine == g.name and at_or_above(f, context.fail_on) for f in findings)
+                else "pass",
+                "members": list(g.members),
+            }
+            for g in context.groups
+        ],
+    }
 
 
 def _finding(f: Finding, context: ReportContext) -> dict[str, object]:

@@ -7,6 +7,8 @@ Every checked rule that found nothing at all is a passing case named by its id, 
 checked; a rule whose findings are all consequences of another has no case of its own (it is not "passing":
 its findings are in its root cause's case). A root cause's case is named by its id (``RULE:subject``,
 ``@machine`` in a fleet), its class by the rule's family prefix (``envcheck.ENV``, ``envcheck.VERIFY``).
+A fleet report adds a ``fleet`` property (``N machines identical to the base; M machines in K groups``) and
+a ``group NAME`` property per machine group naming its machines (the first ``FLEET_MEMBERS``).
 
 Every string from a finding or the title goes through ``escape.xml`` before ElementTree sees it: a character
 XML 1.0 forbids (a NUL, an ESC, a lone surrogate) would make a file CI refuses to parse, and CI prints
@@ -20,7 +22,20 @@ from collections.abc import Sequence
 
 from envcheck.escape import xml
 from envcheck.findings import SEVERITY_RANK, Finding
-from envcheck.report.interface import Group, ReportContext, ReportFormat, groups, labels, plural, summarize
+from envcheck.report.interface import (
+    Group,
+    ReportContext,
+    ReportFormat,
+    fleet_line,
+    groups,
+    labels,
+    plural,
+    shortened,
+    summarize,
+)
+
+# Fleet reports: members of a machine group named in its property (JSON lists them all).
+FLEET_MEMBERS = 50
 
 
 def _describe(f: Finding, indent: str = "") -> str:
@@ -68,6 +83,12 @@ class JunitFormat(ReportFormat):
         ET.SubElement(props, "property", name="summary", value=line)
         if context.policy is not None:
             ET.SubElement(props, "property", name="policy", value=xml(context.policy))
+        if context.groups:
+            ET.SubElement(props, "property", name="fleet", value=fleet_line(context.groups))
+        for group in context.groups:  # the machines behind each case's @group
+            shown, more = shortened(group.members, FLEET_MEMBERS)
+            value = ", ".join(shown) + (f", … and {more} more" if more else "")
+            ET.SubElement(props, "property", name=xml(f"group {group.name}"), value=xml(value))
         for g in found:
             case = ET.SubElement(suite, "testcase", classname=_classname(g.root.rule), name=xml(g.root.key))
             failing = g.failing(context.fail_on)

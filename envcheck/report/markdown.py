@@ -22,16 +22,20 @@ from envcheck.report.interface import (
     ReportFormat,
     by_machine,
     by_severity,
+    fleet_line,
     groups,
     is_fleet,
     labels,
     machines_by_rule,
     plural,
     severity_counts,
+    shortened,
     summarize,
 )
 
 INFO_ROWS = 50
+# Fleet reports: members of a machine group named in its row (JSON lists them all).
+FLEET_MEMBERS = 20
 _HEADINGS: dict[Severity, str] = {"error": "Errors", "warning": "Warnings", "info": "Info"}
 
 
@@ -76,8 +80,11 @@ class MarkdownFormat(ReportFormat):
                 "",
             ]
         machines = by_machine(findings, context.fail_on)
+        if context.groups:
+            lines += self._fleet(findings, context)
         if machines:
-            lines += [f"- {cell(line)}" for line in machines] + [""]
+            if not context.groups:  # a fleet's groups are listed above, with their counts
+                lines += [f"- {cell(line)}" for line in machines] + [""]
             lines += ["| Rule | Machines |", "|---|---|"]
             lines += [
                 f"| {rule_code(rule)} | {cell(', '.join(ms))} |" for rule, ms in machines_by_rule(findings)
@@ -95,6 +102,21 @@ class MarkdownFormat(ReportFormat):
             else:
                 lines += [f"### {heading}", "", *self._section(section, fleet), ""]
         return "\n".join(lines).rstrip("\n") + "\n"
+
+    @staticmethod
+    def _fleet(findings: Sequence[Finding], context: ReportContext) -> list[str]:
+        """The fleet's groups as a table: each group's machines (the first ``FLEET_MEMBERS``) and counts."""
+        lines = [f"**Fleet:** {fleet_line(context.groups)}", "", "| Group | Machines | Result | Members |"]
+        lines.append("|---|---|---|---|")
+        for group in context.groups:
+            shown, more = shortened(group.members, FLEET_MEMBERS)
+            members = ", ".join(cell(m) for m in shown) + (
+                f", … and {more} more (see `--format json`)" if more else ""
+            )
+            same = " (identical to the base)" if group.identical_to_base else ""
+            counts = summarize([f for f in findings if f.machine == group.name], context.fail_on).counts()
+            lines.append(f"| {cell(group.name)} | {len(group.members)}{same} | {counts} | {members} |")
+        return [*lines, ""]
 
     def _section(self, section: Sequence[Group], fleet: bool, more: int = 0) -> list[str]:
         """The roots' table (``more``: how many roots were cut from it), then each root's consequences

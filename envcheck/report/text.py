@@ -29,11 +29,14 @@ from envcheck.report.interface import (
     ReportFormat,
     by_machine,
     by_severity,
+    fleet_line,
+    group_counts,
     groups,
     labels,
     machines_by_rule,
     plural,
     severity_counts,
+    shortened,
     summarize,
 )
 
@@ -44,6 +47,8 @@ MAX_LINES = 60
 SHOWN_CONSEQUENCES = 3
 # Fleet reports: machines and drifting rules listed by default.
 FLEET_LINES = 10
+# Fleet reports: members of a machine group named by default (--verbose: all of them).
+FLEET_MEMBERS = 8
 LABEL_WIDTH = 10
 _STYLE: dict[Severity, str] = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -143,6 +148,24 @@ def _capped(items: list[str], what: str, verbose: bool) -> list[str]:
     return [*items[:FLEET_LINES], f"  … and {plural(len(items) - FLEET_LINES, what)} (--verbose)"]
 
 
+def _fleet(findings: Sequence[Finding], context: ReportContext) -> list[Line]:
+    """The fleet's groups: a count line, then each group (capped unless verbose) with its first members."""
+    lines: list[Line] = [("", None), (f"FLEET  {fleet_line(context.groups)}", "bold")]
+    rows: list[str] = []
+    listed = context.groups if context.verbose else context.groups[:FLEET_LINES]
+    for group in listed:
+        rows.append(f"  {one_line(group_counts(group, findings, context.fail_on))}")
+        shown, more = shortened(group.members, len(group.members) if context.verbose else FLEET_MEMBERS)
+        if len(group.members) > 1 or group.members[0] != group.name:
+            text = ", ".join(one_line(m) for m in shown) + (f", … and {more} more" if more else "")
+            rows += textwrap.wrap(text, width=WIDTH, initial_indent="    ", subsequent_indent="    ")
+    if len(listed) < len(context.groups):
+        rows.append(f"  … and {plural(len(context.groups) - len(listed), 'more group')} (--verbose)")
+    if any(len(g.members) > FLEET_MEMBERS for g in listed) and not context.verbose:
+        rows.append("  (--verbose or --format json lists every member)")
+    return lines + [(row, None) for row in rows]
+
+
 def layout(findings: Sequence[Finding], context: ReportContext) -> list[Line]:
     """The report's lines (with their styles), ``findings`` in ``Finding.sort_key`` order."""
     summary = summarize(findings, context.fail_on)
@@ -162,8 +185,11 @@ def layout(findings: Sequence[Finding], context: ReportContext) -> list[Line]:
                 None,
             )
         )
-    machines = [f"  {one_line(line)}" for line in by_machine(findings, context.fail_on)]
-    lines += [(line, None) for line in _capped(machines, "more machine", context.verbose)]
+    if context.groups:
+        lines += _fleet(findings, context)
+    else:
+        machines = [f"  {one_line(line)}" for line in by_machine(findings, context.fail_on)]
+        lines += [(line, None) for line in _capped(machines, "more machine", context.verbose)]
     drift = [(one_line(rule), one_line(", ".join(ms))) for rule, ms in machines_by_rule(findings)]
     if drift:
         width = max(len(rule) for rule, _ in drift)
