@@ -21,6 +21,7 @@ class FormatName(str, enum.Enum):
     json = "json"
     markdown = "markdown"
     junit = "junit"
+    html = "html"
 
     def formatter(self) -> ReportFormat:
         """The implementation of this format: the one mapping, closed (mypy fails on a missing case)."""
@@ -41,6 +42,10 @@ class FormatName(str, enum.Enum):
                 from envcheck.report.junit import JunitFormat
 
                 return JunitFormat()
+            case FormatName.html:
+                from envcheck.report.html import HtmlFormat
+
+                return HtmlFormat()
             case _:
                 return _unknown(self)
 
