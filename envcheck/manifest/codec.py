@@ -259,6 +259,8 @@ class _Invalid(Exception):
 
 Decoder = Callable[[Any], Any]
 _COMPILED: dict[Any, Decoder] = {}
+# Annotations whose valid values are exactly the instances of that type (JSON ``true`` is no int here).
+_EXACT: frozenset[Any] = frozenset({bool, int, str, type(None)})
 
 
 def _compiled(tp: Any) -> Decoder:
@@ -287,6 +289,15 @@ def _compile(tp: Any) -> Decoder:
     if origin is Union or origin is types.UnionType:
         options = get_args(tp)
         nullable = type(None) in options
+        if all(o in _EXACT for o in options):  # ``str | None`` and the like: one type test, no dispatch
+            kinds = tuple(options)
+
+            def scalars(v: Any) -> Any:
+                if type(v) in kinds:
+                    return v
+                raise _Invalid
+
+            return scalars
         decoders = [_compiled(o) for o in options if o is not type(None)]
 
         def union(v: Any) -> Any:
@@ -359,7 +370,6 @@ def _compile(tp: Any) -> Decoder:
             return cls(**kwargs)
 
         return record
-    exact: dict[Any, tuple[type, ...]] = {bool: (bool,), int: (int,), str: (str,), type(None): (type(None),)}
     if tp is float:
 
         def number(v: Any) -> Any:
@@ -370,8 +380,8 @@ def _compile(tp: Any) -> Decoder:
             raise _Invalid
 
         return number
-    if tp in exact:
-        kinds = exact[tp]
+    if tp in _EXACT:
+        kinds = (tp,)
 
         def scalar(v: Any) -> Any:
             if type(v) in kinds:
