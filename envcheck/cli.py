@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from envcheck import __version__
+from envcheck.commands import cluster as cluster_commands
 from envcheck.commands import diff as diff_commands
 from envcheck.commands import export as export_commands
 from envcheck.commands import scan as scan_commands
@@ -50,6 +51,7 @@ app.command("doctor")(diff_commands.doctor)
 app.command("rules")(diff_commands.rules)
 app.command("verify")(verify_commands.verify)
 app.command("gate")(verify_commands.gate)
+app.command("cluster")(cluster_commands.cluster)
 app.command("export")(export_commands.export)
 
 

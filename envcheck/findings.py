@@ -142,6 +142,7 @@ FAMILY_MODULES = (
     "envcheck.diff.rules.envvars",
     "envcheck.diff.rules.process",
     "envcheck.verify.rules",
+    "envcheck.cluster.rules",
 )
 
 

@@ -26,9 +26,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("envcheck.manifest",),
     ("envcheck.probe", "envcheck.native", "envcheck.diff", "envcheck.verify", "envcheck.collect"),
     ("envcheck.report", "envcheck.export"),
-    ("envcheck.flows", "envcheck.fleet"),
+    ("envcheck.flows", "envcheck.fleet", "envcheck.cluster"),
     ("envcheck.commands",),
-    ("envcheck.cli", "envcheck.__main__", "envcheck.pytest_plugin"),
+    ("envcheck.cli", "envcheck.__main__", "envcheck.pytest_plugin", "envcheck.cluster.__main__"),
 )
 # The package root only holds the version.
 ROOT = "envcheck"
@@ -42,10 +42,14 @@ def _module_name(path: Path) -> str:
 
 
 def _layer(module: str) -> int | None:
-    for i, prefixes in enumerate(LAYERS):
-        if any(module == p or module.startswith(p + ".") for p in prefixes):
-            return i
-    return None
+    # The longest prefix decides: envcheck.cluster.__main__ is an entry point above its package.
+    matches = [
+        (len(p), i)
+        for i, prefixes in enumerate(LAYERS)
+        for p in prefixes
+        if module == p or module.startswith(p + ".")
+    ]
+    return max(matches)[1] if matches else None
 
 
 def _is_type_checking(node: ast.If) -> bool:

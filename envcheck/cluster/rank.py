@@ -1,0 +1,426 @@
+"""One rank's work, and rank 0's gathering. The sequence (every step bounded by ``--timeout``, T):
+
+1. Start the snapshot (envcheck's own probes, in subprocesses of this interpreter: a broken torch still
+   yields a static snapshot) and, unless ``--no-verify``, the smoke suite on this rank's device; while
+   they run, import torch and connect to the job's store (``envcheck.cluster.store``). A rank whose torch
+   cannot be imported connects with the standard-library client instead.
+2. Announce ``started/<rank>`` (host, pid): rank 0 can then tell, for a rank that never reports, whether
+   its process is gone, stopped or still running (on rank 0's own node: ``/proc``).
+3. Once the snapshot is done, announce ``ready/<rank>`` (``1``; ``0`` for a rank without torch). Rank 0
+   waits for every rank until ``collectives_at`` (T minus what the collectives may take), then publishes
+   ``members``: the ranks that will run the collectives. A hung or dead rank is left out, so the
+   collectives never wait for a rank already known to be missing.
+4. The members run the collective checks (``envcheck.cluster.collectives``) on a process group of their
+   own over the same store, each call under its timeout.
+5. Each rank puts its payload (redacted manifest as encoded JSON, its collective results, what failed)
+   in ``result/<rank>``. Ranks other than 0 exit 0 then: the job's status is rank 0's.
+6. Rank 0 reads the results as they come, until every rank has sent one or is known dead, or T.
+
+If the launcher stops the job (torchrun sends SIGTERM to every rank once one has failed), rank 0 reports
+what it has received so far. A watchdog ends any rank ``WATCHDOG_GRACE`` seconds after T, whatever it is
+blocked in, so the job never waits forever.
+
+Fault injection for the tests (a wrapper sets it on one rank): ``ENVCHECK_CLUSTER_FAULT`` = ``kill``
+(SIGKILL itself), ``hang`` (block forever) or ``stop`` (SIGSTOP itself), right after step 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envcheck.cluster.report import Environments, JobView, RankProblem, absent_problem
+from envcheck.cluster.store import RawStoreClient, Rendezvous, Store, torch_store
+
+FAULT_VARIABLE = "ENVCHECK_CLUSTER_FAULT"
+WATCHDOG_GRACE = 20.0
+POLL_S = 0.2
+# A payload bigger than this is refused by rank 0 (a manifest is a few MB; see MAX_MANIFEST_BYTES).
+MAX_PAYLOAD_BYTES = 48 * 1024 * 1024
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RankOptions:
+    """``timeout``: T, the deadline of the whole job's work in seconds; ``verify``: run the smoke suite."""
+
+    timeout: float
+    verify: bool = True
+
+    @property
+    def collective_timeout(self) -> float:
+        return max(5.0, min(60.0, self.timeout * 0.15))
+
+    @property
+    def collectives_at(self) -> float:
+        """Seconds after the start by which rank 0 decides who runs the collectives."""
+        return self.timeout - 2 * self.collective_timeout - 5.0
+
+    @property
+    def snapshot_timeout(self) -> float:
+        return max(5.0, self.collectives_at - 2.0)
+
+
+@dataclass(kw_only=True, slots=True)
+class Gathered:
+    """Rank 0's view as results arrive: each manifest goes into its environment at once (one kept per
+    environment, whatever the number of ranks), the rest of each payload is small."""
+
+    world_size: int
+    host: str
+    environments: Environments = field(default_factory=Environments)
+    problems: list[RankProblem] = field(default_factory=list)
+    collectives: dict[int, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    received: set[int] = field(default_factory=set)
+    stopped: bool = False
+    members: list[int] = field(default_factory=list)
+
+    def view(self) -> JobView:
+        return JobView(
+            world_size=self.world_size,
+            environments=self.environments,
+            problems=tuple(self.problems),
+            collectives=self.collectives,
+            members=tuple(self.members),
+            stopped=self.stopped,
+        )
+
+
+class _Stopped(BaseException):
+    """SIGTERM on rank 0: the launcher is ending the job."""
+
+
+def _say(rank: int, line: str) -> None:
+    from envcheck.escape import one_line
+    from envcheck.redact import redact_text
+
+    sys.stderr.write(one_line(redact_text(f"envcheck cluster: rank {rank}: {line}")) + "\n")
+    sys.stderr.flush()
+
+
+def _watchdog(rank: int, after: float, code: int) -> None:
+    def fire() -> None:
+        from envcheck.probe import sessions
+
+        _say(
+            rank, f"still working {after:.0f} s after the start (--timeout + {WATCHDOG_GRACE:.0f} s): exiting"
+        )
+        sessions.kill_all()
+        os._exit(code)
+
+    timer = threading.Timer(after, fire)
+    timer.daemon = True
+    timer.start()
+
+
+class _Background:
+    """A function run on a daemon thread (one that a stopped job need not wait for)."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[[], Any]) -> None:
+        try:
+            self.value = fn()
+        except BaseException as e:  # handed to the waiter as data
+            self.error = e
+
+    def wait(self, timeout: float) -> bool:
+        self._thread.join(max(0.0, timeout))
+        return not self._thread.is_alive()
+
+
+def _snapshot(options: RankOptions) -> Any:
+    """The rank's manifest (``envcheck.collect``: the probes run in subprocesses of this interpreter)."""
+    from envcheck.collect.launch import SnapshotOptions
+    from envcheck.collect.snapshot import take_snapshot
+    from envcheck.native import scan_for_snapshot
+
+    return take_snapshot(SnapshotOptions(timeout=options.snapshot_timeout), native=scan_for_snapshot)
+
+
+def _suite(options: RankOptions, env: dict[str, str] | None) -> Any:
+    """The smoke suite on this rank's device: its results are the manifest's goldens."""
+    from envcheck.verify.runner import run_suite
+
+    return run_suite(None, timeout=options.snapshot_timeout, env=env)
+
+
+def _with_goldens(manifest: Any, goldens: Any) -> Any:
+    """The manifest with the suite's results as its goldens (as ``envcheck snapshot`` records them)."""
+    from envcheck.manifest.verify import VerifySection
+
+    if goldens is None:
+        goldens = VerifySection(skipped="--no-verify")
+    elif not manifest.torch.trees:
+        goldens = VerifySection(skipped="torch is not installed in the target")
+    return manifest.replace(verify=goldens)
+
+
+def _device(local_rank: int) -> tuple[str | None, dict[str, str] | None]:
+    """This rank's CUDA device for NCCL (``cuda:N``) and the environment that shows the smoke suite only
+    that GPU (``CUDA_VISIBLE_DEVICES``: the LOCAL_RANK-th of the visible ones). (None, None) without CUDA.
+    Only the suite gets the variable: the snapshot records the rank's environment as it is."""
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+        return None, None
+    count = torch.cuda.device_count()
+    index = local_rank % count
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [v.strip() for v in visible.split(",")] if visible else [str(i) for i in range(count)]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ids[index % len(ids)]}
+    return f"cuda:{index}", env
+
+
+def _fault(rank: int) -> None:
+    fault = os.environ.get(FAULT_VARIABLE)
+    if not fault:
+        return
+    _say(rank, f"{FAULT_VARIABLE}={fault}: injecting the fault")
+    if fault == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif fault == "stop":
+        os.kill(os.getpid(), signal.SIGSTOP)
+    elif fault == "hang":
+        threading.Event().wait()
+
+
+def _proc_state(pid: int) -> str:
+    """``gone``, ``stopped`` or ``running``, from ``/proc/<pid>/stat`` (a zombie is gone)."""
+    try:
+        with Path(f"/proc/{pid}/stat").open("rb") as f:
+            stat = f.read(4096)
+    except OSError:
+        return "gone"
+    state = stat.rpartition(b")")[2].split()[:1]
+    if state in ([b"Z"], [b"X"]):
+        return "gone"
+    return "stopped" if state in ([b"T"], [b"t"]) else "running"
+
+
+def run(options: RankOptions, environ: dict[str, str] | None = None) -> Gathered | None:
+    """This rank's work; rank 0 gets back what it gathered, the others None. Raises ``ValueError`` when
+    the launcher's variables are missing or malformed (nothing was started then)."""
+    rdzv = Rendezvous.from_environ(environ)
+    started = time.monotonic()
+    _watchdog(rdzv.rank, options.timeout + WATCHDOG_GRACE, 2 if rdzv.rank == 0 else 1)
+    if rdzv.rank == 0:
+
+        def stop(signum: int, frame: object) -> None:
+            from envcheck.probe import sessions
+
+            sessions.kill_all()
+            raise _Stopped
+
+        signal.signal(signal.SIGTERM, stop)
+    host = socket.gethostname()
+    # The static snapshot needs no torch: it starts first, while this process imports torch.
+    snapshot = _Background(lambda: _snapshot(options))
+    torch_error: str | None = None
+    device: str | None = None
+    suite_env: dict[str, str] | None = None
+    try:
+        import torch  # noqa: F401  (the job's torch: the transport and what the collectives check)
+
+        device, suite_env = _device(rdzv.local_rank)
+    except Exception as e:
+        torch_error = f"{type(e).__name__}: {e}"[:2000]
+    suite = _Background(lambda: _suite(options, suite_env)) if options.verify else None
+    store: Store
+    connect = max(5.0, options.collectives_at)
+    if torch_error is None:
+        store = torch_store(rdzv, connect)
+    else:
+        _say(rdzv.rank, f"cannot import torch ({torch_error}); sending the static snapshot by the store")
+        store = RawStoreClient(rdzv.host, rdzv.port, connect)
+    store.set(rdzv.key("started", rdzv.rank), json.dumps({"host": host, "pid": os.getpid()}))
+    _fault(rdzv.rank)
+    gathered = Gathered(world_size=rdzv.world_size, host=host) if rdzv.rank == 0 else None
+    try:
+        return _work(options, rdzv, store, (snapshot, suite), started, host, device, torch_error, gathered)
+    except _Stopped:
+        assert gathered is not None
+        gathered.stopped = True
+        _say(0, "the launcher stopped the job: reporting what has arrived")
+        _collect(store, rdzv, gathered, until=time.monotonic())
+        return gathered
+
+
+def _work(
+    options: RankOptions,
+    rdzv: Rendezvous,
+    store: Store,
+    jobs: tuple[_Background, _Background | None],
+    started: float,
+    host: str,
+    device: str | None,
+    torch_error: str | None,
+    gathered: Gathered | None,
+) -> Gathered | None:
+    from envcheck.manifest.codec import encode
+
+    snapshot, suite = jobs
+    until = started + options.snapshot_timeout + 5.0
+    done = snapshot.wait(until - time.monotonic())
+    if suite is not None:
+        done = suite.wait(until - time.monotonic()) and done
+    payload: dict[str, Any] = {
+        "rank": rdzv.rank,
+        "host": host,
+        "local_rank": rdzv.local_rank,
+        "torch_error": torch_error,
+        "snapshot_error": None,
+        "manifest": None,
+        "collectives": None,
+    }
+    if not done:
+        payload["snapshot_error"] = f"the snapshot did not finish within {options.snapshot_timeout:.0f} s"
+    elif snapshot.error is not None or (suite is not None and suite.error is not None):
+        error = snapshot.error or (suite.error if suite is not None else None)
+        payload["snapshot_error"] = f"{type(error).__name__}: {error}"[:2000]
+    else:
+        payload["manifest"] = encode(_with_goldens(snapshot.value, suite.value if suite else None))
+    store.set(rdzv.key("ready", rdzv.rank), "0" if torch_error else "1")
+    members = _members(options, rdzv, store, started, gathered)
+    if members is not None and rdzv.rank in members and torch_error is None:
+        from envcheck.cluster import collectives
+
+        payload["collectives"] = collectives.run(
+            store,
+            prefix=rdzv.key("pg"),
+            rank=rdzv.rank,
+            members=members,
+            timeout=options.collective_timeout,
+            device=device,
+        )
+    store.set(rdzv.key("result", rdzv.rank), json.dumps(payload))
+    if isinstance(store, RawStoreClient):
+        store.check([rdzv.key("result", rdzv.rank)])  # the server has it before this process ends
+    if gathered is None:
+        return None
+    gathered.members = members or []
+    _collect(store, rdzv, gathered, until=started + options.timeout)
+    return gathered
+
+
+def _members(
+    options: RankOptions, rdzv: Rendezvous, store: Store, started: float, gathered: Gathered | None
+) -> list[int] | None:
+    """Rank 0: wait for every rank's ``ready`` until ``collectives_at``, publish who has torch and came.
+    The others: wait for that list (None when it never comes: then no collectives)."""
+    key = rdzv.key("members")
+    if gathered is None:
+        until = started + options.collectives_at + options.collective_timeout
+        while time.monotonic() < until:
+            if store.check([key]):
+                value = json.loads(store.get(key))
+                return [r for r in value if isinstance(r, int)]
+            time.sleep(POLL_S)
+        return None
+    pending = set(range(rdzv.world_size))
+    joined: list[int] = []
+    until = started + options.collectives_at
+    while pending and time.monotonic() < until:
+        for r in sorted(pending):
+            if store.check([rdzv.key("ready", r)]):
+                pending.discard(r)
+                if store.get(rdzv.key("ready", r)) == b"1":
+                    joined.append(r)
+        if pending:
+            time.sleep(POLL_S)
+    members = sorted(joined)
+    store.set(key, json.dumps(members))
+    return members
+
+
+def _collect(store: Store, rdzv: Rendezvous, gathered: Gathered, *, until: float) -> None:
+    """Rank 0 reads every ``result/<rank>`` until ``until``; a rank whose process is gone (seen on this
+    node) is not waited for. What is missing at the end becomes a problem of that rank: gone, never
+    started, stopped, still running, or not known (another node)."""
+    pending = [r for r in range(rdzv.world_size) if r not in gathered.received]
+    while True:
+        for r in list(pending):
+            if store.check([rdzv.key("result", r)]):
+                pending.remove(r)
+                _receive(r, store.get(rdzv.key("result", r)), gathered)
+        if not pending or time.monotonic() >= until:
+            break
+        # Nothing more can come from a rank whose process is gone (one not started yet may still come).
+        if all(_state(store, rdzv, r, gathered.host)[1] == "gone" for r in pending):
+            break
+        time.sleep(POLL_S)
+    for r in pending:
+        host, state = _state(store, rdzv, r, gathered.host)
+        gathered.problems.append(absent_problem(r, host, state, stopped=gathered.stopped))
+
+
+def _state(store: Store, rdzv: Rendezvous, rank: int, here: str) -> tuple[str | None, str]:
+    key = rdzv.key("started", rank)
+    if not store.check([key]):
+        return None, "never"
+    try:
+        started = json.loads(store.get(key))
+        host, pid = str(started["host"])[:255], int(started["pid"])
+    except (ValueError, KeyError, TypeError):
+        return None, "unknown"
+    return host, (_proc_state(pid) if host == here else "unknown")
+
+
+def _receive(rank: int, raw: bytes, gathered: Gathered) -> None:
+    """One rank's payload into ``gathered``; a payload that is not one (too big, not JSON, another
+    rank's, fields of the wrong kind) is a CLUSTER-RANK-SNAPSHOT problem of that rank."""
+    gathered.received.add(rank)
+
+    def refuse(why: str, host: str | None = None) -> None:
+        gathered.problems.append(
+            RankProblem(
+                rule="CLUSTER-RANK-SNAPSHOT",
+                host=host,
+                rank=rank,
+                detail=f"its results are unreadable: {why}",
+            )
+        )
+
+    if len(raw) > MAX_PAYLOAD_BYTES:
+        refuse(f"{len(raw)} bytes, more than {MAX_PAYLOAD_BYTES}")
+        return
+    try:
+        payload = json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        refuse(f"not JSON ({type(e).__name__})")
+        return
+    if (
+        not isinstance(payload, dict)
+        or payload.get("rank") != rank
+        or not isinstance(payload.get("host"), str)
+    ):
+        refuse("not a payload of this rank")
+        return
+    host = payload["host"][:255]
+    manifest = payload.get("manifest")
+    if isinstance(manifest, dict):
+        gathered.environments.add(host, rank, manifest)
+    for key, rule in (("torch_error", "CLUSTER-RANK-NO-TORCH"), ("snapshot_error", "CLUSTER-RANK-SNAPSHOT")):
+        error = payload.get(key)
+        if error is not None:
+            what = "import torch failed" if key == "torch_error" else "its snapshot failed"
+            gathered.problems.append(
+                RankProblem(rule=rule, host=host, rank=rank, detail=f"{what}: {str(error)[:2000]}")
+            )
+    if manifest is None and payload.get("snapshot_error") is None:
+        refuse("it sent no manifest", host)
+    collectives = payload.get("collectives")
+    if isinstance(collectives, dict):
+        gathered.collectives[rank] = (host, collectives)

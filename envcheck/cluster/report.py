@@ -1,0 +1,333 @@
+"""Rank 0's report, a pure function of what it gathered: ranks grouped by environment, every environment
+diffed once against the reference, the ranks that failed, and the collectives.
+
+Grouping: the key of a rank's environment is a sha256 of its manifest's non-volatile content (the encoded
+manifest without the fields ``volatile()`` marks: timestamps, durations, the host name, timings), so
+ranks that share one environment are decoded, diffed and reported once, as one group named by its ranks
+(``node1:0-3``). The reference is ``--against MANIFEST`` or, by default, the job's majority environment
+(a tie goes to the group holding the lowest rank).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from envcheck.findings import Finding, MachineGroup, get_rule, rule_ids
+
+if TYPE_CHECKING:
+    from envcheck.diff.policy import Policy
+    from envcheck.flows import Report
+    from envcheck.manifest.model import Manifest
+
+
+@dataclass(kw_only=True, slots=True)
+class Environment:
+    """Ranks sharing one environment: the manifest as compact JSON (decoded only once, at the end)."""
+
+    fingerprint: str
+    text: str
+    ranks: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return ", ".join(rank_ranges(self.ranks))
+
+
+@dataclass(kw_only=True, slots=True)
+class Environments:
+    """The environments seen so far, keyed by fingerprint: one manifest kept per environment, however
+    many ranks share it."""
+
+    by_key: dict[str, Environment] = field(default_factory=dict)
+
+    def add(self, host: str, rank: int, manifest: Any) -> None:
+        key = fingerprint(manifest)
+        env = self.by_key.get(key)
+        if env is None:
+            text = json.dumps(manifest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            env = self.by_key[key] = Environment(fingerprint=key, text=text)
+        env.ranks.append((host, rank))
+
+    def ordered(self) -> list[Environment]:
+        """Most ranks first; a tie goes to the environment holding the lowest rank."""
+        for env in self.by_key.values():
+            env.ranks.sort(key=lambda hr: hr[1])
+        return sorted(self.by_key.values(), key=lambda e: (-len(e.ranks), e.ranks[0][1]))
+
+
+def _volatile() -> list[list[str]]:
+    from envcheck.manifest.codec import volatile_paths
+    from envcheck.manifest.model import Manifest
+
+    return [path.replace("[]", ".[]").split(".") for path in volatile_paths(Manifest)]
+
+
+def _strip(value: Any, path: Sequence[str]) -> Any:
+    """``value`` without what ``path`` names (``[]``: every item of a list, ``*``: every key)."""
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if head == "[]":
+        return [_strip(v, rest) for v in value] if isinstance(value, list) else value
+    if not isinstance(value, dict):
+        return value
+    if head == "*":
+        return {k: _strip(v, rest) for k, v in value.items()}
+    if head not in value:
+        return value
+    if not rest:
+        return {k: v for k, v in value.items() if k != head}
+    return {**value, head: _strip(value[head], rest)}
+
+
+def fingerprint(manifest: Any) -> str:
+    """sha256 of the encoded manifest's non-volatile content (keys sorted): equal for two snapshots of the
+    same environment taken on two ranks or two nodes."""
+    for path in _volatile():
+        manifest = _strip(manifest, path)
+    text = json.dumps(manifest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def rank_ranges(ranks: Iterable[tuple[str, int]]) -> list[str]:
+    """``[("a", 0), ("a", 1), ("a", 2), ("a", 5), ("b", 3)]`` -> ``["a:0-2,5", "b:3"]`` (hosts in the order
+    of their lowest rank)."""
+    by_host: dict[str, list[int]] = {}
+    for host, rank in sorted(ranks, key=lambda hr: hr[1]):
+        by_host.setdefault(host, []).append(rank)
+    out = []
+    for host, numbers in by_host.items():
+        runs: list[str] = []
+        start = prev = numbers[0]
+        for n in [*numbers[1:], None]:
+            if n is not None and n == prev + 1:
+                prev = n
+                continue
+            runs.append(str(start) if start == prev else f"{start}-{prev}")
+            if n is not None:
+                start = prev = n
+        out.append(f"{host}:{','.join(runs)}")
+    return out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RankProblem:
+    """A rank that did not deliver a usable result: ``rule`` is a CLUSTER-* id."""
+
+    rule: str
+    host: str | None
+    rank: int
+    detail: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobView:
+    """What rank 0 has at the end: the environments, the ranks' problems, the collectives of each rank
+    (``{rank: (host, {backend: result})}``), the world size, and whether the launcher stopped the job."""
+
+    world_size: int
+    environments: Environments
+    problems: tuple[RankProblem, ...]
+    collectives: dict[int, tuple[str, dict[str, Any]]]
+    members: tuple[int, ...]
+    stopped: bool = False
+
+
+def _on(finding: Finding, machine: str) -> Finding:
+    cause = f"{finding.caused_by}@{machine}" if finding.caused_by else None
+    return dataclasses.replace(finding, machine=machine, caused_by=cause)
+
+
+def _cluster_finding(rule_id: str, subject: str, message: str, machine: str | None, **kw: Any) -> Finding:
+    rule = get_rule(rule_id)
+    assert rule is not None, rule_id
+    return dataclasses.replace(
+        rule.finding(subject, message, kw.pop("remedy", rule.remedy), **kw), machine=machine
+    )
+
+
+def build(job: JobView, against: tuple[str, Manifest] | None, policy: Policy) -> Report:
+    """The job's report (``envcheck.flows.finish``: policy, ordering, causes), with a ``MachineGroup`` per
+    environment. Manifests that do not decode become CLUSTER-RANK-SNAPSHOT findings of their ranks."""
+    from envcheck.errors import ManifestError
+    from envcheck.flows import finish
+    from envcheck.manifest.io import loads
+
+    findings: list[Finding] = []
+    decoded: list[tuple[Environment, Manifest]] = []
+    for env in job.environments.ordered():
+        try:
+            decoded.append((env, loads(env.text, source=f"the manifest of {env.name}")))
+        except ManifestError as e:
+            findings.append(
+                _cluster_finding(
+                    "CLUSTER-RANK-SNAPSHOT", "manifest", f"what the ranks sent does not decode: {e}", env.name
+                )
+            )
+        env.text = ""  # decoded once; the text is not needed any more
+    reference_env = None if against is not None or not decoded else decoded[0][0]
+    reference: tuple[str, Manifest] | None = against or (
+        (f"the majority environment ({decoded[0][0].name})", decoded[0][1]) if decoded else None
+    )
+    groups = []
+    if reference is not None:
+        ref_name, ref = reference
+        findings += _environment_findings(ref, decoded, reference_env)
+        for env, _ in decoded:
+            groups.append(
+                MachineGroup(
+                    name=env.name,
+                    members=tuple(rank_ranges(env.ranks)),
+                    identical_to_base=env is reference_env
+                    or not any(f.machine == env.name and f.intended is None for f in findings),
+                )
+            )
+    else:
+        ref_name = "nothing (no rank sent an environment)"
+    findings += _problem_findings(job)
+    findings += _collective_findings(job)
+    ranks = sum(len(env.ranks) for env, _ in decoded)
+    kinds = f"{len(decoded)} environment{'s' if len(decoded) != 1 else ''}"
+    heard = "" if ranks == job.world_size else f" ({ranks} sent one)"
+    title = f"envcheck cluster: {job.world_size} ranks in {kinds}{heard}, against {ref_name}"
+    report = finish(title, findings, policy, rules=rule_ids())
+    return dataclasses.replace(report, groups=tuple(groups))
+
+
+def _environment_findings(
+    ref: Manifest, decoded: list[tuple[Environment, Manifest]], reference_env: Environment | None
+) -> list[Finding]:
+    """Each environment against the reference (difference rules), alone (single rules), and its smoke
+    suite against the reference's goldens; the reference group only alone."""
+    from envcheck.diff import engine
+    from envcheck.diff.rules.base import views
+    from envcheck.flows import goldens
+    from envcheck.verify.compare import compare, outcomes
+
+    golden = goldens(ref)
+    findings: list[Finding] = []
+    for env, manifest in decoded:
+        if env is reference_env:
+            found = engine.doctor(manifest)
+        else:
+            with views(ref, manifest):
+                found = engine.diff(ref, manifest) + engine.doctor(manifest)
+        current = goldens(manifest)
+        if current is not None:
+            found += outcomes(current) if golden is None or env is reference_env else compare(golden, current)
+        findings += [_on(f, env.name) for f in found]
+    return findings
+
+
+_STATES = {
+    "gone": ("CLUSTER-RANK-FAILED", "its process is gone (killed, crashed or exited) and it sent no results"),
+    "never": (
+        "CLUSTER-RANK-FAILED",
+        "it never reached the rendezvous store (it died or hung before envcheck started)",
+    ),
+    "stopped": (
+        "CLUSTER-RANK-TIMEOUT",
+        "its process is stopped (SIGSTOP) and sent no results before the deadline",
+    ),
+    "running": (
+        "CLUSTER-RANK-TIMEOUT",
+        "its process was still running at the deadline without sending results",
+    ),
+    "unknown": (
+        "CLUSTER-RANK-TIMEOUT",
+        "it sent no results before the deadline (on another node: the launcher's log says whether it died)",
+    ),
+}
+
+
+def absent_problem(rank: int, host: str | None, state: str, *, stopped: bool) -> RankProblem:
+    """A rank rank 0 has no result of, by what is known of its process."""
+    rule, detail = _STATES.get(state, _STATES["unknown"])
+    if stopped and state in ("running", "unknown", "stopped"):
+        detail = "it had not sent its results when the launcher stopped the job"
+    return RankProblem(rule=rule, host=host, rank=rank, detail=detail)
+
+
+def _problem_findings(job: JobView) -> list[Finding]:
+    """One finding per (rule, what happened), naming every rank it happened to as ranges."""
+    by_cause: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    for p in job.problems:
+        by_cause.setdefault((p.rule, p.detail), []).append((p.host or "?", p.rank))
+    findings = []
+    for (rule, detail), ranks in sorted(by_cause.items()):
+        who = ", ".join(rank_ranges(ranks))
+        noun = "rank" if len(ranks) == 1 else f"{len(ranks)} ranks"
+        findings.append(_cluster_finding(rule, "rank", f"{noun} {who}: {detail}", who))
+    if job.stopped:
+        heard = job.world_size - len(job.problems)
+        findings.append(
+            _cluster_finding(
+                "CLUSTER-JOB-STOPPED",
+                "job",
+                f"the launcher stopped the job (SIGTERM) with results from {heard} of {job.world_size} ranks",
+                None,
+            )
+        )
+    return findings
+
+
+def _collective_findings(job: JobView) -> list[Finding]:
+    findings: list[Finding] = []
+    by_backend: dict[str, list[tuple[str, int, dict[str, Any]]]] = {}
+    for rank, (host, results) in sorted(job.collectives.items()):
+        for backend, result in sorted(results.items()):
+            if isinstance(result, dict):
+                by_backend.setdefault(str(backend), []).append((host, rank, result))
+    for backend, rows in sorted(by_backend.items()):
+        skipped = [(h, r, res) for h, r, res in rows if "skipped" in res]
+        ran = [(h, r, res) for h, r, res in rows if "skipped" not in res]
+        wrong: dict[str, list[tuple[str, int]]] = {}
+        for host, rank, res in ran:
+            allreduce = res.get("allreduce") if isinstance(res.get("allreduce"), dict) else None
+            if res.get("error") and allreduce is None:
+                wrong.setdefault(f"failed: {str(res['error'])[:300]}", []).append((host, rank))
+            elif allreduce is None or allreduce.get("exact") is not True:
+                got = (
+                    "?" if allreduce is None else f"{allreduce.get('wrong_elements')} of 1024 elements wrong"
+                )
+                wrong.setdefault(f"wrong result: {got}", []).append((host, rank))
+            elif res.get("error"):
+                wrong.setdefault(f"failed after the exact all-reduce: {str(res['error'])[:300]}", []).append(
+                    (host, rank)
+                )
+        for what, ranks in sorted(wrong.items()):
+            who = ", ".join(rank_ranges(ranks))
+            findings.append(
+                _cluster_finding(
+                    "CLUSTER-ALLREDUCE", backend, f"all-reduce over {backend} on {who}: {what}", who
+                )
+            )
+        exact = len(ran) - sum(len(v) for v in wrong.values())
+        parts = [f"all-reduce exact on {exact} of {len(ran)} ranks"] if ran else []
+        barrier = [res["barrier_ms"] for _, _, res in ran if isinstance(res.get("barrier_ms"), int | float)]
+        if barrier:
+            parts.append(f"barrier round trip {min(barrier):.3g}-{max(barrier):.3g} ms (median per rank)")
+        bandwidth = [
+            res["bandwidth_mb_s"] for _, _, res in ran if isinstance(res.get("bandwidth_mb_s"), int | float)
+        ]
+        if bandwidth:
+            parts.append(f"all-reduce bus bandwidth {min(bandwidth):.4g}-{max(bandwidth):.4g} MB/s (4 MB)")
+        if skipped:
+            reasons = sorted({str(res["skipped"]) for _, _, res in skipped})
+            parts.append(f"not run on {len(skipped)} ranks: {'; '.join(reasons)}")
+        if parts:
+            findings.append(
+                _cluster_finding(
+                    "CLUSTER-COLLECTIVES",
+                    backend,
+                    f"{backend}: " + "; ".join(parts),
+                    None,
+                    target=f"exact on {exact} of {len(ran)} ranks" if ran else "not run",
+                )
+            )
+    return findings

@@ -1,0 +1,105 @@
+"""``envcheck cluster``: the torchrun entry (``python -m envcheck.cluster``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from envcheck.commands._common import EXIT_OK, check_outputs, handles_errors, report_findings
+from envcheck.commands.diff import NoPolicyOption, load_rules_policy, name
+from envcheck.errors import UsageError
+from envcheck.report.options import (
+    FailOnOption,
+    FormatOption,
+    JunitOption,
+    OutputOption,
+    PolicyOption,
+    ReportFormatChoice,
+    SeverityChoice,
+    VerboseOption,
+)
+
+NOTHING_FOUND = "No differences between the ranks, and no problems found."
+
+
+@handles_errors
+def cluster(
+    against: Annotated[
+        Path | None,
+        typer.Option(
+            "--against",
+            help="Diff every rank against this manifest (default: the job's majority environment).",
+            show_default=False,
+        ),
+    ] = None,
+    no_verify: Annotated[
+        bool,
+        typer.Option(
+            "--no-verify", help="Skip the smoke suite on each rank (snapshot and collectives only)."
+        ),
+    ] = False,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            min=20.0,
+            help="The job's deadline in seconds: every rank's snapshot, suite and collectives; rank 0 "
+            "reports the ranks it has not heard from by then, and a watchdog ends any rank 20 s later.",
+            envvar="ENVCHECK_TIMEOUT",
+        ),
+    ] = 300.0,
+    fmt: FormatOption = ReportFormatChoice.text,
+    output: OutputOption = None,
+    fail_on: FailOnOption = SeverityChoice.error,
+    policy: PolicyOption = None,
+    no_policy: NoPolicyOption = False,
+    junit: JunitOption = None,
+    verbose: VerboseOption = False,
+) -> None:
+    """Check every rank of a torchrun job: `torchrun --nproc-per-node=N -m envcheck.cluster -o report.json`.
+
+    Each rank snapshots its environment and runs the smoke suite on its device (LOCAL_RANK picks its GPU);
+    the ranks run an exactly verified all-reduce, a barrier and an all-reduce bandwidth test (Gloo, and
+    NCCL where the ranks have GPUs); everything reaches rank 0 through the rendezvous store, even from a
+    rank that cannot import torch. Rank 0 writes one report: ranks sharing an environment as one group
+    (host:0-3), every other environment diffed against --against or the majority, ranks that died, hung
+    or lack torch by rank. Only rank 0 writes the report; the other ranks exit 0 once they have sent
+    their results, so the job's exit status is rank 0's: 0 clean, 1 findings at or above --fail-on, 2
+    usage or input error.
+    """
+    from envcheck.cluster import rank
+    from envcheck.cluster.report import build
+    from envcheck.cluster.store import Rendezvous
+    from envcheck.manifest.io import load
+    from envcheck.manifest.model import Manifest
+
+    try:
+        rdzv_rank = Rendezvous.from_environ().rank
+    except ValueError as e:
+        raise UsageError(
+            f"not a rank of a distributed job: {e}",
+            tip="Launch it with torchrun: `torchrun --nproc-per-node=2 -m envcheck.cluster`.",
+        ) from e
+    reference: tuple[str, Manifest] | None = None
+    rules_policy = None
+    if rdzv_rank == 0:  # the options only rank 0 uses are refused there, before any work starts
+        check_outputs(output, junit)
+        rules_policy = load_rules_policy(policy, no_policy)
+        if against is not None:
+            base = load(against)
+            reference = (name(against, base), base)
+    gathered = rank.run(rank.RankOptions(timeout=timeout, verify=not no_verify))
+    if gathered is None or rules_policy is None:
+        raise typer.Exit(EXIT_OK)
+    report = build(gathered.view(), reference, rules_policy)
+    report_findings(
+        report,
+        fmt=fmt,
+        output=output,
+        fail_on=fail_on,
+        junit=junit,
+        verbose=verbose,
+        nothing_found=NOTHING_FOUND,
+    )
