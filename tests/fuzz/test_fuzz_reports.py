@@ -10,6 +10,7 @@ HTML. Bounded for CI: derandomized, no deadline, a few hundred examples in all.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,13 @@ from envcheck.manifest.model import Manifest
 from envcheck.report import FORMATS, render
 from envcheck.report.summary import summary
 from envcheck.verify.compare import compare, outcomes
+
+# The HTML report's own elements: a manifest's strings show as text (&lt;script&gt;), never as a tag.
+HTML_TAGS = {
+    "html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "p", "input", "output", "main",
+    "section", "details", "summary", "span", "div", "dl", "dt", "dd", "pre", "table", "thead", "tbody", "tr",
+    "th", "td", "script",
+}  # fmt: skip
 
 # How escaped hostile data looks in a text report: evidence that mutations reach the output.
 HOSTILE_MARKS = ("\\x1b", "\\x07", "<script>", "\\udc", "[bold red]", "\\u202e")
@@ -62,6 +70,9 @@ def check_reports(findings: list[Finding], title: str) -> None:
             assert_no_raw_html(text)
         elif fmt == "junit":
             assert_junit_parses(text)
+        elif fmt == "html":
+            assert set(re.findall(r"</?([a-zA-Z][a-zA-Z0-9]*)", text)) <= HTML_TAGS
+            assert text.count("<script") == 1
         elif fmt == "json":
             data = json.loads(text)
             ordered = sorted(findings, key=Finding.sort_key)
