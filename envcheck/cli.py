@@ -14,6 +14,8 @@ from envcheck import __version__
 from envcheck.commands import cluster as cluster_commands
 from envcheck.commands import diff as diff_commands
 from envcheck.commands import export as export_commands
+from envcheck.commands import lock as lock_commands
+from envcheck.commands import predict as predict_commands
 from envcheck.commands import scan as scan_commands
 from envcheck.commands import snapshot as snapshot_commands
 from envcheck.commands import verify as verify_commands
@@ -51,6 +53,8 @@ app.command("doctor")(diff_commands.doctor)
 app.command("rules")(diff_commands.rules)
 app.command("verify")(verify_commands.verify)
 app.command("gate")(verify_commands.gate)
+app.command("lock")(lock_commands.lock)
+app.command("predict")(predict_commands.predict)
 app.command("cluster")(cluster_commands.cluster)
 app.command("export")(export_commands.export)
 

@@ -141,8 +141,10 @@ FAMILY_MODULES = (
     "envcheck.diff.rules.fpmode",
     "envcheck.diff.rules.envvars",
     "envcheck.diff.rules.process",
+    "envcheck.diff.rules.predict",
     "envcheck.verify.rules",
     "envcheck.cluster.rules",
+    "envcheck.lock.rules",
 )
 
 

@@ -42,12 +42,13 @@ def diff(
     ``Finding.sort_key``. ``rules`` defaults to the whole catalog (single-environment rules in it are
     skipped); ``policy`` ignores, re-grades or marks findings intended. Pure; raises nothing for
     well-formed manifests."""
-    from envcheck.diff.rules.base import views
+    from envcheck.diff.rules.base import runs_on, views
 
     findings: list[Finding] = []
     with views(base, target):  # one view of each manifest for every rule of this run
         for rule in _rules(rules):
-            if rule.difference is not None:
+            # A predicted side lacks the live facts: only the rules that read none of them run.
+            if rule.difference is not None and runs_on(rule, base, target):
                 findings.extend(rule.difference(rule, base, target))
     return _finish(findings, policy)
 
@@ -59,11 +60,11 @@ def doctor(
     policy: Policy | None = None,
 ) -> list[Finding]:
     """Single-environment rules only: traps in one environment that need no baseline, sorted."""
-    from envcheck.diff.rules.base import views
+    from envcheck.diff.rules.base import runs_on, views
 
     findings: list[Finding] = []
     with views(manifest):
         for rule in _rules(rules):
-            if rule.single is not None:
+            if rule.single is not None and runs_on(rule, manifest):
                 findings.extend(rule.single(rule, manifest))
     return _finish(findings, policy)

@@ -317,9 +317,19 @@ class Runtimes:
     threadpoolctl: bool
 
 
+ManifestKind = Literal["snapshot", "predicted"]
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Meta:
-    """Who wrote this manifest, when, and how the probe went."""
+    """Who wrote this manifest, when, and how the probe went.
+
+    ``kind``: ``snapshot`` (recorded on the machine it describes) or ``predicted`` (``envcheck predict``:
+    resolved and scanned for a target platform from another machine). ``absent`` names, as dotted paths
+    (``runtimes``, ``platform.cpu``, ``python.executable``), the facts this manifest does not hold because
+    only a live probe of the machine could know them: a field named here holds an empty value, never a
+    guess, and the diff engine gives no finding about it. None: nothing absent (every snapshot).
+    """
 
     envcheck_version: str
     label: str | None
@@ -327,11 +337,83 @@ class Meta:
     probe: ProbeOutcome
     created: str = volatile()
     duration_s: float | None = volatile(None)
+    kind: ManifestKind = "snapshot"
+    absent: list[str] | None = None
+
+
+MachineNeedKind = Literal["vc-runtime", "openmp", "blas", "nvidia-driver", "glibc", "macos", "runtime"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MachineNeed:
+    """Something a predicted target's binaries need from the machine, or bring with them.
+
+    ``kind``: the VC++ runtime, an OpenMP or BLAS runtime, the NVIDIA driver, the glibc floor, the macOS
+    minimum, or another redistributable ``runtime``. ``name`` says it for people (``Microsoft Visual C++
+    2015-2022 Redistributable (x64)``, ``Intel OpenMP (libiomp5md.dll)``, ``glibc``); ``family`` is the
+    runtime family for OpenMP / BLAS (``intel``, ``gnu``, ``llvm``, ``msvc``, ``mkl``, ``openblas``,
+    ``accelerate``). ``provided``: ``bundled`` (a wheel ships the files) or ``machine`` (it must be
+    installed there). ``minimum`` is the lowest version that satisfies the binaries when their data imply
+    one, with ``evidence`` saying where it comes from (a bundled DLL's PE FileVersion, a manylinux tag, a
+    ``GLIBC_`` symbol version, ``LC_BUILD_VERSION``). ``files`` the library names, ``needed_by`` the node
+    keys of the files that import them (bounded by the scan)."""
+
+    kind: MachineNeedKind
+    name: str
+    provided: Literal["bundled", "machine"]
+    family: str | None = None
+    minimum: str | None = None
+    evidence: str | None = None
+    files: list[str] = field(default_factory=list)
+    needed_by: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LeftOut:
+    """A distribution of the source environment that the prediction did not resolve, and why (installed
+    from a local path, a VCS or an editable checkout: no index serves it)."""
+
+    name: str
+    version: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Unavailable:
+    """A distribution pinned for the target that no index serves a wheel of for it. ``available`` lists,
+    from the indexes' own answer, the versions that do have a wheel for the target (newest first, bounded);
+    ``platforms`` the platform tags the pinned version's wheels exist for, when the indexes said."""
+
+    name: str
+    version: str
+    root: bool
+    reason: str
+    available: list[str] = field(default_factory=list)
+    platforms: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PredictedSection:
+    """How a predicted manifest was made, and what its target machine must provide.
+
+    ``platform``: the wheel platform tag predicted for (``win_amd64``), ``python_version`` and
+    ``implementation`` the interpreter's (``3.11``, ``cp``); ``indexes`` the index URLs pip used (secrets
+    redacted); ``needs`` what the binaries need from the machine; ``left_out`` the distributions not
+    resolved and why; ``unavailable`` the pins no index has a wheel of for the target."""
+
+    platform: str
+    python_version: str
+    implementation: str
+    indexes: list[str] = field(default_factory=list)
+    needs: list[MachineNeed] = field(default_factory=list)
+    left_out: list[LeftOut] = field(default_factory=list)
+    unavailable: list[Unavailable] = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Manifest:
-    """The whole environment, as one lockfile manifest."""
+    """The whole environment, as one lockfile manifest. ``predicted`` is set only on a predicted manifest
+    (``meta.kind == "predicted"``)."""
 
     schema_version: int
     meta: Meta
@@ -344,6 +426,12 @@ class Manifest:
     env: dict[str, str]
     native: NativeSection | None = None
     verify: VerifySection | None = None
+    predicted: PredictedSection | None = None
+
+    @property
+    def is_predicted(self) -> bool:
+        """True for a manifest ``envcheck predict`` made: its live facts are absent, not empty."""
+        return self.meta.kind == "predicted"
 
     def package(self, name: str) -> Distribution | None:
         """The importable (first, unshadowed) distribution named ``name`` (any spelling), or None."""
@@ -372,13 +460,16 @@ __all__ = [
     "FpControl",
     "Gpu",
     "GpuDriver",
+    "LeftOut",
     "Libc",
     "LoadedLibrary",
+    "MachineNeed",
     "Manifest",
     "Meta",
     "NativeFile",
     "Numerics",
     "PlatformInfo",
+    "PredictedSection",
     "ProbeOutcome",
     "PythonInfo",
     "Runtimes",
@@ -387,6 +478,7 @@ __all__ = [
     "TorchInfo",
     "TorchRuntime",
     "TorchStatic",
+    "Unavailable",
     "canonical",
     "field",
 ]

@@ -37,6 +37,18 @@ if TYPE_CHECKING:
 DifferenceCheck = Callable[["Rule", "Manifest", "Manifest"], Iterable[Finding]]
 SingleCheck = Callable[["Rule", "Manifest"], Iterable[Finding]]
 
+# The ids of the rules whose checks read only facts a predicted manifest holds (packages, torch's version
+# file, the native tree, the prediction itself), declared with ``static_facts=True``. On a predicted side
+# the engine runs only these: every other rule reads live facts the prediction marks absent
+# (``meta.absent``) and would report their absence as "lost" or "changed".
+STATIC_FACT_RULES: set[str] = set()
+
+
+def runs_on(rule: Rule, *manifests: Manifest) -> bool:
+    """Whether the engine runs ``rule`` over ``manifests``: always, unless one of them is predicted and the
+    rule reads live facts."""
+    return rule.id in STATIC_FACT_RULES or not any(m.meta.kind == "predicted" for m in manifests)
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class _Meta:
@@ -69,12 +81,16 @@ def difference_rule(
     why: str,
     fm: Iterable[str] = (),
     evidence: Iterable[str] = (),
+    static_facts: bool = False,
 ) -> Callable[[DifferenceCheck], DifferenceCheck]:
-    """Register ``check(rule, base, target)`` as a difference rule."""
+    """Register ``check(rule, base, target)`` as a difference rule (``static_facts``: it reads only facts
+    a predicted manifest holds, see ``STATIC_FACT_RULES``)."""
     meta = _Meta(family=family, severity=severity, title=title, why=why, fm=fm, evidence=evidence)
 
     def decorate(check: DifferenceCheck) -> DifferenceCheck:
         register(replace(meta.rule(id, "difference"), difference=check))
+        if static_facts:
+            STATIC_FACT_RULES.add(id)
         return check
 
     return decorate
@@ -89,12 +105,15 @@ def single_rule(
     why: str,
     fm: Iterable[str] = (),
     evidence: Iterable[str] = (),
+    static_facts: bool = False,
 ) -> Callable[[SingleCheck], SingleCheck]:
-    """Register ``check(rule, manifest)`` as a single-environment rule."""
+    """Register ``check(rule, manifest)`` as a single-environment rule (``static_facts``: as above)."""
     meta = _Meta(family=family, severity=severity, title=title, why=why, fm=fm, evidence=evidence)
 
     def decorate(check: SingleCheck) -> SingleCheck:
         register(replace(meta.rule(id, "single"), single=check))
+        if static_facts:
+            STATIC_FACT_RULES.add(id)
         return check
 
     return decorate

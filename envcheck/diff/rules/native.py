@@ -513,6 +513,7 @@ def cuda_lib_shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
     ),
     fm=("FM-02", "FM-11", "FM-13"),
     evidence=("pytorch/pytorch#131662", "pytorch/pytorch#125109", "ContinuumIO/anaconda-issues#13513"),
+    static_facts=True,
 )
 def native_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
     native = m.native

@@ -314,6 +314,7 @@ def pkg_added(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]
     title="a distribution's version differs",
     why="New versions change behaviour; a new major version is a warning, other changes are info.",
     fm=("FM-07", "FM-26"),
+    static_facts=True,
 )
 def pkg_version(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
     b_index, t_index = _index(base), _index(target)
@@ -358,6 +359,7 @@ def pkg_version(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
     ),
     fm=("FM-08",),
     evidence=("pytorch/pytorch#131668", "pytorch/pytorch#132179", "MIC-DKFZ/nnUNet#2299"),
+    static_facts=True,
 )
 def numpy_major(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
     b, t = pkg(base, "numpy"), pkg(target, "numpy")
@@ -453,6 +455,7 @@ def companion_pin(rule: Rule, m: Manifest) -> Iterator[Finding]:
     ),
     fm=("FM-07",),
     evidence=("pytorch/pytorch#62350",),
+    static_facts=True,
 )
 def companion_variant(rule: Rule, m: Manifest) -> Iterator[Finding]:
     torch = pkg(m, "torch")
@@ -498,6 +501,7 @@ def _nvidia_pinned_by_torch(m: Manifest) -> frozenset[str]:
     ),
     fm=("FM-07", "FM-11"),
     evidence=("pytorch/vision#8985",),
+    static_facts=True,
 )
 def pkg_unmet(rule: Rule, m: Manifest) -> Iterator[Finding]:
     installed = _index(m)

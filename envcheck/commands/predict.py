@@ -1,0 +1,150 @@
+"""``envcheck predict``: what a manifest's environment will install, need and lack on another platform."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from envcheck.commands._common import check_outputs, handles_errors, report_findings
+from envcheck.report.options import (
+    FailOnOption,
+    FormatOption,
+    JunitOption,
+    OutputOption,
+    PolicyOption,
+    QuietOption,
+    ReportFormatChoice,
+    SeverityChoice,
+    VerboseOption,
+)
+
+if TYPE_CHECKING:
+    from envcheck.findings import Finding
+
+
+@handles_errors
+def predict(
+    manifest: Annotated[Path, typer.Argument(metavar="MANIFEST", help="The dev box's manifest.")],
+    platforms: Annotated[
+        list[str],
+        typer.Option(
+            "--platform",
+            help="A wheel platform tag to predict for (win_amd64, macosx_11_0_arm64, "
+            "manylinux_2_28_x86_64, ...). Repeat for several: one fleet-style report.",
+        ),
+    ],
+    python_version: Annotated[
+        str | None,
+        typer.Option("--python-version", help="The target's Python, X.Y (default: the manifest's)."),
+    ] = None,
+    implementation: Annotated[str, typer.Option("--implementation", help="cp (CPython) or pp.")] = "cp",
+    index_url: Annotated[
+        str | None, typer.Option("--index-url", help="Replace pip's configured index (as pip's option).")
+    ] = None,
+    extra_index_url: Annotated[
+        list[str] | None, typer.Option("--extra-index-url", help="Another index to search (repeatable).")
+    ] = None,
+    find_links: Annotated[
+        list[str] | None, typer.Option("--find-links", help="A folder or page of wheels (repeatable).")
+    ] = None,
+    save: Annotated[
+        Path | None,
+        typer.Option(
+            "--save",
+            help="Write the predicted manifest here (several platforms: PLATFORM is added before the "
+            "suffix, predicted.win_amd64.json).",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds each pip run may take.", envvar="ENVCHECK_TIMEOUT")
+    ] = 600.0,
+    fmt: FormatOption = ReportFormatChoice.text,
+    output: OutputOption = None,
+    fail_on: FailOnOption = SeverityChoice.error,
+    policy: PolicyOption = None,
+    no_policy: Annotated[bool, typer.Option("--no-policy", help="Apply no policy.")] = False,
+    junit: JunitOption = None,
+    verbose: VerboseOption = False,
+    quiet: QuietOption = False,
+) -> None:
+    """Predict what MANIFEST's environment installs, needs and lacks on another platform, from here.
+
+    pip's own resolver, in report mode, resolves the environment for each --platform (the roots of the
+    requirement graph pinned exactly, everything else as constraints; markers evaluated for the target),
+    against the indexes pip is configured with plus the ones given. The platform wheels are downloaded
+    once into ${XDG_CACHE_HOME:-~/.cache}/envcheck/wheels (verified by the sha256 of pip's report) and
+    scanned with the native scanner; the predicted manifest (--save) is diffed with MANIFEST by the same
+    engine. Reported: distributions without a wheel for the target (with the versions and platforms that
+    have one), a torch variant the indexes do not serve there, runtimes the machine must provide (the VC++
+    2015-2022 redistributable with its minimum version, OpenMP, the NVIDIA driver), OpenMP / BLAS family
+    changes, a Python version change, and distributions installed from a path (left out).
+
+    Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error (unknown platform tag,
+    unreachable index, unreadable manifest).
+    """
+    import dataclasses
+
+    from envcheck import flows
+    from envcheck.commands.diff import load_rules_policy
+    from envcheck.commands.progress import progress
+    from envcheck.diff import engine
+    from envcheck.diff.rules.base import views
+    from envcheck.findings import MachineGroup, rule_ids
+    from envcheck.manifest.io import load
+    from envcheck.manifest.io import save as save_manifest
+    from envcheck.predict import IndexOptions, parse_target
+    from envcheck.predict import predict as run_prediction
+
+    check_outputs(output, junit)
+    rules_policy = load_rules_policy(policy, no_policy)
+    source = load(manifest)
+    version = python_version or ".".join(source.python.version.split(".")[:2])
+    targets = [parse_target(p, version, implementation) for p in dict.fromkeys(platforms)]
+    options = IndexOptions(
+        index_url=index_url,
+        extra_index_urls=tuple(extra_index_url or ()),
+        find_links=tuple(find_links or ()),
+        timeout=timeout,
+    )
+    with progress("predict", quiet=quiet) as step:
+        predictions = run_prediction(source, targets, options, progress=step)
+    fleet = len(predictions) > 1
+    findings = []
+    for p in predictions:
+        with views(source, p.manifest):
+            found = engine.diff(source, p.manifest) + engine.doctor(p.manifest)
+        machine = p.resolution.target.platform
+        findings += [_on_machine(f, machine) for f in found] if fleet else found
+        if save is not None:
+            path = save if not fleet else save.with_name(f"{save.stem}.{machine}{save.suffix}")
+            save_manifest(p.manifest, path)
+    name = str(source.meta.label or manifest)
+    shown = ", ".join(t.platform for t in targets)
+    report = flows.finish(
+        f"envcheck predict: {name} → {shown} (Python {version})",
+        findings,
+        rules_policy,
+        rules=rule_ids("difference", "single"),
+    )
+    if fleet:
+        groups = tuple(MachineGroup(name=t.platform, members=(t.platform,)) for t in targets)
+        report = dataclasses.replace(report, groups=groups)
+    report_findings(
+        report,
+        fmt=fmt,
+        output=output,
+        fail_on=fail_on,
+        junit=junit,
+        verbose=verbose,
+        nothing_found="Nothing differs that matters.",
+    )
+
+
+def _on_machine(finding: Finding, machine: str) -> Finding:
+    """A finding of one predicted target in a several-platform report; its cause is that target's too."""
+    import dataclasses
+
+    cause = f"{finding.caused_by}@{machine}" if finding.caused_by else None
+    return dataclasses.replace(finding, machine=machine, caused_by=cause)

@@ -1,0 +1,119 @@
+"""``envcheck predict``'s core: the environment of a manifest, predicted for other platforms.
+
+For each target: pip's own resolver in report mode decides what the target installs (``resolve``); the
+platform wheels are fetched once into the user's cache and scanned member by member with the native
+scanner (``fetch``); a predicted manifest holds the packages, the merged native tree and what the machine
+must provide (``build``), and the diff engine compares it with the source manifest.
+
+Network: only here (and in ``lock``), through pip and the indexes it is configured with (DESIGN §5.9).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from envcheck.predict.resolve import IndexOptions, Resolution
+from envcheck.predict.target import PredictTarget, parse_target
+
+if TYPE_CHECKING:
+    from envcheck.manifest.model import Manifest
+    from envcheck.predict.fetch import WheelCache
+
+__all__ = ["IndexOptions", "PredictTarget", "Prediction", "parse_target", "predict"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Prediction:
+    """One target's prediction: the resolution, the predicted manifest, and where the time went."""
+
+    resolution: Resolution
+    manifest: Manifest
+    resolve_s: float
+    fetch_s: float
+    scan_s: float
+    downloaded: int
+    scanned: int
+
+
+def predict(
+    source: Manifest,
+    targets: Sequence[PredictTarget],
+    options: IndexOptions,
+    *,
+    cache: WheelCache | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[Prediction]:
+    """Predict ``source``'s environment for every target: the resolutions run in parallel (pip, in
+    subprocesses: resolution is the floor of the run), then each target's wheels are fetched and scanned.
+
+    Raises ``UsageError`` for an unreachable index, a pip failure, or a download that does not verify.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from envcheck.predict.fetch import WheelCache
+    from envcheck.probe.sessions import temporary_folder
+
+    cache = cache or WheelCache()
+    say = progress or (lambda _step: None)
+    say("resolving with pip")
+    with temporary_folder("envcheck-predict-") as work, ThreadPoolExecutor(max_workers=4) as pool:
+        futures = [
+            pool.submit(_resolve, source, t, options, work / f"{i}-{t.platform}")
+            for i, t in enumerate(targets)
+        ]
+        resolutions = [f.result() for f in futures]
+    return [_finish(source, r, options, cache, say) for r in resolutions]
+
+
+def _resolve(source: Manifest, target: PredictTarget, options: IndexOptions, folder: object) -> Resolution:
+    from pathlib import Path
+
+    from envcheck.predict.resolve import resolve
+
+    assert isinstance(folder, Path)
+    folder.mkdir(parents=True)
+    return resolve(source, target, options, workdir=folder)
+
+
+def _finish(
+    source: Manifest,
+    resolution: Resolution,
+    options: IndexOptions,
+    cache: WheelCache,
+    say: Callable[[str], None],
+) -> Prediction:
+    from envcheck.predict.build import predicted_manifest
+    from envcheck.predict.fetch import is_pure
+    from envcheck.redact import redact_text
+
+    target = resolution.target
+    start = time.perf_counter()
+    missing = [w for w in resolution.wheels if not is_pure(w) and cache.wheel_path(w) is None]
+    if missing:
+        say(f"downloading {len(missing)} wheels for {target.platform}")
+    cache.fetch(resolution.wheels, target, options)
+    fetched = time.perf_counter()
+    say(f"scanning the wheels for {target.platform}")
+    scans = [cache.scan(w) for w in resolution.wheels]
+    scanned = time.perf_counter()
+    indexes = [redact_text(u) for u in (options.index_url, *options.extra_index_urls) if u]
+    indexes += [redact_text(f) for f in options.find_links]
+    manifest = predicted_manifest(
+        source,
+        resolution,
+        scans,
+        indexes=indexes or ["pip's configured indexes"],
+        label=f"{source.meta.label or 'predicted'} → {target.platform}",
+    )
+    return Prediction(
+        resolution=resolution,
+        manifest=manifest,
+        resolve_s=resolution.seconds,
+        fetch_s=fetched - start,
+        scan_s=scanned - fetched,
+        downloaded=len(missing),
+        scanned=sum(1 for s in scans if not s.cached),
+    )

@@ -1,0 +1,254 @@
+"""Wheels of a resolution, fetched once into the user's cache and scanned with the native scanner.
+
+The cache is ``${XDG_CACHE_HOME:-~/.cache}/envcheck/wheels/<sha256>/<file name>``, keyed by the sha256
+pip's report gives for the wheel. pip itself downloads (its configuration, certificates, proxies and
+credentials apply) into a temporary folder beside the cache; a file enters the cache only once its
+sha256 matches, by a rename, so an interrupted or corrupt download never leaves an entry that looks
+whole. Beside each wheel, ``scan.json`` holds its native tree (``envcheck scan``'s section), written the
+same way: a warm run reads neither the wheel nor its members again.
+"""
+
+# pip runs from envcheck's own interpreter with an argument list (no shell).
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from envcheck import __version__
+from envcheck.errors import UsageError
+from envcheck.manifest.native import NativeSection
+from envcheck.predict.resolve import IndexOptions, ResolvedWheel, run_pip
+from envcheck.predict.target import PredictTarget
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+# A wheel with code for no platform (``py3-none-any``) holds no native file: it is neither fetched nor
+# scanned.
+_PURE = re.compile(r"-none-any\.whl$", re.I)
+# Temporary download folders older than this were left by a killed run: removed on the next one.
+_STALE_S = 3600.0
+_SCAN_FORMAT = f"envcheck-scan/{__version__}/1"
+
+
+def cache_root() -> Path:
+    """``$XDG_CACHE_HOME/envcheck/wheels`` (``~/.cache`` when unset or not absolute, per the XDG spec)."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".cache"
+    return root / "envcheck" / "wheels"
+
+
+def is_pure(wheel: ResolvedWheel) -> bool:
+    return bool(_PURE.search(wheel.filename))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScannedWheel:
+    """A wheel's native tree (``None`` for a pure-Python wheel) and whether it came from the cache."""
+
+    wheel: ResolvedWheel
+    section: NativeSection | None
+    cached: bool
+    # The literal assignments of ``torch/version.py`` in a wheel that has one (version, cuda, hip, ...).
+    torch_version: dict[str, object] | None = None
+
+
+class WheelCache:
+    """The wheel cache at ``root``: ``path_of`` an entry, ``fetch`` what is missing, ``scan`` each."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or cache_root()
+
+    def entry(self, wheel: ResolvedWheel) -> Path | None:
+        """Where ``wheel`` lies in the cache (whether or not it is there yet); None without a sha256."""
+        if wheel.sha256 is None or not _SHA256.fullmatch(wheel.sha256) or not _safe_name(wheel.filename):
+            return None
+        return self.root / wheel.sha256 / wheel.filename
+
+    def fetch(self, wheels: Sequence[ResolvedWheel], target: PredictTarget, options: IndexOptions) -> None:
+        """Download every platform wheel of ``wheels`` not yet cached, with one ``pip download`` run,
+        then verify and move each into the cache. Raises ``UsageError`` when pip fails or a download
+        does not match the sha256 of the report."""
+        wanted = [w for w in wheels if not is_pure(w) and not _local_path(w.url)]
+        missing = [w for w in wanted if (e := self.entry(w)) is not None and not e.is_file()]
+        unhashed = [w for w in wanted if self.entry(w) is None]
+        if unhashed:
+            names = ", ".join(w.filename or w.name for w in unhashed[:5])
+            raise UsageError(f"pip's report gives no sha256 for {names}: cannot verify the download")
+        if not missing:
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._remove_stale()
+        import tempfile
+
+        from envcheck.probe import sessions
+
+        # Beside the cache (one file system: the rename into it is atomic); an interrupt removes it.
+        with sessions.uninterrupted():
+            tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
+            sessions.register_folder(str(tmp))
+        try:
+            urls = [f"{w.url.split('#', 1)[0]}#sha256={w.sha256}" for w in missing]
+            result = run_pip(
+                target,
+                [
+                    "download",
+                    "--no-deps",
+                    "-d",
+                    str(tmp / "dl"),
+                    *target.pip_options(),
+                    *options.pip_args(),
+                    *urls,
+                ],
+                tmp,
+                report=None,
+                timeout=options.timeout,
+            )
+            if result.returncode != 0:
+                last = [line for line in result.log.splitlines() if line.startswith("ERROR")][-1:]
+                raise UsageError(f"pip could not download the wheels: {(last or ['pip failed'])[0][:300]}")
+            for w in missing:
+                self._admit(w, tmp / "dl" / w.filename)
+        finally:
+            sessions.remove_folder(str(tmp))
+
+    def _admit(self, wheel: ResolvedWheel, downloaded: Path) -> None:
+        entry = self.entry(wheel)
+        assert entry is not None
+        if not downloaded.is_file():
+            raise UsageError(f"pip did not download {wheel.filename}")
+        digest = sha256_of(downloaded)
+        if digest != wheel.sha256:
+            raise UsageError(
+                f"{wheel.filename} does not match the sha256 of pip's report ({digest} != {wheel.sha256})"
+            )
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        downloaded.replace(entry)
+
+    def _remove_stale(self) -> None:
+        import shutil
+
+        now = time.time()
+        with contextlib.suppress(OSError):
+            for child in self.root.iterdir():
+                if child.name.startswith(".tmp-") and now - child.stat().st_mtime > _STALE_S:
+                    shutil.rmtree(child, ignore_errors=True)
+
+    def wheel_path(self, wheel: ResolvedWheel) -> Path | None:
+        """The file to read for ``wheel``: a local index's own file (verified), or the cache entry."""
+        local = _local_path(wheel.url)
+        if local is not None:
+            return local
+        entry = self.entry(wheel)
+        return entry if entry is not None and entry.is_file() else None
+
+    def scan(self, wheel: ResolvedWheel) -> ScannedWheel:
+        """The native tree of ``wheel``, from ``scan.json`` beside it when an earlier run made one, else
+        scanned member by member (``envcheck.native.scan``) and stored. A pure-Python wheel has none."""
+        if is_pure(wheel):
+            return ScannedWheel(wheel=wheel, section=None, cached=True)
+        entry = self.entry(wheel)
+        stored = entry.parent / "scan.json" if entry is not None else None
+        if stored is not None:
+            found = _read_scan(stored)
+            if found is not None:
+                return ScannedWheel(wheel=wheel, section=found[0], cached=True, torch_version=found[1])
+        path = self.wheel_path(wheel)
+        if path is None:
+            raise UsageError(f"{wheel.filename} is not in the wheel cache")
+        local = _local_path(wheel.url)
+        if local is not None and wheel.sha256 is not None and sha256_of(local) != wheel.sha256:
+            raise UsageError(f"{local} does not match the sha256 of pip's report")
+        from envcheck.native.scan import scan_target
+
+        section = scan_target(str(path))
+        torch_version = _torch_version(path)
+        if stored is not None:
+            _write_scan(stored, section, torch_version)
+        return ScannedWheel(wheel=wheel, section=section, cached=False, torch_version=torch_version)
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1024 * 1024):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _safe_name(name: str) -> bool:
+    return (
+        bool(name)
+        and name.endswith(".whl")
+        and "/" not in name
+        and "\\" not in name
+        and not name.startswith(".")
+    )
+
+
+def _local_path(url: str) -> Path | None:
+    """The file a ``file:`` URL names (a local index or ``--find-links`` folder), else None."""
+    parts = urlsplit(url)
+    if parts.scheme != "file":
+        return None
+    path = Path(unquote(parts.path))
+    return path if path.is_file() else None
+
+
+def _torch_version(wheel: Path) -> dict[str, object] | None:
+    """``torch/version.py``'s literal values, read from the wheel's member (capped) without executing it."""
+    import tempfile
+    import zipfile
+
+    from envcheck.target.torch_static import read_version_file
+
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            info = zf.getinfo("torch/version.py")
+            if info.file_size > 64 * 1024:
+                return None
+            text = zf.read(info)
+    except (KeyError, OSError, zipfile.BadZipFile, ValueError):
+        return None
+    with tempfile.TemporaryDirectory(prefix="envcheck-predict-") as tmp:
+        path = Path(tmp) / "version.py"
+        path.write_bytes(text)
+        values = read_version_file(str(path))  # type: ignore[no-untyped-call]
+    return {k: v for k, v in values.items() if isinstance(v, str | bool | None)}
+
+
+def _read_scan(path: Path) -> tuple[NativeSection, dict[str, object] | None] | None:
+    from envcheck.errors import ManifestError
+    from envcheck.manifest.codec import decode
+
+    try:
+        data = json.loads(path.read_bytes())
+        if not isinstance(data, dict) or data.get("format") != _SCAN_FORMAT:
+            return None
+        torch_version = data.get("torch")
+        section = decode(NativeSection, data.get("section"), source=str(path))
+        return section, torch_version if isinstance(torch_version, dict) else None
+    except (OSError, ValueError, ManifestError):
+        return None  # a scan of another envcheck, or damaged: scanned again
+
+
+def _write_scan(path: Path, section: NativeSection, torch_version: dict[str, object] | None) -> None:
+    from envcheck.manifest.codec import encode
+
+    tmp = path.with_name(f".scan.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(
+            json.dumps({"format": _SCAN_FORMAT, "section": encode(section), "torch": torch_version}),
+            encoding="utf-8",
+        )
+        tmp.replace(path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()

@@ -1,0 +1,447 @@
+"""Resolution for another platform with pip's own resolver, in report mode, in a subprocess.
+
+The source manifest's importable distributions become pip's input: the roots of its requirement graph as
+exact pins, every other distribution as a constraint (so markers drop what the target does not need:
+torch's ``nvidia-*`` requirements are Linux-only). A distribution installed from a local path, a VCS or
+an editable checkout is left out (no index serves it). A pin no index has a wheel of for the target is
+dropped and the rest resolved again, so one failing root never hides another; what exists instead comes
+from the indexes' own answer (``pip index versions`` for the target, and for a few common platforms).
+"""
+
+# Every subprocess here is pip, run by envcheck's own interpreter with an argument list (no shell).
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envcheck.errors import UsageError
+from envcheck.manifest.model import LeftOut, Unavailable
+from envcheck.predict.target import PredictTarget
+
+if TYPE_CHECKING:
+    from envcheck.manifest.model import Distribution, Manifest
+
+# The most output of one pip run envcheck reads back (its report and the tail of its log).
+MAX_REPORT_BYTES = 64 * 1024**2
+MAX_LOG_BYTES = 256 * 1024
+# Versions named in a finding, newest first.
+MAX_VERSIONS_SHOWN = 8
+# Platforms asked about when a pinned version has no wheel for the target: where else its wheels exist.
+OTHER_PLATFORMS = (
+    "win_amd64",
+    "macosx_14_0_arm64",
+    "macosx_11_0_arm64",
+    "manylinux_2_28_x86_64",
+    "manylinux_2_28_aarch64",
+)
+_PIP_ENTRY = Path(__file__).with_name("pip_entry.py")
+_UNREACHABLE = "ENVCHECK-UNREACHABLE "
+_NO_MATCH = re.compile(r"No matching distribution found for ([A-Za-z0-9][A-Za-z0-9._-]*)")
+_NO_VERSION = re.compile(
+    r"Could not find a version that satisfies the requirement ([A-Za-z0-9][A-Za-z0-9._-]*)"
+)
+_CONSTRAINT = re.compile(r"The user requested \(constraint\) ([A-Za-z0-9][A-Za-z0-9._-]*)")
+_CANNOT_INSTALL = re.compile(r"Cannot install ([A-Za-z0-9][A-Za-z0-9._-]*)")
+_AVAILABLE = re.compile(r"^Available versions: (.*)$", re.M)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class IndexOptions:
+    """Where pip looks, on top of its own configuration: ``--index-url`` replaces the configured index,
+    ``--extra-index-url`` and ``--find-links`` add to it. ``timeout`` bounds each pip run (seconds)."""
+
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    timeout: float = 300.0
+
+    def pip_args(self) -> list[str]:
+        args = ["--retries", "1", "--timeout", "15"]
+        if self.index_url:
+            args += ["--index-url", self.index_url]
+        for url in self.extra_index_urls:
+            args += ["--extra-index-url", url]
+        for folder in self.find_links:
+            args += ["--find-links", folder]
+        return args
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResolvedWheel:
+    """One wheel pip chose for the target: name and version as its metadata says, the URL and sha256 from
+    the report, its requirements, and whether it was one of the pins (``requested``)."""
+
+    name: str
+    version: str
+    url: str
+    sha256: str | None
+    filename: str
+    requires: tuple[str, ...]
+    requested: bool
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Resolution:
+    """What pip resolved for one target, what it could not, and what was never asked."""
+
+    target: PredictTarget
+    wheels: tuple[ResolvedWheel, ...]
+    unavailable: tuple[Unavailable, ...]
+    left_out: tuple[LeftOut, ...]
+    seconds: float
+    roots: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Pip:
+    returncode: int
+    log: str
+    report: dict[str, object] | None
+
+
+def pip_inputs(manifest: Manifest) -> tuple[list[Distribution], list[Distribution], list[LeftOut]]:
+    """``(roots, constraints, left_out)`` of the manifest's importable distributions. Roots are those no
+    other one requires (a cycle with no way in from a root counts as roots too)."""
+    from envcheck.diff.rules._requirements import graph
+    from envcheck.diff.rules.base import canon, index
+
+    keep: dict[str, Distribution] = {}
+    left_out: list[LeftOut] = []
+    for name, dist in sorted(index(manifest).items()):
+        reason = _not_from_an_index(dist)
+        if reason is not None:
+            left_out.append(LeftOut(name=dist.name, version=dist.version, reason=reason))
+        else:
+            keep[name] = dist
+    g = graph(manifest)
+    required = {n for n, by in g.required_by.items() if by & keep.keys() - {n}}
+    roots = {n for n in keep if n not in required}
+    reached: set[str] = set(roots)
+    for root in roots:
+        reached |= g.closure(root)
+    roots |= {n for n in keep if n not in reached}
+    ordered = sorted(keep, key=canon)
+    return [keep[n] for n in ordered if n in roots], [keep[n] for n in ordered if n not in roots], left_out
+
+
+def _not_from_an_index(dist: Distribution) -> str | None:
+    """Why no index can serve this distribution (``direct_url.json``: a local folder, an editable
+    checkout, a VCS, a local file), or None."""
+    direct = dist.direct_url
+    if not isinstance(direct, dict):
+        return None
+    url = direct.get("url")
+    url = url if isinstance(url, str) else ""
+    dir_info = direct.get("dir_info")
+    if isinstance(dir_info, dict) and dir_info.get("editable"):
+        return "installed editable from a local folder"
+    if dir_info is not None:
+        return "installed from a local folder"
+    if direct.get("vcs_info") is not None:
+        return "installed from a version control system"
+    if url.startswith("file:"):
+        return "installed from a local file"
+    return None
+
+
+def pin(version: str) -> str:
+    """The public version to pin (``2.13.0`` of ``2.13.0+cpu``): an index serves a build for the target
+    under its own label or none (the registry's Windows torch is the CPU build, unlabelled); whether the
+    build variant stayed is the variant rule's question, not the resolver's."""
+    return version.split("+", 1)[0]
+
+
+def resolve(manifest: Manifest, target: PredictTarget, options: IndexOptions, *, workdir: Path) -> Resolution:
+    """Resolve ``manifest``'s environment for ``target``. Pins without a wheel for the target are dropped
+    one resolution at a time (each named, with what exists); the rest is resolved.
+
+    Raises ``UsageError`` when an index cannot be reached, when pip is missing or fails for another
+    reason, or when it runs past ``options.timeout``.
+    """
+    roots, constraints, left_out = pip_inputs(manifest)
+    pinned = {_canon(d.name): (d.name, pin(d.version)) for d in roots}
+    constrained = {_canon(d.name): (d.name, pin(d.version)) for d in constraints}
+    unavailable: list[Unavailable] = []
+    start = time.perf_counter()
+    result: _Pip | None = None
+    # Each failed resolution drops at least one pin: bounded by the number of distributions.
+    for attempt in range(len(pinned) + len(constrained) + 1):
+        if not pinned:
+            break
+        result = _dry_run(target, options, pinned, constrained, workdir / f"attempt-{attempt}")
+        if result.returncode == 0 and result.report is not None:
+            break
+        failing = _failing_name(result.log, pinned, constrained)
+        if failing is None:
+            raise UsageError(
+                f"pip could not resolve the environment for {target.platform}: {_last_error(result.log)}",
+                tip="Run the same `pip install --dry-run` with -v to see why.",
+            )
+        is_root = failing in pinned
+        name, version = (pinned if is_root else constrained).pop(failing)
+        unavailable.append(
+            Unavailable(
+                name=name,
+                version=version,
+                root=is_root,
+                reason=_last_error(result.log),
+            )
+        )
+    seconds = time.perf_counter() - start
+    wheels = _wheels(result.report if result is not None and result.returncode == 0 else None)
+    unavailable = _what_exists(unavailable, target, options)
+    return Resolution(
+        target=target,
+        wheels=wheels,
+        unavailable=tuple(unavailable),
+        left_out=tuple(left_out),
+        seconds=seconds,
+        roots=tuple(sorted(n for n, _ in pinned.values())),
+    )
+
+
+def _canon(name: str) -> str:
+    from envcheck.diff.rules.base import canon
+
+    return canon(name)
+
+
+def _dry_run(
+    target: PredictTarget,
+    options: IndexOptions,
+    pinned: dict[str, tuple[str, str]],
+    constrained: dict[str, tuple[str, str]],
+    folder: Path,
+) -> _Pip:
+    folder.mkdir(parents=True)
+    constraints = folder / "constraints.txt"
+    constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(constrained.values())), encoding="utf-8")
+    report = folder / "report.json"
+    args = [
+        "install",
+        "--dry-run",
+        "--ignore-installed",
+        "--no-input",
+        "--disable-pip-version-check",
+        "--target",
+        str(folder / "target"),
+        "--report",
+        str(report),
+        *target.pip_options(),
+        *options.pip_args(),
+        "-c",
+        str(constraints),
+        *(f"{n}=={v}" for n, v in sorted(pinned.values())),
+    ]
+    return run_pip(target, args, folder, report=report, timeout=options.timeout)
+
+
+def run_pip(
+    target: PredictTarget, args: Sequence[str], folder: Path, *, report: Path | None, timeout: float
+) -> _Pip:
+    """One pip run in a session of its own, its log in a file (read back capped), killed at ``timeout``."""
+    from envcheck.probe import sessions
+
+    log_path = folder / "pip.log"
+    env = {**os.environ, "PIP_NO_INPUT": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    argv = [sys.executable, str(_PIP_ENTRY), json.dumps(target.markers()), *args]
+    with log_path.open("wb") as log:
+        try:
+            proc = sessions.launch(
+                lambda: subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                )
+            )
+        except OSError as e:
+            raise UsageError(f"cannot run pip: {e.strerror or e}") from e
+        try:
+            returncode = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            sessions.kill_session(proc)
+            proc.wait()
+            raise UsageError(
+                f"pip did not finish within {timeout:.0f} s for {target.platform}",
+                tip="Check the indexes, or raise --timeout.",
+            ) from None
+        finally:
+            sessions.kill_session(proc)
+            sessions.forget(proc)
+    text = _tail(log_path)
+    _raise_if_unreachable(text)
+    if "No module named pip" in text:
+        raise UsageError(
+            "pip is not installed in envcheck's interpreter", tip=f"{sys.executable} -m ensurepip"
+        )
+    data = None
+    if report is not None and returncode == 0:
+        data = _read_report(report)
+    return _Pip(returncode=returncode, log=text, report=data)
+
+
+def _tail(path: Path) -> str:
+    from envcheck.redact import redact_text
+
+    with path.open("rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(0, size - MAX_LOG_BYTES))
+        return redact_text(f.read().decode("utf-8", errors="replace"))
+
+
+def _raise_if_unreachable(log: str) -> None:
+    for line in log.splitlines():
+        if line.startswith(_UNREACHABLE):
+            url, _, why = line[len(_UNREACHABLE) :].partition("\t")
+            raise UsageError(
+                f"the index {url} cannot be reached: {why}",
+                tip="Check --index-url / --extra-index-url and pip's configuration (`pip config list`).",
+            )
+
+
+def _read_report(path: Path) -> dict[str, object]:
+    with path.open("rb") as f:
+        raw = f.read(MAX_REPORT_BYTES + 1)
+    if len(raw) > MAX_REPORT_BYTES:
+        raise UsageError(f"pip's report is over the {MAX_REPORT_BYTES}-byte cap")
+    try:
+        data = json.loads(raw)
+    except ValueError as e:
+        raise UsageError(f"pip wrote a report that is not JSON: {e}") from e
+    if not isinstance(data, dict):
+        raise UsageError("pip wrote a report that is not a JSON object")
+    return data
+
+
+def _failing_name(
+    log: str, pinned: dict[str, tuple[str, str]], constrained: dict[str, tuple[str, str]]
+) -> str | None:
+    """The canonical name of the pin pip could not satisfy, from its messages: ``No matching
+    distribution found for X``, ``(constraint) X==v`` in a conflict, ``Cannot install X``."""
+    candidates = [*_NO_MATCH.findall(log), *_NO_VERSION.findall(log), *_CONSTRAINT.findall(log)]
+    candidates += _CANNOT_INSTALL.findall(log)
+    for raw in candidates:
+        name = _canon(raw)
+        if name in pinned or name in constrained:
+            return name
+    return None
+
+
+def _last_error(log: str) -> str:
+    errors = [line[len("ERROR: ") :] for line in log.splitlines() if line.startswith("ERROR: ")]
+    useful = [e for e in errors if not e.startswith(("ResolutionImpossible", "Ignored the following"))]
+    text = (useful or errors or ["pip failed"])[-1]
+    return text[:300]
+
+
+def _wheels(report: dict[str, object] | None) -> tuple[ResolvedWheel, ...]:
+    if report is None:
+        return ()
+    out = []
+    install = report.get("install")
+    for item in install if isinstance(install, list) else []:
+        if not isinstance(item, dict):
+            continue
+        meta = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
+        info = item.get("download_info") if isinstance(item.get("download_info"), dict) else {}
+        assert isinstance(meta, dict) and isinstance(info, dict)
+        url = str(info.get("url") or "")
+        archive = info.get("archive_info") if isinstance(info.get("archive_info"), dict) else {}
+        assert isinstance(archive, dict)
+        hashes = archive.get("hashes") if isinstance(archive.get("hashes"), dict) else {}
+        assert isinstance(hashes, dict)
+        sha = hashes.get("sha256")
+        if sha is None and isinstance(archive.get("hash"), str) and archive["hash"].startswith("sha256="):
+            sha = archive["hash"].split("=", 1)[1]
+        requires = meta.get("requires_dist") if isinstance(meta.get("requires_dist"), list) else []
+        assert isinstance(requires, list)
+        from urllib.parse import unquote, urlsplit
+
+        out.append(
+            ResolvedWheel(
+                name=str(meta.get("name") or ""),
+                version=str(meta.get("version") or ""),
+                url=url,
+                sha256=str(sha).lower()
+                if isinstance(sha, str) and re.fullmatch(r"[0-9a-fA-F]{64}", sha)
+                else None,
+                filename=unquote(urlsplit(url).path.rsplit("/", 1)[-1]),
+                requires=tuple(str(r) for r in requires),
+                requested=bool(item.get("requested")),
+            )
+        )
+    return tuple(sorted(out, key=lambda w: _canon(w.name)))
+
+
+def _what_exists(
+    unavailable: list[Unavailable], target: PredictTarget, options: IndexOptions
+) -> list[Unavailable]:
+    """Each unavailable pin with the versions that do have a wheel for the target, and the platforms the
+    pinned version's wheels exist for, as the indexes answer ``pip index versions`` (run in parallel)."""
+    if not unavailable:
+        return []
+    platforms = [p for p in OTHER_PLATFORMS if p != target.platform]
+    jobs = [(u.name, target.platform) for u in unavailable]
+    jobs += [(u.name, p) for u in unavailable for p in platforms]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        answers = dict(
+            zip(
+                jobs,
+                pool.map(lambda job: _index_versions(job[0], job[1], target, options), jobs),
+                strict=True,
+            )
+        )
+    out = []
+    for u in unavailable:
+        versions = answers[(u.name, target.platform)]
+        where = [p for p in platforms if u.version in answers[(u.name, p)]]
+        out.append(
+            Unavailable(
+                name=u.name,
+                version=u.version,
+                root=u.root,
+                reason=u.reason,
+                available=versions[:MAX_VERSIONS_SHOWN],
+                platforms=where,
+            )
+        )
+    return out
+
+
+def _index_versions(name: str, platform: str, target: PredictTarget, options: IndexOptions) -> list[str]:
+    """The versions of ``name`` with a wheel for ``platform`` (and the target's Python), newest first, as
+    ``pip index versions`` reads them from the indexes; empty when there are none."""
+    import tempfile
+
+    other = PredictTarget(
+        platform=platform, python_version=target.python_version, implementation=target.implementation
+    )
+    with tempfile.TemporaryDirectory(prefix="envcheck-predict-index-") as tmp:
+        try:
+            result = run_pip(
+                other,
+                ["index", "versions", name, *other.pip_options(), *options.pip_args()],
+                Path(tmp),
+                report=None,
+                timeout=min(options.timeout, 120.0),
+            )
+        except UsageError:
+            return []
+    m = _AVAILABLE.search(result.log)
+    if m is None:
+        return []
+    return [v.strip() for v in m.group(1).split(",") if v.strip()]
