@@ -293,7 +293,9 @@ def _work(
     else:
         payload["manifest"] = encode(_with_goldens(snapshot.value, suite.value if suite else None))
     store.set(rdzv.key("ready", rdzv.rank), "0" if torch_error else "1")
-    members = _members(options, rdzv, store, started, gathered)
+    # A rank without torch runs no collectives: it need not wait to hear who does.
+    joins = torch_error is None or gathered is not None
+    members = _members(options, rdzv, store, started, gathered) if joins else None
     if members is not None and rdzv.rank in members and torch_error is None:
         from envcheck.cluster import collectives
 

@@ -174,19 +174,19 @@ def build(job: JobView, against: tuple[str, Manifest] | None, policy: Policy) ->
     reference: tuple[str, Manifest] | None = against or (
         (f"the majority environment ({decoded[0][0].name})", decoded[0][1]) if decoded else None
     )
-    groups = []
+    groups: list[MachineGroup] = []
     if reference is not None:
         ref_name, ref = reference
-        findings += _environment_findings(ref, decoded, reference_env)
-        for env, _ in decoded:
-            groups.append(
-                MachineGroup(
-                    name=env.name,
-                    members=tuple(rank_ranges(env.ranks)),
-                    identical_to_base=env is reference_env
-                    or not any(f.machine == env.name and f.intended is None for f in findings),
-                )
+        found, differing = _environment_findings(ref, decoded, reference_env)
+        findings += found
+        groups = [
+            MachineGroup(
+                name=env.name,
+                members=tuple(rank_ranges(env.ranks)),
+                identical_to_base=env.name not in differing,
             )
+            for env, _ in decoded
+        ]
     else:
         ref_name = "nothing (no rank sent an environment)"
     findings += _problem_findings(job)
@@ -200,28 +200,66 @@ def build(job: JobView, against: tuple[str, Manifest] | None, policy: Policy) ->
 
 
 def _environment_findings(
-    ref: Manifest, decoded: list[tuple[Environment, Manifest]], reference_env: Environment | None
-) -> list[Finding]:
+    ref: Manifest,
+    decoded: list[tuple[Environment, Manifest]],
+    reference_env: Environment | None,
+) -> tuple[list[Finding], set[str]]:
     """Each environment against the reference (difference rules), alone (single rules), and its smoke
-    suite against the reference's goldens; the reference group only alone."""
+    suite against the reference's goldens; the reference group only alone. Returns the findings and the
+    names of the environments that differ from the reference.
+
+    Between the ranks of one job (no ``--against``) a difference the diff rates a warning is an error:
+    ranks that load or compute differently diverge in silence, or hang in a collective. A finding that
+    several environments share word for word (a check skipped everywhere) is reported once, naming all
+    their ranks; a root cause and its consequences stay per environment, so they keep their link."""
     from envcheck.diff import engine
     from envcheck.diff.rules.base import views
     from envcheck.flows import goldens
     from envcheck.verify.compare import compare, outcomes
 
     golden = goldens(ref)
-    findings: list[Finding] = []
+    within_job = reference_env is not None
+    per_env: list[tuple[Environment, list[Finding]]] = []
+    differing: set[str] = set()
     for env, manifest in decoded:
+        drift: list[Finding] = []
         if env is reference_env:
             found = engine.doctor(manifest)
         else:
             with views(ref, manifest):
-                found = engine.diff(ref, manifest) + engine.doctor(manifest)
+                drift = engine.diff(ref, manifest)
+                found = [_escalated(f) for f in drift] if within_job else drift
+                found += engine.doctor(manifest)
         current = goldens(manifest)
         if current is not None:
-            found += outcomes(current) if golden is None or env is reference_env else compare(golden, current)
-        findings += [_on(f, env.name) for f in found]
-    return findings
+            ran = outcomes(current) if golden is None or env is reference_env else compare(golden, current)
+            found += ran
+            if env is not reference_env and golden is not None and any(f.severity != "info" for f in ran):
+                differing.add(env.name)
+        if env is not reference_env and drift:
+            differing.add(env.name)
+        per_env.append((env, found))
+    return _merged(per_env), differing
+
+
+def _escalated(finding: Finding) -> Finding:
+    return dataclasses.replace(finding, severity="error") if finding.severity == "warning" else finding
+
+
+def _merged(per_env: list[tuple[Environment, list[Finding]]]) -> list[Finding]:
+    shared: dict[Finding, list[Environment]] = {}
+    out: list[Finding] = []
+    for env, found in per_env:
+        causes = {f.caused_by for f in found if f.caused_by}
+        for f in found:
+            if f.caused_by is None and f.key not in causes:
+                shared.setdefault(f, []).append(env)
+            else:
+                out.append(_on(f, env.name))
+    for f, envs in shared.items():
+        ranks = [hr for env in envs for hr in env.ranks]
+        out.append(_on(f, envs[0].name if len(envs) == 1 else ", ".join(rank_ranges(ranks))))
+    return out
 
 
 _STATES = {
@@ -248,28 +286,34 @@ _STATES = {
 def absent_problem(rank: int, host: str | None, state: str, *, stopped: bool) -> RankProblem:
     """A rank rank 0 has no result of, by what is known of its process."""
     rule, detail = _STATES.get(state, _STATES["unknown"])
-    if stopped and state in ("running", "unknown", "stopped"):
-        detail = "it had not sent its results when the launcher stopped the job"
+    if stopped and state in ("running", "unknown"):
+        # Not a hang of its own: the launcher ended it (CLUSTER-JOB-STOPPED names it).
+        return RankProblem(rule="CLUSTER-JOB-STOPPED", host=host, rank=rank, detail="")
     return RankProblem(rule=rule, host=host, rank=rank, detail=detail)
 
 
 def _problem_findings(job: JobView) -> list[Finding]:
     """One finding per (rule, what happened), naming every rank it happened to as ranges."""
     by_cause: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    ended = [(p.host or "?", p.rank) for p in job.problems if p.rule == "CLUSTER-JOB-STOPPED"]
     for p in job.problems:
-        by_cause.setdefault((p.rule, p.detail), []).append((p.host or "?", p.rank))
+        if p.rule != "CLUSTER-JOB-STOPPED":
+            by_cause.setdefault((p.rule, p.detail), []).append((p.host or "?", p.rank))
     findings = []
     for (rule, detail), ranks in sorted(by_cause.items()):
         who = ", ".join(rank_ranges(ranks))
         noun = "rank" if len(ranks) == 1 else f"{len(ranks)} ranks"
         findings.append(_cluster_finding(rule, "rank", f"{noun} {who}: {detail}", who))
     if job.stopped:
-        heard = job.world_size - len(job.problems)
+        silent = {rank for p in job.problems for rank in [p.rank] if p.rule != "CLUSTER-RANK-NO-TORCH"}
+        heard = job.world_size - len(silent)
+        ended_note = f"; still at work then: {', '.join(rank_ranges(ended))}" if ended else ""
         findings.append(
             _cluster_finding(
                 "CLUSTER-JOB-STOPPED",
                 "job",
-                f"the launcher stopped the job (SIGTERM) with results from {heard} of {job.world_size} ranks",
+                f"the launcher stopped the job (SIGTERM) with results from {heard} of {job.world_size} "
+                f"ranks{ended_note}",
                 None,
             )
         )

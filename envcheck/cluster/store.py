@@ -26,10 +26,13 @@ from typing import Any, Protocol
 _VALIDATION_MAGIC = 0x3C85F7CE
 _QUERY_VALIDATE = 0
 _QUERY_SET = 1
+_QUERY_GET = 3
 _QUERY_CHECK = 5
 _CHECK_READY = 0
 # The Python TCPStore client puts every key under "/"; the raw client must name the same keys.
 _KEY_ROOT = "/"
+# A value read back (a rank's payload) is refused beyond this.
+MAX_VALUE_BYTES = 64 * 1024 * 1024
 
 
 class Store(Protocol):
@@ -105,8 +108,9 @@ def torch_store(rdzv: Rendezvous, timeout: float) -> Any:
 
 
 class RawStoreClient:
-    """A client of torch's ``TCPStore`` server written with the standard library: ``set`` and ``check``
-    only. For a rank whose torch cannot be imported. Raises ``OSError`` when the store cannot be reached
+    """A client of torch's ``TCPStore`` server written with the standard library: ``set``, ``check`` and
+    ``get``. For a rank whose torch cannot be imported (rank 0 too: it can still gather and report).
+    Raises ``OSError`` when the store cannot be reached
     or answers outside the protocol."""
 
     def __init__(self, host: str, port: int, timeout: float) -> None:
@@ -135,7 +139,24 @@ class RawStoreClient:
         )
 
     def get(self, key: str) -> bytes:
-        raise NotImplementedError("the raw client only writes")
+        """The value of a key that ``check`` found (the server would wait for a missing one). Raises
+        ``OSError`` for a value over ``MAX_VALUE_BYTES`` or a connection that ends mid-way."""
+        self._sock.sendall(bytes([_QUERY_GET]) + self._string((_KEY_ROOT + key).encode()))
+        (size,) = struct.unpack("<Q", self._exactly(8))
+        if size > MAX_VALUE_BYTES:
+            raise OSError(f"the store's value for {key} is {size} bytes, more than {MAX_VALUE_BYTES}")
+        return self._exactly(size)
+
+    def _exactly(self, size: int) -> bytes:
+        chunks = []
+        left = size
+        while left:
+            chunk = self._sock.recv(min(left, 1 << 20))
+            if not chunk:
+                raise OSError("the store closed the connection")
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
 
     def check(self, keys: list[str]) -> bool:
         """Whether every key is set; also the acknowledgement that every earlier ``set`` was processed
@@ -143,10 +164,7 @@ class RawStoreClient:
         query = bytes([_QUERY_CHECK]) + struct.pack("<Q", len(keys))
         query += b"".join(self._string((_KEY_ROOT + k).encode()) for k in keys)
         self._sock.sendall(query)
-        answer = self._sock.recv(1)
-        if len(answer) != 1:
-            raise OSError("the store closed the connection")
-        return answer[0] == _CHECK_READY
+        return self._exactly(1)[0] == _CHECK_READY
 
     def close(self) -> None:
         self._sock.close()
