@@ -1,0 +1,204 @@
+"""``envcheck lock``: write a pip-tools requirements lock from a manifest, or ``--check`` one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from envcheck.commands._common import PythonOption, check_outputs, handles_errors, report_findings
+from envcheck.errors import UsageError
+from envcheck.report.options import (
+    FailOnOption,
+    FormatOption,
+    JunitOption,
+    PolicyOption,
+    ReportFormatChoice,
+    SeverityChoice,
+    VerboseOption,
+)
+
+MATCHES = "The environment matches the lock."
+
+
+@handles_errors
+def lock(
+    path: Annotated[
+        Path,
+        typer.Argument(
+            metavar="MANIFEST|LOCK",
+            help="The manifest to lock (`envcheck snapshot`), or with --check the lock to check against.",
+        ),
+    ],
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="The lock to write (default: stdout); with --check, the report.",
+            show_default=False,
+        ),
+    ] = None,
+    hashes: Annotated[
+        bool, typer.Option("--hashes", help="Add each file's sha256 (pip-compile --generate-hashes).")
+    ] = False,
+    index_url: Annotated[
+        str | None,
+        typer.Option(
+            "--index-url", help="The package index to lock from, instead of pip's.", show_default=False
+        ),
+    ] = None,
+    extra_index_url: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--extra-index-url",
+            help="Another index (repeatable): e.g. the PyTorch wheel index for a +cpu or +cu130 build.",
+            show_default=False,
+        ),
+    ] = None,
+    find_links: Annotated[
+        list[str] | None,
+        typer.Option("--find-links", help="A folder or page of wheels (repeatable).", show_default=False),
+    ] = None,
+    allow_unlocked: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unlocked",
+            help="Lock what can be locked; list what cannot (a path or VCS install, a distribution no "
+            "source serves) in the lock's comments and on stderr.",
+        ),
+    ] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Check an environment (--python, default this one) against the lock: exit 0 when it "
+            "matches exactly, 1 with each difference.",
+        ),
+    ] = False,
+    python: PythonOption = None,
+    fmt: FormatOption = ReportFormatChoice.text,
+    junit: JunitOption = None,
+    fail_on: FailOnOption = SeverityChoice.error,
+    policy: PolicyOption = None,
+    no_policy: Annotated[bool, typer.Option("--no-policy", help="Apply no policy (with --check).")] = False,
+    verbose: VerboseOption = False,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            min=1.0,
+            help="Seconds pip-compile may take (with --check: the snapshot of the interpreter).",
+            envvar="ENVCHECK_TIMEOUT",
+        ),
+    ] = 600.0,
+) -> None:
+    """Write a requirements lock that rebuilds MANIFEST's environment, compiled by pip-tools.
+
+    Every distribution at its exact version, local label kept (torch==2.13.0+cpu); the distributions
+    nothing else requires are the requirements, the rest are pins that `# via` explains; pip, setuptools,
+    wheel are pip-tools' "unsafe" packages. pip's own configuration (find-links, indexes) is honoured. A
+    labelled torch build needs its PyTorch wheel index: --extra-index-url, else the one the manifest's
+    pip was configured with, else pip's configuration if it serves the build, else the lock names
+    ${TORCH_INDEX_URL}. Install with `pip install -r LOCK` or `pip-sync LOCK`.
+
+    With --check, LOCK is compared with the environment of --python: names, full versions with local
+    labels, nothing missing, nothing extra (LOCK-* rules, in the report formats).
+
+    Exit codes: 0 written / matches, 1 differences (--check), 2 usage or input error (a malformed lock, a
+    manifest without distributions, a distribution no reachable source serves).
+    """
+    if check:
+        _refuse(
+            ("--hashes", hashes),
+            ("--index-url", index_url),
+            ("--extra-index-url", extra_index_url),
+            ("--find-links", find_links),
+            ("--allow-unlocked", allow_unlocked),
+            mode="--check",
+        )
+        _check(path, python, fmt, output, junit, fail_on, policy, no_policy, verbose, timeout)
+        return
+    _refuse(
+        ("--python", python),
+        ("--junit", junit),
+        ("--format", fmt is not ReportFormatChoice.text),
+        ("--policy", policy),
+        ("--no-policy", no_policy),
+        mode="writing a lock (they go with --check)",
+    )
+    _write(path, output, hashes, index_url, extra_index_url, find_links, allow_unlocked, timeout)
+
+
+def _refuse(*given: tuple[str, object], mode: str) -> None:
+    used = [name for name, value in given if value]
+    if used:
+        raise UsageError(f"{', '.join(used)} cannot be used when {mode}", tip="See `envcheck lock --help`.")
+
+
+def _write(
+    path: Path,
+    output: str | None,
+    hashes: bool,
+    index_url: str | None,
+    extra_index_url: list[str] | None,
+    find_links: list[str] | None,
+    allow_unlocked: bool,
+    timeout: float,
+) -> None:
+    from envcheck.commands._common import write_output
+    from envcheck.escape import one_line
+    from envcheck.lock.compile import LockOptions
+    from envcheck.lock.compile import lock as compile_lock
+    from envcheck.manifest.io import load
+    from envcheck.outputs import destination
+
+    target = destination(output)  # a bad -o fails now, not after pip-compile's seconds
+    options = LockOptions(
+        hashes=hashes,
+        index_url=index_url,
+        extra_index_urls=tuple(extra_index_url or ()),
+        find_links=tuple(find_links or ()),
+        allow_unlocked=allow_unlocked,
+        timeout=timeout,
+    )
+    result = compile_lock(load(path), str(path), options)
+    for warning in result.warnings:
+        typer.echo(one_line(f"warning: {warning}"), err=True)
+    for left in result.unlocked:
+        typer.echo(one_line(f"left out: {left.name}=={left.version}: {left.reason}"), err=True)
+    write_output(result.text, target)
+
+
+def _check(
+    path: Path,
+    python: str | None,
+    fmt: ReportFormatChoice,
+    output: str | None,
+    junit: Path | None,
+    fail_on: SeverityChoice,
+    policy: Path | None,
+    no_policy: bool,
+    verbose: bool,
+    timeout: float,
+) -> None:
+    from envcheck import flows
+    from envcheck.collect.launch import SnapshotOptions
+    from envcheck.collect.snapshot import take_snapshot
+    from envcheck.commands.diff import load_rules_policy
+    from envcheck.diff.rules._requirements import marker_environment
+    from envcheck.lock.check import compare, parse_lock, read_lock
+    from envcheck.lock.rules import RULE_IDS
+
+    check_outputs(output, junit)
+    rules_policy = load_rules_policy(policy, no_policy)
+    data = read_lock(str(path))  # a lock that cannot be read is refused before the target starts
+    # The static part is enough: names and versions are read from the metadata, nothing is imported.
+    live = take_snapshot(SnapshotOptions(python=python, probe=False, verify=False, timeout=min(timeout, 120)))
+    locked = parse_lock(data, str(path), marker_environment(live))
+    title = f"envcheck lock --check: {python or 'this interpreter'} against {path}"
+    report = flows.finish(title, compare(locked, live, python=python), rules_policy, rules=RULE_IDS)
+    report_findings(
+        report, fmt=fmt, output=output, fail_on=fail_on, junit=junit, verbose=verbose, nothing_found=MATCHES
+    )

@@ -1,0 +1,535 @@
+"""``envcheck lock``: pip-compile turns a manifest's pins into a requirements lock.
+
+pip-compile runs as a subprocess (``python -m piptools compile``) of envcheck's own interpreter, not
+through pip-tools' Python API: the command line is pip-tools' documented interface (its modules are
+internal and change between releases), a subprocess can be given a hard timeout and killed with its whole
+session (pip may run a build backend), and pip reads its own configuration there exactly as a user's
+``pip-compile`` would: find-links, extra indexes, ``PIP_*`` variables, a local wheel store.
+
+The inputs (``envcheck.lock.inputs``): the roots of the manifest's requirement graph as requirements, every
+other distribution as a constraint (``-c``), all at exact full versions. pip-compile resolves them (which
+checks that a reachable source serves each one) and writes ``# via`` and, with ``--hashes``,
+``--generate-hashes``. envcheck then writes its own header, puts the markers the manifest's platform needs
+on their lines, names the manifest where pip-compile named its temporary files, keeps credentials out of
+index lines, and lists what ``--allow-unlocked`` left out.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envcheck.errors import EnvcheckError
+from envcheck.lock.inputs import LockInputs, Unlocked, lock_inputs
+
+if TYPE_CHECKING:
+    from envcheck.diff.rules._requirements import Graph
+    from envcheck.manifest.model import Manifest
+
+# The variable a lock names for a labelled torch build's index when no URL is known (pip expands
+# ``${VAR}`` in requirement files, and so does pip-compile when it reads them).
+TORCH_INDEX_VAR = "TORCH_INDEX_URL"
+ROOTS_FILE = "manifest-roots.in"
+PINS_FILE = "manifest-pins.txt"
+# pip-compile stops at the first distribution it cannot find: each try drops one (--allow-unlocked).
+MAX_TRIES = 12
+MAX_LOG_BYTES = 256 * 1024
+REACH_TIMEOUT = 5.0
+
+_NOT_FOUND = re.compile(
+    r"(?:No matching distribution found for|Could not find a version that satisfies the requirement)\s+"
+    r"(?P<req>[^\s(]+)"
+)
+_OPTION_URL = re.compile(
+    r"^(?P<opt>--index-url|--extra-index-url|--find-links|-i|-f)(?P<sep>[ =])(?P<url>\S+)"
+)
+# A pin line of pip-compile's output: ``name==version``, `` \`` before its hashes with --generate-hashes.
+_PIN_LINE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;\\]+)(?P<rest>\s*\\)?$")
+
+
+class LockError(EnvcheckError):
+    """The manifest cannot be locked: nothing to lock, a distribution no reachable source serves, one
+    installed from a local path or a VCS, pip-compile failing or running past its timeout."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LockOptions:
+    """What ``envcheck lock`` was asked for. ``index_url`` / ``extra_index_urls`` / ``find_links`` are
+    passed to pip-compile (and written into the lock by it) on top of pip's own configuration."""
+
+    hashes: bool = False
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    allow_unlocked: bool = False
+    timeout: float = 600.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Lock:
+    """A compiled lock: its ``text``, what was left out (``--allow-unlocked``), and ``warnings`` for stderr
+    (an unreachable index, a manifest from another platform)."""
+
+    text: str
+    unlocked: tuple[Unlocked, ...]
+    warnings: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Compiled:
+    returncode: int
+    output: str
+    log: str
+
+
+def lock(manifest: Manifest, name: str, options: LockOptions) -> Lock:
+    """Compile ``manifest`` (shown as ``name``) into a lock. Raises ``LockError`` (exit 2) for a manifest
+    with nothing to lock, for what cannot be locked unless ``options.allow_unlocked``, and for pip-compile
+    failing; warnings name every index that could not be reached."""
+    from envcheck.diff.rules._requirements import graph
+    from envcheck.diff.rules.base import views
+
+    _require_pip_tools()
+    inputs = lock_inputs(manifest)
+    if not inputs.roots and not inputs.unlocked:
+        raise LockError(f"{name} holds no distributions to lock", tip="Snapshot an environment first.")
+    if inputs.unlocked and not options.allow_unlocked:
+        raise LockError(_unlocked_message(inputs.unlocked), tip=_UNLOCKED_TIP)
+    with views(manifest):
+        g = graph(manifest)
+    warnings = list(_platform_warnings(manifest))
+    torch_index, placeholder = _torch_index(manifest, inputs, options)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        reach = pool.submit(_unreachable_sources, options, torch_index)
+        compiled, inputs, placeholder = _compile_until_locked(inputs, g, options, torch_index, placeholder)
+        warnings += _results(reach)
+    if compiled is None:
+        raise LockError(f"nothing of {name} could be locked", tip="Check the indexes named above.")
+    text = _finish(compiled.output, manifest, name, inputs, placeholder)
+    return Lock(text=text, unlocked=inputs.unlocked, warnings=tuple(warnings))
+
+
+_UNLOCKED_TIP = (
+    "Install it from an index, or pass --allow-unlocked to lock the rest and list what was left out."
+)
+
+
+def _unlocked_message(unlocked: Sequence[Unlocked]) -> str:
+    first = unlocked[0]
+    more = f" (and {len(unlocked) - 1} more)" if len(unlocked) > 1 else ""
+    return f"{first.name}=={first.version} cannot be locked: {first.reason}{more}"
+
+
+def _require_pip_tools() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("piptools") is None:
+        raise LockError(
+            "pip-tools is not installed beside envcheck", tip=f"{sys.executable} -m pip install pip-tools"
+        )
+
+
+def _platform_warnings(m: Manifest) -> list[str]:
+    """pip-compile resolves for the interpreter it runs under: say so when the manifest's machine is
+    another (wheels for this one were checked, markers were evaluated for the manifest's)."""
+    import platform
+
+    here = (platform.system(), ".".join(platform.python_version_tuple()[:2]))
+    there = (m.platform.system if m.platform else "", ".".join(m.python.version.split(".")[:2]))
+    if here == there:
+        return []
+    return [
+        f"the manifest was recorded on {there[0] or 'an unknown system'} with Python {there[1]}; pip-compile "
+        f"resolved on {here[0]} with Python {here[1]}: check the lock on the manifest's machine "
+        "(`envcheck lock --check`)"
+    ]
+
+
+def _torch_index(m: Manifest, inputs: LockInputs, options: LockOptions) -> tuple[str | None, bool]:
+    """The index to add for a labelled torch build (``+cpu``, ``+cu130``), and whether the lock must
+    name it as ``${TORCH_INDEX_URL}``: none when ``--index-url`` / ``--extra-index-url`` were given
+    (they are meant to serve it), else the URL the manifest's pip was configured with for that label,
+    else none for now (pip's own configuration may serve it: ``_compile_until_locked`` tries)."""
+    from envcheck.diff.rules.base import _recorded_index
+
+    if not inputs.labels or options.index_url or options.extra_index_urls:
+        return None, False
+    for label in inputs.labels:
+        url = _recorded_index(m, label)
+        if url is not None:
+            return url, False
+    return None, False
+
+
+def _compile_until_locked(
+    inputs: LockInputs, g: Graph, options: LockOptions, torch_index: str | None, placeholder: bool
+) -> tuple[_Compiled | None, LockInputs, bool]:
+    """pip-compile, again after each distribution no source serves: a labelled torch build first gets
+    ``$TORCH_INDEX_URL`` (when set), anything else is an error unless ``--allow-unlocked`` drops it."""
+    for _ in range(MAX_TRIES):
+        if not inputs.roots:
+            return None, inputs, placeholder
+        index = os.environ.get(TORCH_INDEX_VAR) if placeholder else torch_index
+        compiled = _run_compile(inputs, options, index)
+        if compiled.returncode == 0:
+            missing = sorted(set(_locked_names(inputs)) - set(_pins_in(compiled.output)))
+            if not missing:
+                return compiled, inputs, placeholder
+            # pip-compile on this machine did not reach them (a marker that differs here): ask for them.
+            raise LockError(
+                f"pip-compile left out {', '.join(missing[:5])}: their requirers' markers do not hold on "
+                "this machine",
+                tip="Lock on a machine like the manifest's (same platform and Python).",
+            )
+        failed = _not_found(compiled.log, inputs)
+        if failed is None:
+            raise LockError(f"pip-compile could not lock the manifest: {_last_error(compiled.log)}")
+        version = inputs.pinned[failed].version
+        labelled = failed in _labelled(inputs)
+        if labelled and not placeholder and torch_index is None and not _given(options):
+            placeholder = True  # pip's configuration does not serve it: the lock names the variable
+            if os.environ.get(TORCH_INDEX_VAR):
+                continue
+        if not options.allow_unlocked:
+            raise LockError(
+                f"no reachable source serves {failed}=={version}", tip=_not_found_tip(labelled, options)
+            )
+        inputs = inputs.without({failed: "no reachable source serves it"}, g)
+    raise LockError(
+        f"more than {MAX_TRIES - 1} distributions could not be locked; stopped",
+        tip="Check the indexes named above and pip's configuration (`pip config list`).",
+    )
+
+
+def _given(options: LockOptions) -> bool:
+    return bool(options.index_url or options.extra_index_urls)
+
+
+def _labelled(inputs: LockInputs) -> set[str]:
+    from envcheck.diff.rules.base import torch_index_label
+
+    return {n for n, p in inputs.pinned.items() if torch_index_label(p.version)}
+
+
+def _not_found_tip(labelled: bool, options: LockOptions) -> str:
+    if labelled and not _given(options):
+        return (
+            f"It is a PyTorch build: set {TORCH_INDEX_VAR} to the PyTorch wheel index for its label (the URL "
+            "ends in /<label>, e.g. /cpu) or pass --extra-index-url; --allow-unlocked locks the rest."
+        )
+    return "Check the indexes and pip's configuration (`pip config list`); --allow-unlocked locks the rest."
+
+
+def _locked_names(inputs: LockInputs) -> list[str]:
+    return [n for n in inputs.pinned if n not in inputs.tooling]
+
+
+def _pins_in(output: str) -> dict[str, str]:
+    """``{canonical name: version}`` of pip-compile's pin lines."""
+    from envcheck.diff.rules.base import canon
+
+    return {canon(m["name"]): m["version"] for line in output.splitlines() if (m := _PIN_LINE.match(line))}
+
+
+def _not_found(log: str, inputs: LockInputs) -> str | None:
+    """The canonical name of the pinned distribution pip-compile could not find, or None."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from envcheck.diff.rules.base import canon
+
+    for match in _NOT_FOUND.finditer(log):
+        try:
+            name = canon(Requirement(match["req"]).name)
+        except InvalidRequirement:
+            continue
+        if name in inputs.pinned:
+            return name
+    return None
+
+
+def _last_error(log: str) -> str:
+    from envcheck.escape import one_line
+    from envcheck.redact import redact_text
+
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith(("ERROR", "pip._internal", "piptools"))] or lines[-1:]
+    return one_line(redact_text(errors[-1][:500])) if errors else "no output"
+
+
+def _run_compile(inputs: LockInputs, options: LockOptions, torch_index: str | None) -> _Compiled:
+    """One pip-compile run in a session of its own, in a temporary folder, killed at the timeout."""
+    from envcheck.probe import sessions
+
+    with sessions.temporary_folder("envcheck-lock-") as folder:
+        (folder / ROOTS_FILE).write_text("".join(f"{p.requirement}\n" for p in inputs.roots), "utf-8")
+        (folder / PINS_FILE).write_text("".join(f"{p.requirement}\n" for p in inputs.constraints), "utf-8")
+        argv = [sys.executable, "-m", "piptools", "compile", *_compile_args(inputs, options, torch_index)]
+        env = {**os.environ, "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+        log_path = folder / "pip-compile.log"
+        with log_path.open("wb") as log:
+            try:
+                proc = sessions.launch(
+                    lambda: subprocess.Popen(
+                        argv,
+                        cwd=folder,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        start_new_session=True,
+                    )
+                )
+            except OSError as e:
+                raise LockError(f"cannot run pip-compile: {e.strerror or e}") from e
+            try:
+                returncode = proc.wait(timeout=options.timeout)
+            except subprocess.TimeoutExpired:
+                sessions.kill_session(proc)
+                proc.wait()
+                raise LockError(
+                    f"pip-compile did not finish within {options.timeout:.0f} s",
+                    tip="Check the indexes (an unreachable one waits for pip's timeout), or raise --timeout.",
+                ) from None
+            finally:
+                sessions.kill_session(proc)
+                sessions.forget(proc)
+        output = (folder / "lock.txt").read_text("utf-8") if returncode == 0 else ""
+        return _Compiled(returncode=returncode, output=output, log=_tail(log_path))
+
+
+def _compile_args(inputs: LockInputs, options: LockOptions, torch_index: str | None) -> list[str]:
+    args = [
+        "--quiet",
+        "--no-header",
+        "--no-config",
+        "--strip-extras",
+        "--no-allow-unsafe",
+        "--annotation-style=split",
+        "--output-file=lock.txt",
+        f"--constraint={PINS_FILE}",
+    ]
+    for name in sorted(inputs.tooling):
+        args += ["--unsafe-package", name]
+    if options.hashes:
+        args.append("--generate-hashes")
+    if options.index_url:
+        args += ["--index-url", options.index_url]
+    for url in (*options.extra_index_urls, *([torch_index] if torch_index else [])):
+        args += ["--extra-index-url", url]
+    for where in options.find_links:
+        args += ["--find-links", where]
+    return [*args, ROOTS_FILE]
+
+
+def _tail(path: Path) -> str:
+    from envcheck.redact import redact_text
+
+    with path.open("rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - MAX_LOG_BYTES))
+        return redact_text(f.read().decode("utf-8", errors="replace"))
+
+
+# --- the lock's text --------------------------------------------------------------------------------------
+
+
+def _finish(output: str, m: Manifest, name: str, inputs: LockInputs, placeholder: bool) -> str:
+    """pip-compile's output as the lock: envcheck's header, the manifest named where pip-compile named
+    its temporary files, markers added, credentials out of index lines, ``${TORCH_INDEX_URL}`` kept as
+    the variable, and what was left out listed at the end."""
+    from envcheck.escape import one_line
+    from envcheck.redact import redact_text
+
+    shown = one_line(redact_text(name))
+    index_value = os.environ.get(TORCH_INDEX_VAR) if placeholder else None
+    lines = _header(m, shown, placeholder)
+    for raw in _merge_via(output.splitlines(), shown):
+        option = _OPTION_URL.match(raw)
+        if option is not None:
+            url = option["url"]
+            if index_value and url.rstrip("/") == index_value.rstrip("/"):
+                url = "${" + TORCH_INDEX_VAR + "}"
+            lines.append(f"{option['opt']}{option['sep']}{_without_userinfo(url)}")
+            continue
+        lines.append(_with_marker(raw, inputs))
+    if placeholder and not index_value:
+        lines.append(f"# No source here serves the {', '.join(inputs.labels)} build of torch: set")
+        lines.append(f"# {TORCH_INDEX_VAR} and run envcheck lock again (see the header).")
+    if inputs.unlocked:
+        lines += ["", "# Left out (--allow-unlocked): install these by other means."]
+        lines += [f"#   {u.name}=={u.version}: {one_line(redact_text(u.reason))}" for u in inputs.unlocked]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _with_marker(line: str, inputs: LockInputs) -> str:
+    """A pin line with the marker the manifest's platform needs (``envcheck.lock.inputs``), if any."""
+    from envcheck.diff.rules.base import canon
+
+    pin = _PIN_LINE.match(line)
+    marker = inputs.markers.get(canon(pin["name"])) if pin is not None else None
+    if pin is None or not marker:
+        return line
+    return f"{pin['name']}=={pin['version']} ; {marker}{pin['rest'] or ''}"
+
+
+def _header(m: Manifest, shown: str, placeholder: bool) -> list[str]:
+    from importlib.metadata import version
+
+    from envcheck import __version__
+
+    system = m.platform.system if m.platform else "an unknown system"
+    machine = f" {m.platform.machine}" if m.platform and m.platform.machine else ""
+    lines = [
+        "#",
+        f"# This file was written by envcheck {__version__} with pip-compile {version('pip-tools')}:",
+        "#",
+        f"#    envcheck lock {shown}",
+        "#",
+        f"# It rebuilds the environment of {shown} ({m.python.implementation} {m.python.version} on "
+        f"{system}{machine}): every",
+        "# distribution at its exact version. Install with `pip install -r` or `pip-sync`; check an",
+        "# environment against it with `envcheck lock --check`.",
+        "#",
+    ]
+    if placeholder:
+        lines[-1:] = [
+            "#",
+            f"# {TORCH_INDEX_VAR}: set it to the PyTorch wheel index for the torch build pinned below (its",
+            "# URL ends in the build's label, e.g. /cpu or /cu130). pip expands it when it reads this file.",
+            "#",
+        ]
+    return lines
+
+
+def _merge_via(lines: list[str], shown: str) -> list[str]:
+    """pip-compile's ``# via`` blocks without the temporary files' names: the constraints file is
+    dropped (every pin comes from it), the roots file becomes the manifest."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        stripped = line.strip()
+        if stripped.startswith("# via"):
+            indent = line[: len(line) - len(line.lstrip())]
+            sources = [stripped[len("# via") :].strip()] if stripped != "# via" else []
+            i += 1
+            while i < len(lines) and lines[i].strip().startswith("#   "):
+                sources.append(lines[i].strip()[len("#   ") :].strip())
+                i += 1
+            kept = [_source(s, shown) for s in sources if s and s != f"-c {PINS_FILE}"]
+            if len(kept) == 1:
+                out.append(f"{indent}# via {kept[0]}")
+            elif kept:
+                out.append(f"{indent}# via")
+                out += [f"{indent}#   {s}" for s in kept]
+            continue
+        out.append(line)
+        i += 1
+    return out
+
+
+def _source(source: str, shown: str) -> str:
+    return f"{shown} (required by nothing else)" if source == f"-r {ROOTS_FILE}" else source
+
+
+def _without_userinfo(url: str) -> str:
+    """``https://user:token@host/simple`` → ``https://host/simple``: a lock is shared, credentials are
+    not (pip finds them in its keyring or netrc)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=host))
+
+
+# --- reachability -----------------------------------------------------------------------------------------
+
+
+def _results(future: Future[list[str]]) -> list[str]:
+    try:
+        return future.result(timeout=REACH_TIMEOUT * 4)
+    except Exception:  # a check of the indexes must never hide the lock itself
+        return []
+
+
+def _unreachable_sources(options: LockOptions, torch_index: str | None) -> list[str]:
+    """A warning for every index or find-links source pip would use that does not answer: the options,
+    the torch index, and pip's own configuration (``pip config list``). pip-compile only says it found
+    nothing; this names where it could not look."""
+    from envcheck.escape import one_line
+    from envcheck.redact import redact_text
+
+    sources = [
+        *([options.index_url] if options.index_url else []),
+        *options.extra_index_urls,
+        *options.find_links,
+        *([torch_index] if torch_index else []),
+        *_pip_config_sources(),
+    ]
+    warnings = []
+    for source in dict.fromkeys(sources):
+        why = _unreachable(source)
+        if why is not None:
+            warnings.append(one_line(redact_text(f"the package source {source} cannot be reached: {why}")))
+    return warnings
+
+
+def _pip_config_sources() -> list[str]:
+    """index-url, extra-index-url and find-links values of pip's configuration (files and ``PIP_*``)."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "list"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    found = []
+    for line in done.stdout.splitlines()[:1000]:
+        key, _, value = line.partition("=")
+        if key.rsplit(".", 1)[-1] in ("index-url", "extra-index-url", "find-links"):
+            found += value.strip().strip("'\"").split()
+    return found
+
+
+def _unreachable(source: str) -> str | None:
+    """Why ``source`` (a URL or a folder) cannot be read, or None. Any HTTP answer counts as reachable
+    (a 401 is the index's to explain); only a refused, unresolved or timed-out connection does not."""
+    import urllib.error
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    if "${" in source:
+        return None
+    parts = urlsplit(source)
+    if parts.scheme in ("", "file"):
+        from urllib.request import url2pathname
+
+        path = url2pathname(parts.path) if parts.scheme == "file" else source
+        return None if Path(path).exists() else "no such file or folder"
+    if parts.scheme not in ("http", "https"):
+        return None
+    request = urllib.request.Request(_without_userinfo(source), method="HEAD")
+    try:
+        with urllib.request.urlopen(request, timeout=REACH_TIMEOUT):
+            return None
+    except urllib.error.HTTPError:
+        return None
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        reason = getattr(e, "reason", e)
+        return str(reason) or type(e).__name__
