@@ -5,7 +5,8 @@ Content-Security-Policy forbids every load from anywhere (``default-src 'none'``
 script run because the policy names their sha256, so any other script in the page would not run even if
 it got in. The report reads the same without the script: root causes are ``<details>`` blocks, open for
 errors and warnings, with their consequences nested inside; the script adds only the search box (a plain
-substring filter over the findings) and opens every block before printing. A print stylesheet drops the
+substring filter over the findings, which ``report.html#q=words`` fills in) and opens every block before
+printing. A print stylesheet drops the
 search box and the colours' backgrounds.
 
 A fleet report (findings with ``Finding.machine``) leads with a drift matrix: one row per machine (or
@@ -113,12 +114,14 @@ td.cell.none { color: #98a2b3; font-weight: 400; }
 }
 """
 
-# The search box: a finding shows when its own text or a consequence's contains every word typed.
+# The search box: a finding shows when its own text or a consequence's contains every word typed; a
+# ``#q=words`` fragment in the page's address fills it in.
 _SCRIPT = """
 (function () {
   var box = document.getElementById("search");
   var shown = document.getElementById("shown");
   var all = Array.prototype.slice.call(document.querySelectorAll("details.finding"));
+  var sections = Array.prototype.slice.call(document.querySelectorAll("main > section.findings"));
   box.hidden = false;
   box.parentNode.hidden = false;
   function own(el) {
@@ -141,9 +144,18 @@ _SCRIPT = """
       if (visible && words.length) { el.open = true; }
       if (hit[i]) { count++; }
     }
+    sections.forEach(function (s) {
+      s.hidden = !s.querySelector(":scope > details.finding:not([hidden])");
+    });
     shown.textContent = words.length ? count + " of " + all.length + " findings match" : "";
   }
   box.addEventListener("input", filter);
+  // report.html#q=libgomp opens the report filtered (a link in a ticket can point at one finding).
+  var m = /^#q=(.*)$/.exec(location.hash);
+  if (m) {
+    try { box.value = decodeURIComponent(m[1]); } catch (e) { box.value = m[1]; }
+    filter();
+  }
   window.addEventListener("beforeprint", function () {
     all.forEach(function (el) { el.open = true; });
   });
@@ -216,7 +228,7 @@ class HtmlFormat(ReportFormat):
         if not findings:
             out.append(f'<p class="empty">{h(context.nothing_found)}</p>')
         for severity, section in by_severity(found):
-            out.append(f'<section class="{severity}">')
+            out.append(f'<section class="findings {severity}">')
             out.append(f"<h2>{_HEADINGS[severity]} ({plural(len(section), 'root cause')})</h2>")
             for g in section:
                 out += self._group(g, context)

@@ -211,7 +211,7 @@ def _chromium() -> str:
     pytest.skip("no chromium binary (Debian: apt-get install chromium): the HTML report is not rendered")
 
 
-def _browse(page: Path, tmp_path: Path, *mode: str) -> subprocess.CompletedProcess[str]:
+def _browse(page: Path, tmp_path: Path, *mode: str, url: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
             _chromium(),
@@ -222,7 +222,7 @@ def _browse(page: Path, tmp_path: Path, *mode: str) -> subprocess.CompletedProce
             f"--user-data-dir={tmp_path / 'profile'}",
             "--window-size=1200,900",
             *mode,
-            page.as_uri(),
+            url or page.as_uri(),
         ],
         capture_output=True,
         text=True,
@@ -301,6 +301,19 @@ def test_single_diff_in_chromium(tmp_path: Path) -> None:
     assert dom.count("<script") == 1 and "<img" not in dom
     # The page's own script ran (the policy allowed it by hash): it showed the search box.
     assert 'class="search" hidden' not in dom and 'id="search"' in dom
+    # The search filters: #q=libcuda leaves the torch variant (whose consequence needs libcuda.so.1) and
+    # the libcuda finding itself; every other finding is hidden.
+    filtered = _browse(page, tmp_path, "--dump-dom", url=page.as_uri() + "#q=libcuda.so")
+    assert filtered.returncode == 0, filtered.stderr[-2000:]
+    shown = [
+        block
+        for block in filtered.stdout.split('<details class="finding')[1:]
+        if not block.split(">")[0].endswith(" hidden") and " hidden=" not in block.split(">")[0]
+    ]
+    assert shown and len(shown) < dom.count('<details class="finding')
+    assert all("libcuda" in block or "ENV-TORCH-VARIANT" in block for block in shown)
+    assert "findings match" in filtered.stdout
+    assert '<section class="findings warning" hidden="">' in filtered.stdout  # no warning root matches
 
 
 def test_fleet_diff_in_chromium(tmp_path: Path) -> None:
