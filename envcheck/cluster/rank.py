@@ -226,34 +226,40 @@ def run(options: RankOptions, environ: dict[str, str] | None = None) -> Gathered
 
         signal.signal(signal.SIGTERM, stop)
     host = socket.gethostname()
-    # The static snapshot needs no torch: it starts first, while this process imports torch.
-    snapshot = _Background(lambda: _snapshot(options))
-    torch_error: str | None = None
-    device: str | None = None
-    suite_env: dict[str, str] | None = None
-    try:
-        import torch  # noqa: F401  (the job's torch: the transport and what the collectives check)
-
-        device, suite_env = _device(rdzv.local_rank)
-    except Exception as e:
-        torch_error = f"{type(e).__name__}: {e}"[:2000]
-    suite = _Background(lambda: _suite(options, suite_env)) if options.verify else None
-    store: Store
-    connect = max(5.0, options.collectives_at)
-    if torch_error is None:
-        store = torch_store(rdzv, connect)
-    else:
-        _say(rdzv.rank, f"cannot import torch ({torch_error}); sending the static snapshot by the store")
-        store = RawStoreClient(rdzv.host, rdzv.port, connect)
-    store.set(rdzv.key("started", rdzv.rank), json.dumps({"host": host, "pid": os.getpid()}))
-    _fault(rdzv.rank)
     gathered = Gathered(world_size=rdzv.world_size, host=host) if rdzv.rank == 0 else None
+    store: Store | None = None
     try:
+        # The static snapshot needs no torch: it starts first, while this process imports torch.
+        snapshot = _Background(lambda: _snapshot(options))
+        torch_error: str | None = None
+        device: str | None = None
+        suite_env: dict[str, str] | None = None
+        try:
+            import torch  # noqa: F401  (the job's torch: the transport and what the collectives check)
+
+            device, suite_env = _device(rdzv.local_rank)
+        except Exception as e:
+            torch_error = f"{type(e).__name__}: {e}"[:2000]
+        suite = _Background(lambda: _suite(options, suite_env)) if options.verify else None
+        connect = max(5.0, options.collectives_at)
+        if torch_error is None:
+            store = torch_store(rdzv, connect)
+        else:
+            _say(rdzv.rank, f"cannot import torch ({torch_error}); sending the static snapshot by the store")
+            store = RawStoreClient(rdzv.host, rdzv.port, connect)
+        store.set(rdzv.key("started", rdzv.rank), json.dumps({"host": host, "pid": os.getpid()}))
+        _fault(rdzv.rank)
         return _work(options, rdzv, store, (snapshot, suite), started, host, device, torch_error, gathered)
     except _Stopped:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one report, however many times torchrun asks
         assert gathered is not None
         gathered.stopped = True
         _say(0, "the launcher stopped the job: reporting what has arrived")
+        if store is None:  # stopped before it connected (during import torch): the stdlib client
+            try:
+                store = RawStoreClient(rdzv.host, rdzv.port, 3.0)
+            except OSError:
+                return gathered
         _collect(store, rdzv, gathered, until=time.monotonic())
         return gathered
 

@@ -67,7 +67,8 @@ class Rendezvous:
         for name in ("RANK", "WORLD_SIZE", "MASTER_PORT"):
             raw = env.get(name)
             if raw is None or not raw.strip().isdigit():
-                raise ValueError(f"{name} is {'not set' if raw is None else 'not a number: ' + raw[:40]!r}")
+                shown = "not set" if raw is None else f"not a number: {raw[:40]!r}"
+                raise ValueError(f"{name} is {shown}")
             values[name] = int(raw)
         local = env.get("LOCAL_RANK", "0")
         host = env.get("MASTER_ADDR", "").strip()

@@ -1,0 +1,227 @@
+"""The cluster check's parts without a job: the store's wire protocol against torch's real ``TCPStore``
+server, rank 0's handling of hostile payloads, grouping, and the command outside torchrun."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envcheck.cluster.rank import MAX_PAYLOAD_BYTES, Gathered, _proc_state, _receive
+from envcheck.cluster.report import Environments, JobView, absent_problem, build, fingerprint, rank_ranges
+from envcheck.cluster.store import RawStoreClient, Rendezvous
+from envcheck.diff.policy import Policy
+from envcheck.manifest.codec import encode
+from envcheck.manifest.io import load
+
+EXAMPLES = Path(__file__).parent.parent.parent / "manifests" / "examples"
+
+
+def _example() -> dict[str, object]:
+    manifests = sorted(EXAMPLES.glob("*.json"))
+    assert manifests, "no example manifests"
+    encoded: dict[str, object] = encode(load(manifests[0]))
+    return encoded
+
+
+def test_rank_ranges() -> None:
+    ranks = [("a", 2), ("a", 0), ("a", 1), ("a", 5), ("b", 3), ("b", 4), ("a", 7)]
+    assert rank_ranges(ranks) == ["a:0-2,5,7", "b:3-4"]
+    assert rank_ranges([("h", 0)]) == ["h:0"]
+
+
+def test_the_fingerprint_ignores_volatile_fields_only() -> None:
+    manifest = _example()
+    meta = dict(manifest["meta"])  # type: ignore[call-overload]
+    platform = dict(manifest["platform"])  # type: ignore[call-overload]
+    later = {**manifest, "meta": {**meta, "created": "2030-01-01T00:00:00+00:00", "duration_s": 99.0}}
+    other_host = {**manifest, "platform": {**platform, "hostname": "node-7"}}
+    assert fingerprint(later) == fingerprint(manifest) == fingerprint(other_host)
+    env = dict(manifest["env"])  # type: ignore[call-overload]
+    drifted = {**manifest, "env": {**env, "OMP_NUM_THREADS": "3"}}
+    assert fingerprint(drifted) != fingerprint(manifest)
+
+
+def test_ranks_sharing_an_environment_are_one_group_and_the_majority_is_the_reference() -> None:
+    manifest = _example()
+    env = dict(manifest["env"])  # type: ignore[call-overload]
+    drifted = {**manifest, "env": {**env, "OMP_NUM_THREADS": "3"}}
+    environments = Environments()
+    for rank in (0, 1, 3):
+        environments.add("n1", rank, manifest)
+    environments.add("n1", 2, drifted)
+    job = JobView(
+        world_size=5,
+        environments=environments,
+        problems=(absent_problem(4, "n2", "unknown", stopped=False),),
+        collectives={},
+        members=(0, 1, 2, 3),
+    )
+    report = build(job, None, Policy())
+    assert [(g.name, g.identical_to_base) for g in report.groups] == [("n1:0-1,3", True), ("n1:2", False)]
+    (omp,) = [f for f in report.findings if f.rule == "ENV-VAR-CHANGED" and f.subject == "OMP_NUM_THREADS"]
+    assert omp.machine == "n1:2" and omp.severity == "error"
+    (absent,) = [f for f in report.findings if f.rule == "CLUSTER-RANK-TIMEOUT"]
+    assert absent.machine == "n2:4" and "another node" in absent.message
+    assert report.title == (
+        "envcheck cluster: 5 ranks in 2 environments (4 sent one), "
+        "against the majority environment (n1:0-1,3)"
+    )
+
+
+def test_against_a_manifest_keeps_the_diffs_severities() -> None:
+    manifest = _example()
+    env = dict(manifest["env"])  # type: ignore[call-overload]
+    environments = Environments()
+    environments.add("n1", 0, {**manifest, "env": {**env, "OMP_NUM_THREADS": "3"}})
+    job = JobView(world_size=1, environments=environments, problems=(), collectives={}, members=(0,))
+    base = load(sorted(EXAMPLES.glob("*.json"))[0])
+    report = build(job, ("base.json", base), Policy())
+    (omp,) = [f for f in report.findings if f.subject == "OMP_NUM_THREADS"]
+    assert omp.severity == "warning"  # as `envcheck diff` rates it, outside one job
+    assert [g.identical_to_base for g in report.groups] == [False]
+
+
+def test_a_wrong_all_reduce_is_an_error_naming_the_rank() -> None:
+    wrong = {"gloo": {"ranks": 2, "allreduce": {"exact": False, "wrong_elements": 3}, "barrier_ms": 0.4}}
+    good = {"gloo": {"ranks": 2, "allreduce": {"exact": True, "wrong_elements": 0}, "barrier_ms": 0.5}}
+    failed = {"nccl": {"error": "DistBackendError: NCCL error: unhandled system error"}}
+    job = JobView(
+        world_size=3,
+        environments=Environments(),
+        problems=(),
+        collectives={0: ("h", good), 1: ("h", wrong), 2: ("h", {**good, **failed})},
+        members=(0, 1, 2),
+    )
+    report = build(job, None, Policy())
+    by_subject = {f.subject: f for f in report.findings if f.rule == "CLUSTER-ALLREDUCE"}
+    assert by_subject["gloo"].machine == "h:1" and "3 of 1024 elements wrong" in by_subject["gloo"].message
+    assert by_subject["nccl"].machine == "h:2" and "unhandled system error" in by_subject["nccl"].message
+    (summary,) = [f for f in report.findings if f.rule == "CLUSTER-COLLECTIVES" and f.subject == "gloo"]
+    assert "exact on 2 of 3 ranks" in summary.message
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        (b"{not json", "not JSON"),
+        (json.dumps({"rank": 9, "host": "h"}).encode(), "not a payload of this rank"),
+        (json.dumps([1, 2]).encode(), "not a payload of this rank"),
+        (json.dumps({"rank": 1, "host": 7}).encode(), "not a payload of this rank"),
+        (json.dumps({"rank": 1, "host": "h"}).encode(), "it sent no manifest"),
+        (b"[" * 100_000 + b"]" * 100_000, "not JSON"),
+    ],
+)
+def test_a_hostile_payload_is_a_finding_of_its_rank(raw: bytes, why: str) -> None:
+    gathered = Gathered(world_size=2, host="h")
+    _receive(1, raw, gathered)
+    (problem,) = gathered.problems
+    assert problem.rule == "CLUSTER-RANK-SNAPSHOT" and problem.rank == 1 and why in problem.detail
+    assert not gathered.environments.by_key
+
+
+def test_an_oversized_payload_is_refused_unread() -> None:
+    gathered = Gathered(world_size=2, host="h")
+    _receive(1, b" " * (MAX_PAYLOAD_BYTES + 1), gathered)
+    assert "more than" in gathered.problems[0].detail
+
+
+def test_a_manifest_that_does_not_decode_is_a_finding_of_its_ranks() -> None:
+    environments = Environments()
+    environments.add("h", 0, {"schema_version": 1, "meta": "nonsense"})
+    job = JobView(world_size=1, environments=environments, problems=(), collectives={}, members=())
+    report = build(job, None, Policy())
+    (bad,) = [f for f in report.findings if f.rule == "CLUSTER-RANK-SNAPSHOT"]
+    assert bad.machine == "h:0" and "does not decode" in bad.message
+
+
+def test_the_stdlib_client_speaks_to_torchs_store_server() -> None:
+    import datetime
+
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]
+
+    server = TCPStore("127.0.0.1", 0, 1, True, timeout=datetime.timedelta(seconds=10))
+    client = RawStoreClient("127.0.0.1", server.port, 10)
+    try:
+        value = os.urandom(3 * 1024 * 1024)
+        client.set("envcheck/cluster/0/result/1", value)
+        assert client.check(["envcheck/cluster/0/result/1"])
+        assert not client.check(["envcheck/cluster/0/result/2"])
+        assert server.get("envcheck/cluster/0/result/1") == value
+        server.set("envcheck/cluster/0/members", "[0, 1]")
+        assert client.get("envcheck/cluster/0/members") == b"[0, 1]"
+    finally:
+        client.close()
+
+
+def test_the_stdlib_client_gives_up_on_a_closed_port() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(OSError):
+        RawStoreClient("127.0.0.1", port, 1)
+
+
+@pytest.mark.parametrize(
+    ("env", "problem"),
+    [
+        ({}, "RANK is not set"),
+        ({"RANK": "x", "WORLD_SIZE": "2", "MASTER_PORT": "1", "MASTER_ADDR": "h"}, "RANK is not a number"),
+        ({"RANK": "2", "WORLD_SIZE": "2", "MASTER_PORT": "1", "MASTER_ADDR": "h"}, "outside WORLD_SIZE"),
+        ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "1"}, "MASTER_ADDR is not set"),
+    ],
+)
+def test_the_launchers_variables_are_checked(env: dict[str, str], problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        Rendezvous.from_environ(env)
+
+
+def test_outside_a_job_the_command_says_how_to_launch_it() -> None:
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "envcheck.cluster"],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[0] == "error: not a rank of a distributed job: RANK is not set"
+    assert "torchrun" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_process_states_rank_0_tells_apart() -> None:
+    assert _proc_state(os.getpid()) == "running"
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait(timeout=60)
+    assert _proc_state(child.pid) == "gone"
+
+
+def test_a_stopped_job_names_the_ranks_still_at_work() -> None:
+    job = JobView(
+        world_size=3,
+        environments=Environments(),
+        problems=(
+            absent_problem(0, "h", "running", stopped=True),
+            absent_problem(1, "h", "gone", stopped=True),
+            absent_problem(2, "h", "running", stopped=True),
+        ),
+        collectives={},
+        members=(),
+        stopped=True,
+    )
+    report = build(job, None, Policy())
+    rules = {f.rule: f for f in report.findings}
+    assert rules["CLUSTER-RANK-FAILED"].machine == "h:1"
+    assert "results from 0 of 3 ranks; still at work then: h:0,2" in rules["CLUSTER-JOB-STOPPED"].message
+    assert dataclasses.replace(rules["CLUSTER-JOB-STOPPED"]).severity == "error"
