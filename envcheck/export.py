@@ -10,8 +10,9 @@
   (from the wheel's RECORD, or computed), nested in the component of the distribution that ships it;
   system files, the interpreter's library and unowned files are top-level components;
 - the dependency graph: which native file needs which (as the platform loader resolved it), which
-  distribution requires which (requirements whose markers hold on the manifest's platform, extras off),
-  and the environment (the BOM's subject) depending on every distribution;
+  distribution requires which (requirements whose markers hold on the manifest's platform, extras off)
+  and which files it ships (also nested in its component), and the environment (the BOM's subject)
+  depending on every distribution: everything is reachable from the subject;
 - the manifest's facts (Python, platform, torch version and variant, label) as metadata properties in the
   ``envcheck:`` namespace.
 
@@ -275,6 +276,7 @@ def cyclonedx(manifest: Manifest) -> str:
     # The native files, nested in the distribution that ships each (when the manifest knows it).
     files = _files(manifest)
     file_components: dict[str, Component] = {}
+    ships: dict[str, list[Component]] = {}  # distribution bom-ref -> the file components it ships
     top: list[Component] = list(dists.values())
     for f in files:
         component = Component(
@@ -288,6 +290,7 @@ def cyclonedx(manifest: Manifest) -> str:
         shipped_by = importable.get(canonical(f.owner))
         if shipped_by is not None:
             dists[shipped_by].components.add(component)
+            ships.setdefault(shipped_by, []).append(component)
         else:
             top.append(component)
 
@@ -322,7 +325,7 @@ def cyclonedx(manifest: Manifest) -> str:
             continue
         ref = importable[canonical(dist.name)]
         needed = sorted({importable[n] for n in _requires(dist, environment) if n in importable} - {ref})
-        bom.register_dependency(dists[ref], [dists[r] for r in needed])
+        bom.register_dependency(dists[ref], [dists[r] for r in needed] + ships.get(ref, []))
     for f in files:
         needed = sorted({r for r in f.needs if r in file_components} - {f.ref})
         bom.register_dependency(file_components[f.ref], [file_components[r] for r in needed])

@@ -103,6 +103,8 @@ def test_the_cpu_example_in_detail() -> None:
     # torch requires filelock (a requirement without a marker); the environment depends on every
     # distribution.
     assert "pkg:pypi/filelock@4.3.1" in graph["pkg:pypi/torch@2.13.0%2Bcpu"]
+    # ... and depends on the files it ships (nested in its component too).
+    assert "file:torch:torch/lib/libc10.so" in graph["pkg:pypi/torch@2.13.0%2Bcpu"]
     assert len(graph["envcheck:environment"]) == len(load(CPU_EXAMPLE).packages)
     # System files are top-level, not shipped by a distribution.
     assert "file:/lib/x86_64-linux-gnu/libc.so.6" in {c["bom-ref"] for c in data["components"]}
