@@ -53,7 +53,8 @@ def export(
     Distributions become library components with their purl (pkg:pypi/torch@2.13.0%2Bcpu: the local label
     is kept, and also given as the envcheck:local_label property); the native libraries of the manifest's
     tree become file components with their sha256, nested in the distribution that ships them; the
-    dependencies list which file needs which and which distribution requires which. Python, platform and
+    dependencies list which file needs which, and which distribution requires which and ships which file.
+    Python, platform and
     torch variant are metadata properties (envcheck:python, envcheck:platform, envcheck:torch.variant).
     The same manifest gives the same bytes. Needs cyclonedx-python-lib.
     """
