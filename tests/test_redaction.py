@@ -103,7 +103,9 @@ NOT_SECRETS = [
     "git+ssh://github.com/org/repo.git@v1.0#egg=repo",
     "torch (==2.5.1+cu121) ; extra == 'gpu'",
     "/usr/local/bin:/usr/bin:/opt/me@corp/bin",
-    "https://download.pytorch.org/whl/cu121",
+    "https://wheels.example.invalid/whl/cu121",
+    "/etc/passwd: line 1 column 1 (char 0)",  # a JSON error about a file named passwd
+    "C:\\Windows\\secrets\\token: not a credential, a path",
     "file:///home/ann/wheels/torch-2.5.1-cp311-cp311-linux_x86_64.whl",
     "/tmp/t/data/model.pt",
     "libMLIRDialectPlugin.so.23.0git",

@@ -45,9 +45,10 @@ _QUERY_SECRET = re.compile(
     re.I,
 )
 # `password=x`, `HF_TOKEN: x`, `aws_secret_access_key = x` in free text (exception messages, stderr).
-# The name must *end* with the credential word: `max_tokens=512` and `tokenizers: 0.15` stay.
+# The name must *end* with the credential word: `max_tokens=512` and `tokenizers: 0.15` stay; a name
+# inside a path (`/etc/passwd: line 1`, a JSON error about that file) is a file name, not a key.
 _NAMED_VALUE = re.compile(
-    r"(?P<key>\b[\w.-]*(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|"
+    r"(?P<key>(?<![\w./\\-])[\w.-]*(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|"
     r"private[_-]?key|credentials?)\b)(?P<sep>\s*[=:]\s*)(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;&\"'<>]+)",
     re.I,
 )
