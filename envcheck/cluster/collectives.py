@@ -36,6 +36,11 @@ def run(
     import torch.distributed as dist
 
     group_rank = members.index(rank)
+    if device is not None:
+        import torch
+
+        # NCCL builds its communicator on the current device: each rank on its own GPU, not all on 0.
+        torch.cuda.set_device(device)
     size = len(members)
     results: dict[str, Any] = {}
     try:

@@ -5,7 +5,9 @@ Grouping: the key of a rank's environment is a sha256 of its manifest's non-vola
 manifest without the fields ``volatile()`` marks: timestamps, durations, the host name, timings), so
 ranks that share one environment are decoded, diffed and reported once, as one group named by its ranks
 (``node1:0-3``). The reference is ``--against MANIFEST`` or, by default, the job's majority environment
-(a tie goes to the group holding the lowest rank).
+(a tie goes to the group holding the lowest rank). A variable that binds a rank to its own device
+(``CUDA_VISIBLE_DEVICES``, ...) differs between ranks by design: it is compared by the number of devices
+it names.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class Environments:
     by_key: dict[str, Environment] = field(default_factory=dict)
 
     def add(self, host: str, rank: int, manifest: Any) -> None:
+        manifest = _per_rank_normalised(manifest)
         key = fingerprint(manifest)
         env = self.by_key.get(key)
         if env is None:
@@ -58,6 +61,30 @@ class Environments:
         for env in self.by_key.values():
             env.ranks.sort(key=lambda hr: hr[1])
         return sorted(self.by_key.values(), key=lambda e: (-len(e.ranks), e.ranks[0][1]))
+
+
+# Launchers that bind each rank to its own GPU (SLURM --gpus-per-task, a wrapper per LOCAL_RANK) give every
+# rank another value by design: what must agree between ranks is how many devices each one sees.
+PER_RANK_VARIABLES = (
+    "CUDA_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "ZE_AFFINITY_MASK",
+)
+
+
+def _per_rank_normalised(manifest: Any) -> Any:
+    """The manifest with each per-rank device variable replaced by the number of devices it names."""
+    env = manifest.get("env") if isinstance(manifest, dict) else None
+    if not isinstance(env, dict) or not any(isinstance(env.get(k), str) for k in PER_RANK_VARIABLES):
+        return manifest
+    shown = dict(env)
+    for name in PER_RANK_VARIABLES:
+        value = env.get(name)
+        if isinstance(value, str):
+            count = len([v for v in value.split(",") if v.strip()])
+            shown[name] = f"<{count} device{'s' if count != 1 else ''} per rank>"
+    return {**manifest, "env": shown}
 
 
 def _volatile() -> list[list[str]]:
@@ -352,18 +379,18 @@ def _collective_findings(job: JobView) -> list[Finding]:
                 )
             )
         exact = len(ran) - sum(len(v) for v in wrong.values())
-        parts = [f"all-reduce exact on {exact} of {len(ran)} ranks"] if ran else []
+        parts = [f"all-reduce exact on {exact} of {_ranks(len(ran))}"] if ran else []
         barrier = [res["barrier_ms"] for _, _, res in ran if isinstance(res.get("barrier_ms"), int | float)]
         if barrier:
-            parts.append(f"barrier round trip {min(barrier):.3g}-{max(barrier):.3g} ms (median per rank)")
+            parts.append(f"barrier round trip {_span(barrier)} ms (median per rank)")
         bandwidth = [
             res["bandwidth_mb_s"] for _, _, res in ran if isinstance(res.get("bandwidth_mb_s"), int | float)
         ]
         if bandwidth:
-            parts.append(f"all-reduce bus bandwidth {min(bandwidth):.4g}-{max(bandwidth):.4g} MB/s (4 MB)")
+            parts.append(f"all-reduce bus bandwidth {_span(bandwidth)} MB/s (4 MB)")
         if skipped:
             reasons = sorted({str(res["skipped"]) for _, _, res in skipped})
-            parts.append(f"not run on {len(skipped)} ranks: {'; '.join(reasons)}")
+            parts.append(f"not run on {_ranks(len(skipped))}: {'; '.join(reasons)}")
         if parts:
             findings.append(
                 _cluster_finding(
@@ -371,7 +398,16 @@ def _collective_findings(job: JobView) -> list[Finding]:
                     backend,
                     f"{backend}: " + "; ".join(parts),
                     None,
-                    target=f"exact on {exact} of {len(ran)} ranks" if ran else "not run",
+                    target=f"exact on {exact} of {_ranks(len(ran))}" if ran else "not run",
                 )
             )
     return findings
+
+
+def _ranks(n: int) -> str:
+    return "1 rank" if n == 1 else f"{n} ranks"
+
+
+def _span(values: list[float]) -> str:
+    low, high = min(values), max(values)
+    return f"{low:.4g}" if low == high else f"{low:.4g}-{high:.4g}"

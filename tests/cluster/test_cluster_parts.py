@@ -225,3 +225,45 @@ def test_a_stopped_job_names_the_ranks_still_at_work() -> None:
     assert rules["CLUSTER-RANK-FAILED"].machine == "h:1"
     assert "results from 0 of 3 ranks; still at work then: h:0,2" in rules["CLUSTER-JOB-STOPPED"].message
     assert dataclasses.replace(rules["CLUSTER-JOB-STOPPED"]).severity == "error"
+
+
+def test_per_rank_device_variables_compare_by_count() -> None:
+    manifest = _example()
+    env = dict(manifest["env"])  # type: ignore[call-overload]
+    environments = Environments()
+    environments.add("h", 0, {**manifest, "env": {**env, "CUDA_VISIBLE_DEVICES": "0"}})
+    environments.add("h", 1, {**manifest, "env": {**env, "CUDA_VISIBLE_DEVICES": "1"}})
+    environments.add("h", 2, {**manifest, "env": {**env, "CUDA_VISIBLE_DEVICES": "2,3"}})
+    job = JobView(world_size=3, environments=environments, problems=(), collectives={}, members=())
+    report = build(job, None, Policy())
+    assert [g.name for g in report.groups] == ["h:0-1", "h:2"]
+    (visible,) = [f for f in report.findings if f.subject == "CUDA_VISIBLE_DEVICES"]
+    assert visible.machine == "h:2"
+    assert (visible.base, visible.target) == ("'<1 device per rank>'", "'<2 devices per rank>'")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--against", "{missing}"], "error: "),
+        (["--against", "{bad}"], "error: "),
+        (["--output", "{tmp}/no/such/folder/report.json"], "error: "),
+        (["--timeout", "5"], "Invalid value for '--timeout'"),
+    ],
+)
+def test_rank_0_refuses_bad_options_before_any_work(tmp_path: Path, args: list[str], message: str) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema_version": 1, "meta": 7}', encoding="utf-8")
+    shown = [a.format(missing=tmp_path / "missing.json", bad=bad, tmp=tmp_path) for a in args]
+    # A rank 0 of a one-rank job whose store does not exist: refused options never get that far.
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "envcheck.cluster", *shown],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
