@@ -203,3 +203,22 @@ def test_loading_the_plugin_without_the_option_imports_nothing_else_of_envcheck(
     assert with_option.ret == pytest.ExitCode.OK
     loaded = (sample.path / "modules.txt").read_text(encoding="utf-8").split()
     assert "envcheck.manifest.io" in loaded and "envcheck.findings" in loaded
+
+
+def test_a_gate_that_cannot_run_fails_every_item_with_one_line(
+    sample: pytest.Pytester, kit_envs: KitEnvs
+) -> None:
+    # An interpreter that is no Python at all: the gate cannot take its snapshot. Each of its items says so
+    # in one line (the error is kept, not retried per item); the project's own tests still run.
+    fake = sample.path / "not-python"
+    fake.write_text('#!/bin/sh\necho "not python"\nexit 3\n', encoding="utf-8")
+    fake.chmod(0o755)
+    result = _gate(sample, kit_envs.manifest, fake)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    out = result.stdout.str()
+    failed = re.findall(r"^FAILED (\S+) - (.*)$", out, re.M)
+    assert len(failed) == FAMILIES + len(re.findall(r"^envcheck::check::", out, re.M)) + 1
+    assert all(node.startswith("envcheck::") for node, _ in failed)
+    assert "envcheck gate could not run: the target interpreter " in out
+    assert "Traceback" not in out
+    result.stdout.fnmatch_lines(["test_sample.py::test_the_model_loads PASSED*"], consecutive=False)
