@@ -163,9 +163,9 @@ def _write(
         allow_unlocked=allow_unlocked,
         timeout=timeout,
     )
-    result = compile_lock(load(path), str(path), options)
-    for warning in result.warnings:
-        typer.echo(one_line(f"warning: {warning}"), err=True)
+    result = compile_lock(
+        load(path), str(path), options, warn=lambda line: typer.echo(one_line(f"warning: {line}"), err=True)
+    )
     for left in result.unlocked:
         typer.echo(one_line(f"left out: {left.name}=={left.version}: {left.reason}"), err=True)
     write_output(result.text, target)

@@ -20,9 +20,9 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -74,12 +74,10 @@ class LockOptions:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Lock:
-    """A compiled lock: its ``text``, what was left out (``--allow-unlocked``), and ``warnings`` for stderr
-    (an unreachable index, a manifest from another platform)."""
+    """A compiled lock: its ``text`` and what was left out (``--allow-unlocked``)."""
 
     text: str
     unlocked: tuple[Unlocked, ...]
-    warnings: tuple[str, ...] = field(default=())
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -89,10 +87,11 @@ class _Compiled:
     log: str
 
 
-def lock(manifest: Manifest, name: str, options: LockOptions) -> Lock:
-    """Compile ``manifest`` (shown as ``name``) into a lock. Raises ``LockError`` (exit 2) for a manifest
-    with nothing to lock, for what cannot be locked unless ``options.allow_unlocked``, and for pip-compile
-    failing; warnings name every index that could not be reached."""
+def lock(manifest: Manifest, name: str, options: LockOptions, *, warn: Callable[[str], None]) -> Lock:
+    """Compile ``manifest`` (shown as ``name``) into a lock. ``warn`` is told each problem that does not
+    stop the lock (an index that cannot be reached, a manifest from another platform), before an error
+    it may explain. Raises ``LockError`` (exit 2) for a manifest with nothing to lock, for what cannot be
+    locked unless ``options.allow_unlocked``, and for pip-compile failing."""
     from envcheck.diff.rules._requirements import graph
     from envcheck.diff.rules.base import views
 
@@ -104,16 +103,20 @@ def lock(manifest: Manifest, name: str, options: LockOptions) -> Lock:
         raise LockError(_unlocked_message(inputs.unlocked), tip=_UNLOCKED_TIP)
     with views(manifest):
         g = graph(manifest)
-    warnings = list(_platform_warnings(manifest))
-    torch_index, placeholder = _torch_index(manifest, inputs, options)
+    for warning in _platform_warnings(manifest):
+        warn(warning)
+    torch_index = _torch_index(manifest, inputs, options)
     with ThreadPoolExecutor(max_workers=1) as pool:
         reach = pool.submit(_unreachable_sources, options, torch_index)
-        compiled, inputs, placeholder = _compile_until_locked(inputs, g, options, torch_index, placeholder)
-        warnings += _results(reach)
+        try:
+            compiled, inputs, placeholder = _compile_until_locked(inputs, g, options, torch_index)
+        finally:  # an unreachable index explains the error that may follow
+            for warning in _results(reach):
+                warn(warning)
     if compiled is None:
-        raise LockError(f"nothing of {name} could be locked", tip="Check the indexes named above.")
+        raise LockError(f"nothing of {name} could be locked", tip="Check the sources named above.")
     text = _finish(compiled.output, manifest, name, inputs, placeholder)
-    return Lock(text=text, unlocked=inputs.unlocked, warnings=tuple(warnings))
+    return Lock(text=text, unlocked=inputs.unlocked)
 
 
 _UNLOCKED_TIP = (
@@ -152,7 +155,7 @@ def _platform_warnings(m: Manifest) -> list[str]:
     ]
 
 
-def _torch_index(m: Manifest, inputs: LockInputs, options: LockOptions) -> tuple[str | None, bool]:
+def _torch_index(m: Manifest, inputs: LockInputs, options: LockOptions) -> str | None:
     """The index to add for a labelled torch build (``+cpu``, ``+cu130``), and whether the lock must
     name it as ``${TORCH_INDEX_URL}``: none when ``--index-url`` / ``--extra-index-url`` were given
     (they are meant to serve it), else the URL the manifest's pip was configured with for that label,
@@ -160,19 +163,22 @@ def _torch_index(m: Manifest, inputs: LockInputs, options: LockOptions) -> tuple
     from envcheck.diff.rules.base import _recorded_index
 
     if not inputs.labels or options.index_url or options.extra_index_urls:
-        return None, False
+        return None
     for label in inputs.labels:
         url = _recorded_index(m, label)
         if url is not None:
-            return url, False
-    return None, False
+            return url
+    return None
 
 
 def _compile_until_locked(
-    inputs: LockInputs, g: Graph, options: LockOptions, torch_index: str | None, placeholder: bool
+    inputs: LockInputs, g: Graph, options: LockOptions, torch_index: str | None
 ) -> tuple[_Compiled | None, LockInputs, bool]:
     """pip-compile, again after each distribution no source serves: a labelled torch build first gets
-    ``$TORCH_INDEX_URL`` (when set), anything else is an error unless ``--allow-unlocked`` drops it."""
+    ``$TORCH_INDEX_URL`` (when set), anything else is an error unless ``--allow-unlocked`` drops it.
+    Returns the compile (None when nothing was left to lock), the inputs it locked, and whether the lock
+    must name ``${TORCH_INDEX_URL}``."""
+    placeholder = False
     for _ in range(MAX_TRIES):
         if not inputs.roots:
             return None, inputs, placeholder
