@@ -35,7 +35,7 @@ class Prediction:
     fetch_s: float
     scan_s: float
     downloaded: int
-    scanned: int
+    scanned: bool
 
 
 def predict(
@@ -97,14 +97,14 @@ def _finish(
     cache.fetch(resolution.wheels, target, options)
     fetched = time.perf_counter()
     say(f"scanning the wheels for {target.platform}")
-    scans = [cache.scan(w) for w in resolution.wheels]
+    tree = cache.scan_tree(resolution.wheels)
     scanned = time.perf_counter()
     indexes = [redact_text(u) for u in (options.index_url, *options.extra_index_urls) if u]
     indexes += [redact_text(f) for f in options.find_links]
     manifest = predicted_manifest(
         source,
         resolution,
-        scans,
+        tree,
         indexes=indexes or ["pip's configured indexes"],
         label=f"{source.meta.label or 'predicted'} → {target.platform}",
     )
@@ -115,5 +115,5 @@ def _finish(
         fetch_s=fetched - start,
         scan_s=scanned - fetched,
         downloaded=len(missing),
-        scanned=sum(1 for s in scans if not s.cached),
+        scanned=not tree.cached,
     )

@@ -8,8 +8,9 @@ guessed: their fields stay empty and ``meta.absent`` names them.
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from envcheck import __version__
@@ -30,15 +31,12 @@ from envcheck.manifest.model import (
     TorchStatic,
 )
 from envcheck.manifest.native import (
-    MissingChain,
     NativeNode,
     NativeSection,
-    OpenMPRuntime,
-    RefusedFile,
     Requirement,
 )
-from envcheck.predict.fetch import ScannedWheel
-from envcheck.predict.resolve import Resolution
+from envcheck.predict.fetch import TreeScan
+from envcheck.predict.resolve import Resolution, ResolvedWheel
 
 # Facts a predicted manifest leaves empty: only a live probe of the target machine knows them.
 ABSENT = (
@@ -102,18 +100,17 @@ _LEGACY_MANYLINUX = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2
 def predicted_manifest(
     source: Manifest,
     resolution: Resolution,
-    scans: Sequence[ScannedWheel],
+    tree: TreeScan,
     *,
     indexes: Sequence[str],
     label: str | None = None,
 ) -> Manifest:
     """The manifest ``envcheck predict`` writes for one target (``meta.kind = "predicted"``)."""
     target = resolution.target
-    by_name = {_canon(s.wheel.name): s for s in scans}
-    native = merge_sections([s.section for s in scans if s.section is not None], loader=target.loader)
-    packages = [_distribution(s, native) for s in scans]
-    torch_scan = by_name.get("torch")
-    torch = TorchInfo(trees=[], static=_torch_static(torch_scan), runtime=None)
+    native = dataclasses.replace(tree.section, loader=target.loader)
+    packages = [_distribution(w, native) for w in resolution.wheels]
+    torch_wheel = next((w for w in resolution.wheels if _canon(w.name) == "torch"), None)
+    torch = TorchInfo(trees=[], static=_torch_static(torch_wheel, tree.torch_version), runtime=None)
     needs = machine_needs(native, resolution, torch.static)
     impl = {"cp": "CPython", "pp": "PyPy"}[target.implementation]
     platform = PlatformInfo(
@@ -183,8 +180,7 @@ def _canon(name: str) -> str:
     return canon(name)
 
 
-def _distribution(scan: ScannedWheel, native: NativeSection) -> Distribution:
-    w = scan.wheel
+def _distribution(w: ResolvedWheel, native: NativeSection) -> Distribution:
     owner = _canon(w.name)
     files = [
         NativeFile(
@@ -220,18 +216,18 @@ def _wheel_tags(filename: str) -> list[str]:
     return sorted(f"{p}-{a}-{t}" for p in py.split(".") for a in abi.split(".") for t in plat.split("."))
 
 
-def _torch_static(scan: ScannedWheel | None) -> TorchStatic | None:
-    if scan is None:
+def _torch_static(wheel: ResolvedWheel | None, values: dict[str, object] | None) -> TorchStatic | None:
+    if wheel is None:
         return None
     from envcheck.collect.facts import torch_variant
 
-    values = scan.torch_version or {}
+    values = values or {}
 
     def text(key: str) -> str | None:
         v = values.get(key)
         return v if isinstance(v, str) else None
 
-    version = text("__version__") or scan.wheel.version
+    version = text("__version__") or wheel.version
     debug = values.get("debug")
     return TorchStatic(
         location="",
@@ -241,47 +237,6 @@ def _torch_static(scan: ScannedWheel | None) -> TorchStatic | None:
         hip=text("hip"),
         debug=debug if isinstance(debug, bool) else None,
         variant=torch_variant(version, text("cuda"), text("hip")),
-    )
-
-
-def merge_sections(sections: Iterable[NativeSection], *, loader: str) -> NativeSection:
-    """One tree of several wheels' trees: nodes by key (the first of a key kept), every list merged and
-    sorted, ``requires`` summed per library name, the highest ``GLIBC_`` version needed."""
-    nodes: dict[str, NativeNode] = {}
-    missing: list[MissingChain] = []
-    openmp: list[OpenMPRuntime] = []
-    refused: list[RefusedFile] = []
-    requires: dict[tuple[str, str], Requirement] = {}
-    glibc: str | None = None
-    for s in sections:
-        for n in s.nodes or []:
-            nodes.setdefault(n.key, n)
-        missing += s.missing or []
-        openmp += s.openmp or []
-        refused += s.refused or []
-        for r in s.requires or []:
-            key = (r.name.lower(), r.kind)
-            old = requires.get(key)
-            if old is None:
-                requires[key] = r
-            else:
-                requires[key] = Requirement(
-                    name=old.name,
-                    kind=old.kind,
-                    runtime=old.runtime or r.runtime,
-                    count=old.count + r.count,
-                    needed_by=sorted({*old.needed_by, *r.needed_by}),
-                )
-        if s.glibc_required and (glibc is None or _vtuple(s.glibc_required) > _vtuple(glibc)):
-            glibc = s.glibc_required
-    return NativeSection(
-        loader=loader,  # type: ignore[arg-type]
-        nodes=[nodes[k] for k in sorted(nodes)],
-        missing=sorted(missing, key=lambda c: (c.root, c.missing)),
-        requires=sorted(requires.values(), key=lambda r: (r.kind, r.name.lower())),
-        openmp=sorted(openmp, key=lambda o: o.key),
-        glibc_required=glibc,
-        refused=sorted(refused, key=lambda r: (r.owner, r.path)),
     )
 
 

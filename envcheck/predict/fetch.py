@@ -4,8 +4,8 @@ The cache is ``${XDG_CACHE_HOME:-~/.cache}/envcheck/wheels/<sha256>/<file name>`
 pip's report gives for the wheel. pip itself downloads (its configuration, certificates, proxies and
 credentials apply) into a temporary folder beside the cache; a file enters the cache only once its
 sha256 matches, by a rename, so an interrupted or corrupt download never leaves an entry that looks
-whole. Beside each wheel, ``scan.json`` holds its native tree (``envcheck scan``'s section), written the
-same way: a warm run reads neither the wheel nor its members again.
+whole. ``trees/<key>.json`` holds the native tree of a set of wheels installed together (keyed by their
+sha256s), written the same way: a warm run reads neither the wheels nor their members again.
 """
 
 # pip runs from envcheck's own interpreter with an argument list (no shell).
@@ -50,14 +50,13 @@ def is_pure(wheel: ResolvedWheel) -> bool:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ScannedWheel:
-    """A wheel's native tree (``None`` for a pure-Python wheel) and whether it came from the cache."""
+class TreeScan:
+    """The native tree of a resolution's platform wheels, installed together, and whether it came from
+    the cache. ``torch_version``: the literal assignments of ``torch/version.py`` when a wheel has one."""
 
-    wheel: ResolvedWheel
-    section: NativeSection | None
+    section: NativeSection
+    torch_version: dict[str, object] | None
     cached: bool
-    # The literal assignments of ``torch/version.py`` in a wheel that has one (version, cuda, hip, ...).
-    torch_version: dict[str, object] | None = None
 
 
 class WheelCache:
@@ -149,30 +148,47 @@ class WheelCache:
         entry = self.entry(wheel)
         return entry if entry is not None and entry.is_file() else None
 
-    def scan(self, wheel: ResolvedWheel) -> ScannedWheel:
-        """The native tree of ``wheel``, from ``scan.json`` beside it when an earlier run made one, else
-        scanned member by member (``envcheck.native.scan``) and stored. A pure-Python wheel has none."""
-        if is_pure(wheel):
-            return ScannedWheel(wheel=wheel, section=None, cached=True)
-        entry = self.entry(wheel)
-        stored = entry.parent / "scan.json" if entry is not None else None
-        if stored is not None:
-            found = _read_scan(stored)
-            if found is not None:
-                return ScannedWheel(wheel=wheel, section=found[0], cached=True, torch_version=found[1])
-        path = self.wheel_path(wheel)
-        if path is None:
-            raise UsageError(f"{wheel.filename} is not in the wheel cache")
-        local = _local_path(wheel.url)
-        if local is not None and wheel.sha256 is not None and sha256_of(local) != wheel.sha256:
-            raise UsageError(f"{local} does not match the sha256 of pip's report")
-        from envcheck.native.scan import scan_target
+    def scan_tree(self, wheels: Sequence[ResolvedWheel]) -> TreeScan:
+        """The native tree of every platform wheel of ``wheels`` installed together, as the target's
+        loader would resolve it (torch's ``$ORIGIN/../../nvidia/*/lib`` reaching the nvidia-* wheels).
 
-        section = scan_target(str(path))
-        torch_version = _torch_version(path)
-        if stored is not None:
-            _write_scan(stored, section, torch_version)
-        return ScannedWheel(wheel=wheel, section=section, cached=False, torch_version=torch_version)
+        Each wheel's native members and ``.dist-info`` RECORD / WHEEL are extracted member by member,
+        within the scanner's caps, into one temporary site-packages folder, which the native scanner
+        walks; the result is kept in ``trees/<key>.json``, keyed by the wheels' sha256s, so a warm run
+        reads no wheel at all. Raises ``UsageError`` when a wheel is missing or does not verify."""
+        native = sorted((w for w in wheels if not is_pure(w)), key=lambda w: w.sha256 or "")
+        if not native:
+            return TreeScan(section=NativeSection(nodes=[]), torch_version=None, cached=True)
+        key = hashlib.sha256(
+            "\n".join([_SCAN_FORMAT, *(w.sha256 or w.url for w in native)]).encode()
+        ).hexdigest()
+        stored = self.root / "trees" / f"{key}.json"
+        found = _read_scan(stored)
+        if found is not None:
+            return TreeScan(section=found[0], torch_version=found[1], cached=True)
+        paths = []
+        for w in native:
+            path = self.wheel_path(w)
+            if path is None:
+                raise UsageError(f"{w.filename} is not in the wheel cache")
+            if _local_path(w.url) is not None and w.sha256 is not None and sha256_of(path) != w.sha256:
+                raise UsageError(f"{path} does not match the sha256 of pip's report")
+            paths.append(path)
+        from envcheck.native.scan import _extract_native, scan_folder
+        from envcheck.probe.sessions import temporary_folder
+
+        torch_version = None
+        with temporary_folder("envcheck-predict-tree-") as folder:
+            tree = str(folder)
+            refused = []
+            for path in paths:
+                # The scanner's own extraction (caps, zip-slip and ratio checks), into one site-packages.
+                refused += _extract_native(path, tree)
+                torch_version = torch_version or _torch_version(path)
+            section = scan_folder(tree, display_root=tree, refused=refused, wheel=True)
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        _write_scan(stored, section, torch_version)
+        return TreeScan(section=section, torch_version=torch_version, cached=False)
 
 
 def sha256_of(path: Path) -> str:

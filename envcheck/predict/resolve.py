@@ -172,6 +172,10 @@ def resolve(manifest: Manifest, target: PredictTarget, options: IndexOptions, *,
     pinned = {_canon(d.name): (d.name, pin(d.version)) for d in roots}
     constrained = {_canon(d.name): (d.name, pin(d.version)) for d in constraints}
     unavailable: list[Unavailable] = []
+    from envcheck.diff.rules._requirements import graph
+
+    g = graph(manifest)
+    closures = {name: g.closure(name) for name in pinned}
     start = time.perf_counter()
     result: _Pip | None = None
     # Each failed resolution drops at least one pin: bounded by the number of distributions.
@@ -182,21 +186,26 @@ def resolve(manifest: Manifest, target: PredictTarget, options: IndexOptions, *,
         if result.returncode == 0 and result.report is not None:
             break
         failing = _failing_name(result.log, pinned, constrained)
-        if failing is None:
+        if failing is not None:
+            is_root = failing in pinned
+            name, version = (pinned if is_root else constrained).pop(failing)
+            unavailable.append(
+                Unavailable(name=name, version=version, root=is_root, reason=_last_error(result.log))
+            )
+            continue
+        # A requirement no version satisfies for the target, of a distribution already dropped (or never
+        # pinned): the roots that need it cannot be installed there, and go.
+        needed = _unsatisfiable(result.log)
+        needing = [r for r in pinned if needed is not None and needed in closures.get(r, ())]
+        if not needing:
             raise UsageError(
                 f"pip could not resolve the environment for {target.platform}: {_last_error(result.log)}",
                 tip="Run the same `pip install --dry-run` with -v to see why.",
             )
-        is_root = failing in pinned
-        name, version = (pinned if is_root else constrained).pop(failing)
-        unavailable.append(
-            Unavailable(
-                name=name,
-                version=version,
-                root=is_root,
-                reason=_last_error(result.log),
-            )
-        )
+        for r in needing:
+            name, version = pinned.pop(r)
+            why = f"needs {needed}, which has no wheel for {target.platform}: {_last_error(result.log)}"
+            unavailable.append(Unavailable(name=name, version=version, root=True, reason=why))
     seconds = time.perf_counter() - start
     wheels = _wheels(result.report if result is not None and result.returncode == 0 else None)
     unavailable = _what_exists(unavailable, target, options)
@@ -339,6 +348,12 @@ def _failing_name(
         if name in pinned or name in constrained:
             return name
     return None
+
+
+def _unsatisfiable(log: str) -> str | None:
+    """The canonical name in pip's ``No matching distribution found for X`` (any requirement), or None."""
+    found = _NO_MATCH.findall(log) or _NO_VERSION.findall(log)
+    return _canon(found[-1]) if found else None
 
 
 def _last_error(log: str) -> str:

@@ -95,14 +95,34 @@ class PredictTarget:
             "platform_python_implementation": impl,
         }
 
+    def platforms(self) -> list[str]:
+        """The platform tags a machine of this tag installs, best first. pip expands a ``macosx`` tag to
+        the older releases itself, but takes a ``manylinux_2_28`` or ``musllinux_1_2`` tag literally, while
+        such a machine also installs every older level (PEP 600, 656) and the legacy aliases."""
+        m = _LINUX.fullmatch(self.platform)
+        if m is None or not (m.group(1) or m.group(3) or m.group(4)):
+            return [self.platform]
+        arch = m.group(6)
+        if m.group(1) or m.group(3):
+            glibc = (self.glibc_floor or "2.5").split(".")
+            major, minor = int(glibc[0]), int(glibc[1])
+            tags = [f"manylinux_{major}_{y}_{arch}" for y in range(minor, 4, -1)] if major == 2 else []
+            tags = tags or [self.platform]
+            for legacy, level in (("manylinux2014", 17), ("manylinux2010", 12), ("manylinux1", 5)):
+                if major > 2 or minor >= level:
+                    tags.append(f"{legacy}_{arch}")
+            return tags
+        major, minor = int(m.group(4)), int(m.group(5))
+        return [f"musllinux_{major}_{y}_{arch}" for y in range(minor, -1, -1)]
+
     def pip_options(self) -> list[str]:
         """pip's options selecting wheels for this target (pip takes them only with ``--target`` or
         ``download``)."""
+        platforms = [arg for p in self.platforms() for arg in ("--platform", p)]
         return [
             "--only-binary",
             ":all:",
-            "--platform",
-            self.platform,
+            *platforms,
             "--python-version",
             self.python_version,
             "--implementation",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from envcheck.diff.rules.base import difference_rule, pip_install, pkg
+from envcheck.diff.rules.base import canon, difference_rule, index, pip_install, pkg
 from envcheck.findings import Finding, Rule, Severity
 from envcheck.manifest.model import MachineNeed, Manifest, PredictedSection
 
@@ -319,3 +319,38 @@ def left_out(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
             f"Ship {d.name} to the target as a wheel (`pip wheel` it) and check it there.",
             base=d.version,
         )
+
+
+@difference_rule(
+    "ENV-PREDICT-NOT-INSTALLED",
+    family=FAMILY,
+    severity="info",
+    title="distributions of the dev box that the target platform does not install",
+    why=(
+        "The requirements that bring them in carry markers that exclude the target (torch's nvidia-* and "
+        "triton requirements are Linux-only): code importing them directly fails there."
+    ),
+    fm=("FM-24",),
+    static_facts=True,
+)
+def not_installed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    p = _predicted(target)
+    if p is None or (not target.packages and p.unavailable):
+        return  # nothing resolved: the missing wheels are the finding
+    accounted = {canon(d.name) for d in p.left_out} | {canon(u.name) for u in p.unavailable}
+    have = index(target)
+    gone = sorted(
+        (d for name, d in index(base).items() if name not in have and name not in accounted),
+        key=lambda d: canon(d.name),
+    )
+    if not gone:
+        return
+    names = [f"{d.name} {d.version}" for d in gone]
+    yield rule.finding(
+        f"{len(gone)} distribution{'s' * (len(gone) != 1)}",
+        f"pip does not install these for {_where(p)} (the requirements that bring them in do not apply "
+        f"there): {_list(names, 40)}.",
+        "Import them only where they exist (e.g. `if sys.platform == 'linux'`), or leave them out of the "
+        f"target's requirements; check that {p.platform} does not need what they provide.",
+        base=", ".join(d.name for d in gone[:12]),
+    )
