@@ -10,6 +10,8 @@ in the target environment, prints the median wall time of each, and the ratios t
     snapshot --no-probe      <= 0.80 x  pip freeze
     diff (500 pkgs, 500 libs) <= 0.25 s (CLI start included)
     verify (CPU suite)       <= import torch + 5 s
+    fleet diff (1,000 x 500/500, 90% identical) per manifest <= 0.10 x  diff 500/500;
+        peak memory of its whole process tree < 300 MB
 
 Absolute times are noisy on shared machines; quote the ratios. ``--check`` exits 1 when a budget is missed.
 The target interpreter needs torch; envcheck runs from the interpreter running this script.
@@ -53,6 +55,54 @@ def timed(argv: Sequence[str], cwd: Path) -> float:
     return elapsed
 
 
+def _tree_rss_kb(root: int) -> int:
+    """Resident memory of ``root`` and all its descendants (Linux /proc), in KiB. Shared pages count in
+    every process that maps them: an upper bound on what the tree holds."""
+    page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        proc = Path(f"/proc/{pid}")
+        try:
+            total += int((proc / "statm").read_text().split()[1]) * page_kb
+            for task in proc.glob("task/*/children"):  # a child may be forked by any thread
+                todo += [int(child) for child in task.read_text().split()]
+        except (OSError, ValueError, IndexError):
+            continue  # the process ended between two reads
+    return total
+
+
+def timed_tree(argv: Sequence[str], cwd: Path) -> tuple[float, float]:
+    """``timed``, and the peak resident memory (MB) of the command's whole process tree, workers included,
+    sampled every 20 ms (Linux; elsewhere the largest single process's peak, from ``ru_maxrss``)."""
+    import resource
+    import threading
+
+    peak_kb = 0
+    done = threading.Event()
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def sample() -> None:
+        nonlocal peak_kb
+        while not done.wait(0.02):
+            peak_kb = max(peak_kb, _tree_rss_kb(proc.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    if Path("/proc/self/task").is_dir():
+        sampler.start()
+    _, stderr = proc.communicate()
+    elapsed = time.perf_counter() - start
+    done.set()
+    if sampler.is_alive():
+        sampler.join()
+    else:
+        peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if proc.returncode not in (0, 1):
+        sys.exit(f"bench: {' '.join(argv)} exited {proc.returncode}:\n{stderr.decode()[-2000:]}")
+    return elapsed, peak_kb / 1024
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -61,9 +111,11 @@ def main() -> int:
     parser.add_argument("-n", type=int, default=5, help="repetitions of each command")
     parser.add_argument("--check", action="store_true", help="exit 1 when a budget is missed")
     parser.add_argument("--skip", action="append", default=[], help="skip a command by name")
+    parser.add_argument("--fleet", type=int, default=1000, help="manifests in the fleet diff (0: skip it)")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="envcheck-bench-"))
+    fleet_truth: dict[str, list[str]] = {}
     py = args.python
     ec = envcheck_cmd()
     commands: dict[str, list[str]] = {
@@ -99,6 +151,12 @@ def main() -> int:
         (work / "big-a.json").write_text(json.dumps(base, indent=2, sort_keys=True))
         (work / "big-b.json").write_text(json.dumps(target, indent=2, sort_keys=True))
         commands["diff 500/500"] = [*ec, "diff", str(work / "big-a.json"), str(work / "big-b.json")]
+        if args.fleet > 0:  # the same seed grown into a fleet: 90% identical, the rest in a few groups
+            from synth import write_fleet
+
+            fleet_truth = write_fleet(work / "seed.json", work / "fleet", machines=args.fleet)
+            fleet_argv = [*ec, "diff", str(work / "fleet" / "base.json"), str(work / "fleet" / "machines")]
+            commands["fleet diff"] = [*fleet_argv, "--format", "json", "-o", str(work / "fleet.json")]
     except ImportError as e:
         print(f"note: diff benchmark skipped ({e})", file=sys.stderr)
     commands["verify (CPU)"] = [*ec, "verify", "--python", py]
@@ -108,9 +166,15 @@ def main() -> int:
     times: dict[str, list[float]] = {name: [] for name in commands}
     for argv in commands.values():  # warm-up: page cache, .pyc files
         timed(argv, work)
+    fleet_rss: list[float] = []
     for _ in range(args.n):
         for name, argv in commands.items():
-            times[name].append(timed(argv, work))
+            if name == "fleet diff":
+                seconds, peak = timed_tree(argv, work)
+                times[name].append(seconds)
+                fleet_rss.append(peak)
+            else:
+                times[name].append(timed(argv, work))
     medians = {name: statistics.median(ts) for name, ts in times.items()}
 
     print(f"target: {py}\nenvcheck: {' '.join(ec)}\nrepetitions: {args.n} (alternating), medians:\n")
@@ -119,6 +183,7 @@ def main() -> int:
         print(f"  {name:<22} {median:7.3f} s   (range {spread})")
 
     budgets: list[tuple[str, float, float, str]] = []
+    missed = False
     if "snapshot" in medians and "import torch" in medians:
         budgets.append(("snapshot / import torch", medians["snapshot"] / medians["import torch"], 1.10, "x"))
     if "snapshot --no-probe" in medians and "pip freeze" in medians:
@@ -133,12 +198,22 @@ def main() -> int:
         )
     if "diff 500/500" in medians:
         budgets.append(("diff 500/500 (seconds)", medians["diff 500/500"], 0.25, "s"))
+    if "fleet diff" in medians and "diff 500/500" in medians:
+        per_manifest = medians["fleet diff"] / args.fleet
+        print(f"\nfleet diff: {args.fleet} manifests, {1000 * per_manifest:.1f} ms per manifest")
+        ratio = per_manifest / medians["diff 500/500"]
+        budgets.append(("fleet per manifest / diff 500/500", ratio, 0.10, "x"))
+        budgets.append(("fleet peak RSS, process tree (MB)", max(fleet_rss), 300.0, ""))
+        report = json.loads((work / "fleet.json").read_text(encoding="utf-8"))
+        found = sorted(sorted(g["members"]) for g in report["groups"])
+        right = found == sorted(sorted(labels) for labels in fleet_truth.values())
+        missed |= not right
+        print(f"fleet diff: {len(found)} groups, {'as synthesized' if right else 'NOT as synthesized'}")
     if "verify (CPU)" in medians and "import torch" in medians:
         extra = medians["verify (CPU)"] - medians["import torch"]
         budgets.append(("verify - import torch (seconds)", extra, 5.0, "s"))
 
     print("\nbudgets:")
-    missed = False
     for label, value, limit, unit in budgets:
         ok = value <= limit
         missed |= not ok

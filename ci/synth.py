@@ -18,7 +18,8 @@ A fleet for the fleet diff's budget (DESIGN §6):
     from synth import write_fleet
     truth = write_fleet(Path("seed.json"), Path("fleet"), machines=1000)
 
-writes ``base.json`` and ``machines`` manifests (``node-0000.json`` ...) of 500 packages and 500 libraries:
+writes ``fleet/base.json`` and ``machines`` manifests (``fleet/machines/node-0000.json`` ...) of 500 packages
+and 500 libraries:
 90% are the base recorded again on another host (only the volatile fields differ: label, hostname,
 timestamps, timings), the rest fall in a few drift groups (``FLEET_DRIFTS``), each group one environment.
 ``truth`` maps each group (``identical`` and the drift names) to its machines' labels: the ground truth a
@@ -214,10 +215,10 @@ def fleet_group(index: int) -> str:
 def write_fleet(
     seed: Path, out: Path, machines: int, packages: int = 500, libraries: int = 500
 ) -> dict[str, list[str]]:
-    """Write ``out/base.json`` and ``machines`` manifests ``out/node-NNNN.json`` (see the module's
+    """Write ``out/base.json`` and ``machines`` manifests ``out/machines/node-NNNN.json`` (see the module's
     docstring); return the ground truth: each group's machine labels, in order."""
     base, _ = synthesize(seed, packages, libraries)
-    out.mkdir(parents=True, exist_ok=True)
+    (out / "machines").mkdir(parents=True, exist_ok=True)
     (out / "base.json").write_text(json.dumps(base, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     templates = {"identical": _template(base)}
     for name, drift in FLEET_DRIFTS.items():
@@ -235,7 +236,7 @@ def write_fleet(
             .replace(_CREATED, f"2026-11-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:00+00:00")
             .replace(str(_SECONDS), f"{seconds:.3f}")
         )
-        (out / f"{label}.json").write_text(text, encoding="utf-8")
+        (out / "machines" / f"{label}.json").write_text(text, encoding="utf-8")
         truth.setdefault(group, []).append(label)
     return truth
 

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from envcheck.errors import ManifestError
+from envcheck.errors import EnvcheckError, ManifestError
 from envcheck.findings import Finding
 
 if TYPE_CHECKING:
@@ -114,11 +114,27 @@ class Fleet:
 
 
 @dataclass(frozen=True, slots=True)
+class _Problems:
+    """A ``ManifestError`` as it crosses from a worker (an exception pickles by its message alone)."""
+
+    source: str
+    problems: tuple[str, ...]
+    tip: str | None
+
+    @classmethod
+    def of(cls, error: ManifestError) -> _Problems:
+        return cls(error.source, error.problems, error.tip)
+
+    def error(self, source: str | None = None) -> ManifestError:
+        return ManifestError(source or self.source, self.problems, tip=self.tip)
+
+
+@dataclass(frozen=True, slots=True)
 class _Scanned:
     path: str
     label: str | None
     fingerprint: str | None
-    error: ManifestError | None
+    error: _Problems | None
 
 
 def read_document(path: str) -> dict[str, Any]:
@@ -164,7 +180,7 @@ def _scan(path: str) -> _Scanned:
     try:
         document = read_document(path)
     except ManifestError as e:
-        return _Scanned(path, None, None, e)
+        return _Scanned(path, None, None, _Problems.of(e))
     return _Scanned(path, _label(document), fingerprint(document), None)
 
 
@@ -181,7 +197,7 @@ def diff_one(base: Manifest, target: Manifest) -> tuple[Finding, ...]:
         return tuple(engine.diff(base, target) + engine.doctor(target))
 
 
-def _diff_file(job: tuple[str, str]) -> tuple[Finding, ...] | ManifestError:
+def _diff_file(job: tuple[str, str]) -> tuple[Finding, ...] | _Problems:
     """Step 2 for one distinct environment: decode the file (whose fingerprint must still be ``expected``)
     and diff it against the inherited base; the manifest is dropped on return."""
     from envcheck.manifest.codec import decode
@@ -201,7 +217,7 @@ def _diff_file(job: tuple[str, str]) -> tuple[Finding, ...] | ManifestError:
             if enabled:
                 gc.enable()
     except ManifestError as e:
-        return e
+        return _Problems.of(e)
     del document
     return diff_one(_BASE, target)
 
@@ -217,8 +233,10 @@ def usable_cpus() -> int:
 
 def _quiet_worker() -> None:
     # Ctrl-C reaches the whole process group: the parent alone handles it (and shuts the pool down), the
-    # workers would otherwise each print a KeyboardInterrupt traceback.
+    # workers would otherwise each print a KeyboardInterrupt traceback. The pool ends a worker with SIGTERM:
+    # the handler the command installed for its own cleanup is not the worker's.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class _Runner:
@@ -257,7 +275,8 @@ def diff_files(
 ) -> Fleet:
     """Diff every manifest file in ``paths`` against ``base`` (whose fingerprint is ``base_fingerprint``),
     each distinct environment once, on ``jobs`` processes (default: every usable CPU). Never raises for a
-    bad file: it goes to ``Fleet.unreadable``. ``paths`` are taken once each, in order."""
+    bad file: it goes to ``Fleet.unreadable``. ``paths`` are taken once each, in order. Raises
+    ``EnvcheckError`` when a worker process is killed."""
     global _BASE  # noqa: PLW0603 - the workers inherit it through fork, not through a pickle
 
     unique = list(dict.fromkeys(paths))
@@ -266,11 +285,13 @@ def diff_files(
     labels: Counter[str] = Counter()
     unreadable: list[ManifestError] = []
     _BASE = base
+    from concurrent.futures.process import BrokenProcessPool
+
     try:
         with _Runner(workers) as runner:
             for scanned in runner.map(_scan, unique):
                 if scanned.error is not None:
-                    unreadable.append(scanned.error)
+                    unreadable.append(scanned.error.error())
                     continue
                 assert scanned.fingerprint is not None
                 by_fingerprint.setdefault(scanned.fingerprint, []).append((scanned.path, scanned.label))
@@ -278,6 +299,10 @@ def diff_files(
                     labels[scanned.label] += 1
             jobs_ = [(members[0][0], fp) for fp, members in by_fingerprint.items() if fp != base_fingerprint]
             results = dict(zip((fp for _, fp in jobs_), runner.map(_diff_file, jobs_), strict=True))
+    except BrokenProcessPool as e:  # a worker was killed (the OOM killer, a signal): no result to report
+        raise EnvcheckError(
+            f"a worker of the fleet diff ended abruptly ({e})", tip="Run again; check the machine's memory."
+        ) from e
     finally:
         _BASE = None
     environments: list[Environment] = []
@@ -287,8 +312,8 @@ def diff_files(
             found: tuple[Finding, ...] = _identical(base)
         else:
             result = results[fp]
-            if isinstance(result, ManifestError):  # every member is the same bad document
-                unreadable += [ManifestError(path, result.problems) for path, _ in members]
+            if isinstance(result, _Problems):  # every member is the same bad document
+                unreadable += [result.error(path) for path, _ in members]
                 continue
             found = result
         same = fp == base_fingerprint
