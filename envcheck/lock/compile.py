@@ -156,10 +156,10 @@ def _platform_warnings(m: Manifest) -> list[str]:
 
 
 def _torch_index(m: Manifest, inputs: LockInputs, options: LockOptions) -> str | None:
-    """The index to add for a labelled torch build (``+cpu``, ``+cu130``), and whether the lock must
-    name it as ``${TORCH_INDEX_URL}``: none when ``--index-url`` / ``--extra-index-url`` were given
-    (they are meant to serve it), else the URL the manifest's pip was configured with for that label,
-    else none for now (pip's own configuration may serve it: ``_compile_until_locked`` tries)."""
+    """The index to add for a labelled torch build (``+cpu``, ``+cu130``): none when ``--index-url`` /
+    ``--extra-index-url`` were given (they are meant to serve it), else the URL the manifest's pip was
+    configured with for that label, else none for now: pip's own configuration may serve the build, and
+    ``_compile_until_locked`` falls back to ``${TORCH_INDEX_URL}`` when it does not."""
     from envcheck.diff.rules.base import _recorded_index
 
     if not inputs.labels or options.index_url or options.extra_index_urls:
@@ -355,7 +355,7 @@ def _finish(output: str, m: Manifest, name: str, inputs: LockInputs, placeholder
 
     shown = one_line(redact_text(name))
     index_value = os.environ.get(TORCH_INDEX_VAR) if placeholder else None
-    lines = _header(m, shown, placeholder)
+    lines = _header(m, shown, placeholder and bool(index_value))
     for raw in _merge_via(output.splitlines(), shown):
         option = _OPTION_URL.match(raw)
         if option is not None:
@@ -366,8 +366,11 @@ def _finish(output: str, m: Manifest, name: str, inputs: LockInputs, placeholder
             continue
         lines.append(_with_marker(raw, inputs))
     if placeholder and not index_value:
-        lines.append(f"# No source here serves the {', '.join(inputs.labels)} build of torch: set")
-        lines.append(f"# {TORCH_INDEX_VAR} and run envcheck lock again (see the header).")
+        lines += [
+            "",
+            "# No source here serves the labelled torch build: set TORCH_INDEX_URL to the PyTorch wheel",
+            "# index for its label (the URL ends in /<label>, e.g. /cpu) and run envcheck lock again.",
+        ]
     if inputs.unlocked:
         lines += ["", "# Left out (--allow-unlocked): install these by other means."]
         lines += [f"#   {u.name}=={u.version}: {one_line(redact_text(u.reason))}" for u in inputs.unlocked]
