@@ -340,7 +340,9 @@ def _members(
     pending = set(range(rdzv.world_size))
     joined: list[int] = []
     until = started + options.collectives_at
-    while pending and time.monotonic() < until:
+    first = True  # one look at every key even past the decision time (rank 0 itself is ready by now)
+    while pending and (first or time.monotonic() < until):
+        first = False
         for r in sorted(pending):
             if store.check([rdzv.key("ready", r)]):
                 pending.discard(r)
@@ -370,7 +372,8 @@ def _collect(store: Store, rdzv: Rendezvous, gathered: Gathered, *, until: float
             break
         time.sleep(POLL_S)
     for r in pending:
-        host, state = _state(store, rdzv, r, gathered.host)
+        # Rank 0 itself is missing only when stopped before it sent: it was at work, not dead.
+        host, state = (gathered.host, "running") if r == rdzv.rank else _state(store, rdzv, r, gathered.host)
         gathered.problems.append(absent_problem(r, host, state, stopped=gathered.stopped))
 
 

@@ -65,9 +65,13 @@ def cluster(
     NCCL where the ranks have GPUs); everything reaches rank 0 through the rendezvous store, even from a
     rank that cannot import torch. Rank 0 writes one report: ranks sharing an environment as one group
     (host:0-3), every other environment diffed against --against or the majority, ranks that died, hung
-    or lack torch by rank. Only rank 0 writes the report; the other ranks exit 0 once they have sent
-    their results, so the job's exit status is rank 0's: 0 clean, 1 findings at or above --fail-on, 2
-    usage or input error.
+    or lack torch by rank. Between the ranks of one job a difference that `envcheck diff` rates a
+    warning is an error (ranks that load or compute differently diverge, or hang in a collective); with
+    --against, severities are those of `envcheck diff`.
+
+    Only rank 0 writes the report; the other ranks exit 0 once they have sent their results, so the
+    job's exit status is rank 0's: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
+    A rank stopped by SIGSTOP is reported at the deadline; torchrun kills it 30 s after rank 0 exits.
     """
     from envcheck.cluster import rank
     from envcheck.cluster.report import build
