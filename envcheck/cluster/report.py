@@ -5,9 +5,9 @@ Grouping: the key of a rank's environment is a sha256 of its manifest's non-vola
 manifest without the fields ``volatile()`` marks: timestamps, durations, the host name, timings), so
 ranks that share one environment are decoded, diffed and reported once, as one group named by its ranks
 (``node1:0-3``). The reference is ``--against MANIFEST`` or, by default, the job's majority environment
-(a tie goes to the group holding the lowest rank). A variable that binds a rank to its own device
-(``CUDA_VISIBLE_DEVICES``, ...) differs between ranks by design: it is compared by the number of devices
-it names.
+(a tie goes to a group whose ranks all imported torch and sent a snapshot, then to the lowest rank).
+A variable that binds a rank to its own device (``CUDA_VISIBLE_DEVICES``, ...) differs between ranks by
+design: it is compared by the number of devices it names.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -56,11 +56,15 @@ class Environments:
             env = self.by_key[key] = Environment(fingerprint=key, text=text)
         env.ranks.append((host, rank))
 
-    def ordered(self) -> list[Environment]:
-        """Most ranks first; a tie goes to the environment holding the lowest rank."""
+    def ordered(self, troubled: Collection[int] = ()) -> list[Environment]:
+        """Most ranks first; a tie goes to the environment none of whose ranks is ``troubled`` (could not
+        import torch, ...), then to the one holding the lowest rank."""
         for env in self.by_key.values():
             env.ranks.sort(key=lambda hr: hr[1])
-        return sorted(self.by_key.values(), key=lambda e: (-len(e.ranks), e.ranks[0][1]))
+        return sorted(
+            self.by_key.values(),
+            key=lambda e: (-len(e.ranks), any(r in troubled for _, r in e.ranks), e.ranks[0][1]),
+        )
 
 
 # Launchers that bind each rank to its own GPU (SLURM --gpus-per-task, a wrapper per LOCAL_RANK) give every
@@ -187,7 +191,8 @@ def build(job: JobView, against: tuple[str, Manifest] | None, policy: Policy) ->
 
     findings: list[Finding] = []
     decoded: list[tuple[Environment, Manifest]] = []
-    for env in job.environments.ordered():
+    ordered = job.environments.ordered({p.rank for p in job.problems})
+    for env in ordered:
         try:
             decoded.append((env, loads(env.text, source=f"the manifest of {env.name}")))
         except ManifestError as e:
@@ -198,8 +203,10 @@ def build(job: JobView, against: tuple[str, Manifest] | None, policy: Policy) ->
             )
         env.text = ""  # decoded once; the text is not needed any more
     reference_env = None if against is not None or not decoded else decoded[0][0]
+    tie = len(decoded) > 1 and len(decoded[0][0].ranks) == len(decoded[1][0].ranks)
+    chosen = "the reference environment" if tie else "the majority environment"
     reference: tuple[str, Manifest] | None = against or (
-        (f"the majority environment ({decoded[0][0].name})", decoded[0][1]) if decoded else None
+        (f"{chosen} ({decoded[0][0].name})", decoded[0][1]) if decoded else None
     )
     groups: list[MachineGroup] = []
     if reference is not None:

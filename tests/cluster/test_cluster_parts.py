@@ -13,7 +13,15 @@ from pathlib import Path
 import pytest
 
 from envcheck.cluster.rank import MAX_PAYLOAD_BYTES, Gathered, _proc_state, _receive
-from envcheck.cluster.report import Environments, JobView, absent_problem, build, fingerprint, rank_ranges
+from envcheck.cluster.report import (
+    Environments,
+    JobView,
+    RankProblem,
+    absent_problem,
+    build,
+    fingerprint,
+    rank_ranges,
+)
 from envcheck.cluster.store import RawStoreClient, Rendezvous
 from envcheck.diff.policy import Policy
 from envcheck.manifest.codec import encode
@@ -267,3 +275,17 @@ def test_rank_0_refuses_bad_options_before_any_work(tmp_path: Path, args: list[s
     )
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_tie_goes_to_the_environment_whose_ranks_have_torch() -> None:
+    manifest = _example()
+    env = dict(manifest["env"])  # type: ignore[call-overload]
+    environments = Environments()
+    environments.add("h", 0, {**manifest, "env": {**env, "PYTHONPATH": "/broken"}})
+    environments.add("h", 1, manifest)
+    no_torch = RankProblem(rule="CLUSTER-RANK-NO-TORCH", host="h", rank=0, detail="import torch failed: x")
+    job = JobView(world_size=2, environments=environments, problems=(no_torch,), collectives={}, members=(1,))
+    report = build(job, None, Policy())
+    assert report.title.endswith("against the reference environment (h:1)")
+    (pythonpath,) = [f for f in report.findings if f.subject == "PYTHONPATH"]
+    assert pythonpath.machine == "h:0" and pythonpath.target == "'/broken'"
