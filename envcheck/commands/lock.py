@@ -193,10 +193,10 @@ def _check(
 
     check_outputs(output, junit)
     rules_policy = load_rules_policy(policy, no_policy)
-    data = read_lock(str(path))  # a lock that cannot be read is refused before the target starts
+    parsed = parse_lock(read_lock(str(path)), str(path))  # a bad lock is refused before the target starts
     # The static part is enough: names and versions are read from the metadata, nothing is imported.
     live = take_snapshot(SnapshotOptions(python=python, probe=False, verify=False, timeout=min(timeout, 120)))
-    locked = parse_lock(data, str(path), marker_environment(live))
+    locked = parsed.for_interpreter(marker_environment(live))
     title = f"envcheck lock --check: {python or 'this interpreter'} against {path}"
     report = flows.finish(title, compare(locked, live, python=python), rules_policy, rules=RULE_IDS)
     report_findings(

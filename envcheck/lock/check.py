@@ -62,22 +62,48 @@ class LockFileError(EnvcheckError):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LockedPin:
-    """One requirement of the lock that applies to the checked interpreter: ``name`` canonical,
-    ``written`` as in the lock, ``version`` exact (None for a direct reference without a wheel name)."""
+    """One requirement of the lock: ``name`` canonical, ``written`` as in the lock, ``version`` exact
+    (None for a direct reference without a wheel name), ``marker`` its PEP 508 marker text, if any."""
 
     name: str
     written: str
     version: str | None
     line: int
+    marker: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LockFile:
-    """A parsed lock: the pins whose markers hold for the interpreter, and its source options (the index
-    and find-links lines, for the remedies)."""
+    """A parsed lock: its pins and its source options (the index and find-links lines, for the
+    remedies). ``source`` names the file in messages."""
 
     pins: tuple[LockedPin, ...]
     sources: tuple[tuple[str, str], ...]
+    source: str = "lock"
+
+    def for_interpreter(self, markers: dict[str, str]) -> LockFile:
+        """The pins whose markers hold in ``markers`` (PEP 508 variables of the checked interpreter).
+        Raises ``LockFileError`` for a marker that cannot be evaluated there, and for a distribution two
+        lines pin for the same interpreter."""
+        from packaging.markers import Marker, UndefinedComparison, UndefinedEnvironmentName
+
+        kept: dict[str, LockedPin] = {}
+        for pin in self.pins:
+            where = f"{self.source} line {pin.line}"
+            if pin.marker is not None:
+                try:
+                    if not Marker(pin.marker).evaluate({**markers, "extra": ""}):
+                        continue
+                except (UndefinedComparison, UndefinedEnvironmentName) as e:
+                    raise LockFileError(
+                        f"{where}: a marker that cannot be evaluated: {pin.marker} ({e})"
+                    ) from e
+            if pin.name in kept:
+                raise LockFileError(
+                    f"{where}: {pin.written} is pinned twice (first on line {kept[pin.name].line})"
+                )
+            kept[pin.name] = pin
+        return LockFile(pins=tuple(kept.values()), sources=self.sources, source=self.source)
 
 
 def read_lock(path: str) -> bytes:
@@ -95,33 +121,24 @@ def read_lock(path: str) -> bytes:
     return data
 
 
-def parse_lock(data: bytes, source: str, markers: dict[str, str]) -> LockFile:
-    """The pins of a lock whose markers hold in ``markers`` (PEP 508 variables of the interpreter).
+def parse_lock(data: bytes, source: str) -> LockFile:
+    """Every pin and source option of a lock, markers not yet evaluated (``LockFile.for_interpreter``).
     Raises ``LockFileError`` naming the line of the first problem."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise LockFileError(f"{source}: not UTF-8 text (byte {e.start}): not a requirements lock") from e
-    pins: dict[str, LockedPin] = {}
+    pins: list[LockedPin] = []
     sources: list[tuple[str, str]] = []
-    requirements = 0
     for number, line in _logical_lines(text):
         where = f"{source} line {number}"
         if line.startswith("-"):
             sources += _option(line, where)
-            continue
-        requirements += 1
-        pin = _requirement(line, where, number, markers)
-        if pin is None:
-            continue
-        if pin.name in pins:
-            raise LockFileError(
-                f"{where}: {pin.written} is pinned twice (first on line {pins[pin.name].line})"
-            )
-        pins[pin.name] = pin
-    if not requirements:
+        else:
+            pins.append(_requirement(line, where, number))
+    if not pins:
         raise LockFileError(f"{source}: no requirements: not a requirements lock")
-    return LockFile(pins=tuple(pins.values()), sources=tuple(sources))
+    return LockFile(pins=tuple(pins), sources=tuple(sources), source=source)
 
 
 def _logical_lines(text: str) -> list[tuple[int, str]]:
@@ -162,7 +179,7 @@ def _option(line: str, where: str) -> list[tuple[str, str]]:
     return [(name, value.strip())] if name in _INDEX_OPTIONS and value.strip() else []
 
 
-def _requirement(line: str, where: str, number: int, markers: dict[str, str]) -> LockedPin | None:
+def _requirement(line: str, where: str, number: int) -> LockedPin:
     from packaging.requirements import InvalidRequirement, Requirement
 
     from envcheck.diff.rules.base import canon
@@ -173,24 +190,20 @@ def _requirement(line: str, where: str, number: int, markers: dict[str, str]) ->
     try:
         req = Requirement(text)
     except InvalidRequirement as e:
-        raise LockFileError(f"{where}: not a requirement: {one_line(text[:120])} ({e})") from e
-    if req.marker is not None:
-        from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
-
-        try:
-            if not req.marker.evaluate({**markers, "extra": ""}):
-                return None
-        except (UndefinedComparison, UndefinedEnvironmentName) as e:
-            raise LockFileError(f"{where}: a marker that cannot be evaluated: {req.marker} ({e})") from e
+        why = str(e).splitlines()[0] if str(e) else "invalid"  # packaging adds the line and a caret
+        raise LockFileError(f"{where}: not a requirement: {one_line(text[:120])} ({why})") from e
+    marker = str(req.marker) if req.marker is not None else None
     if req.url is not None:
-        return LockedPin(name=canon(req.name), written=req.name, version=_wheel_version(req.url), line=number)
+        version = _wheel_version(req.url)
+        return LockedPin(name=canon(req.name), written=req.name, version=version, line=number, marker=marker)
     specs = list(req.specifier)
     if len(specs) != 1 or specs[0].operator not in ("==", "===") or specs[0].version.endswith(".*"):
         raise LockFileError(
             f"{where}: {one_line(text[:120])} is not one exact version (name==version): not a lock",
             tip="Write the lock with `envcheck lock` or pip-compile.",
         )
-    return LockedPin(name=canon(req.name), written=req.name, version=specs[0].version, line=number)
+    version = specs[0].version
+    return LockedPin(name=canon(req.name), written=req.name, version=version, line=number, marker=marker)
 
 
 def _split_hashes(line: str, where: str) -> tuple[str, list[str]]:
