@@ -15,8 +15,8 @@ holds one parsed document at a time, and what is kept per file is its name and f
 one environment exist once, shared by every machine that has it (``Environment.findings``).
 
 Work runs in a pool of forked processes, one per usable CPU (the affinity mask, not the host's count):
-forked workers inherit the decoded base instead of decoding it again. With one CPU, or one file, it
-runs inline.
+forked workers inherit the decoded base instead of decoding it again. With one CPU, one file, or no
+``fork`` (Windows), it runs inline.
 
 A manifest that cannot be read (not a regular file, a link loop, too big, not JSON, a newer schema,
 invalid) is not diffed: it is listed in ``Fleet.unreadable`` with the one-line reason, and the others are
@@ -34,6 +34,7 @@ import signal
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envcheck.errors import EnvcheckError, ManifestError
@@ -145,6 +146,14 @@ def read_document(path: str) -> dict[str, Any]:
     from envcheck.manifest.io import MAX_MANIFEST_BYTES, loads
     from envcheck.manifest.model import SCHEMA_VERSION
 
+    try:  # a fleet may hold several oversized files: refuse them before reading 32 MiB of each
+        size = Path(path).stat().st_size
+    except OSError:
+        size = 0  # the reader below says why
+    if size > MAX_MANIFEST_BYTES:
+        raise ManifestError(
+            path, [f"file is {size} bytes, more than the {MAX_MANIFEST_BYTES} bytes a manifest may be"]
+        )
     try:
         raw = read_capped(path, MAX_MANIFEST_BYTES)
     except NotOpened as e:
@@ -247,8 +256,9 @@ class _Runner:
         self._pool: Any = None
 
     def __enter__(self) -> _Runner:
-        if self.jobs > 1:
-            import multiprocessing
+        import multiprocessing
+
+        if self.jobs > 1 and "fork" in multiprocessing.get_all_start_methods():  # not on Windows
             from concurrent.futures import ProcessPoolExecutor
 
             self._pool = ProcessPoolExecutor(

@@ -84,24 +84,41 @@ def diff_fleet(base_name: str, machines: Fleet, policy: Policy) -> Report:
     larger one by its first machine and the count of the others (``node-07 +41``).
 
     An environment's machines are split further where the policy selects machines (``machine = "prod-*"``)
-    so that every entry of the policy applies to all of a group's machines or to none of them."""
+    so that every entry of the policy applies to all of a group's machines or to none of them; the policy
+    sees each group's findings under its first machine's name, which its globs match as they match every
+    machine of the group (never the group's name, which they might not)."""
     groups: list[MachineGroup] = []
     findings: list[Finding] = []
     taken: set[str] = set()
+    renamed: dict[str, str] = {}
     for environment in machines.environments:
         for members in _split_by_policy(environment.members, policy):
             name = _group_name(members, taken)
+            renamed[members[0]] = name
             groups.append(
                 MachineGroup(name=name, members=members, identical_to_base=environment.identical_to_base)
             )
-            findings += [_on_machine(f, name) for f in environment.findings]
+            findings += [_on_machine(f, members[0]) for f in environment.findings]
     report = finish(
         f"envcheck diff: {base_name} → {machines.machines} machines",
         findings,
         policy,
         rules=rule_ids("difference", "single"),
     )
-    return dataclasses.replace(report, groups=tuple(groups))
+    named = sorted((_renamed(f, renamed) for f in report.findings), key=Finding.sort_key)
+    return dataclasses.replace(report, findings=tuple(named), groups=tuple(groups))
+
+
+def _renamed(finding: Finding, names: dict[str, str]) -> Finding:
+    """``finding`` of a group's first machine, named by its group (its cause's id too)."""
+    first = finding.machine or ""
+    name = names.get(first, first)
+    if name == first:
+        return finding
+    cause = finding.caused_by
+    if cause is not None and cause.endswith(f"@{first}"):
+        cause = cause[: -len(first)] + name
+    return dataclasses.replace(finding, machine=name, caused_by=cause)
 
 
 def _on_machine(finding: Finding, machine: str) -> Finding:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from envcheck import fleet, flows
-from envcheck.diff.policy import Policy, Selector
+from envcheck.diff.policy import Intended, Policy, Selector
 from envcheck.manifest.codec import decode
 from envcheck.manifest.model import Manifest
 from envcheck.report import FormatName, render
@@ -192,6 +192,18 @@ def test_a_policy_that_selects_machines_splits_their_group() -> None:
     # The staging machines' findings are ignored, the prod machines' (same environment) are not.
     assert {f.machine for f in report.findings} == {"prod-0 +2"}
     assert "ENV-TORCH-VARIANT" in {f.rule for f in report.findings}
+    # The globs select machines, never a group's name: "*-1" matches prod-1 and staging-1, not "prod-1 +1".
+    ones = Intended(selector=Selector(rule="*", machine="*-1"), reason="r")
+    policy = Policy(source="test", intended=(ones,))
+    report = flows.diff("dev", base, machines, policy)
+    assert [(g.name, g.members) for g in report.groups] == [
+        ("prod-0 +2", ("prod-0", "prod-2", "staging-0")),
+        ("prod-1 +1", ("prod-1", "staging-1")),
+    ]
+    intended = {f.machine for f in report.findings if f.intended == "r"}
+    assert intended == {"prod-1 +1"} and {f.machine for f in report.findings} == {"prod-0 +2", "prod-1 +1"}
+    caused = [f for f in report.findings if f.caused_by]
+    assert caused and all(f.caused_by.endswith(f"@{f.machine}") for f in caused)  # causes renamed too
 
 
 HOSTILE = "\x1b[31mnode\u202e|<script>x</script>`**"
