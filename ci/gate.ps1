@@ -88,6 +88,7 @@ function Bounded([string]$log, [string]$exe, [string[]]$arguments) {
     $quoted = @($arguments | ForEach-Object { '"' + ($_ -replace '"', '\"') + '"' })
     $p = Start-Process -FilePath $exe -ArgumentList $quoted -NoNewWindow -PassThru `
         -RedirectStandardOutput "$log.out" -RedirectStandardError "$log.err"
+    $null = $p.Handle  # without a handle taken before the wait, ExitCode reads empty afterwards
     if (-not $p.WaitForExit([int]$limit * 1000)) { $p.Kill(); Add-Content -LiteralPath $log "timed out after $limit s"; return 124 }
     Get-Content -LiteralPath "$log.out", "$log.err" -ErrorAction SilentlyContinue | Add-Content -LiteralPath $log
     return $p.ExitCode
@@ -134,7 +135,7 @@ try {
         }
         & $envcheck --version *> $null
         if ($LASTEXITCODE -ne 0) { Die "'$spec' installed no working envcheck command" }
-        [IO.File]::WriteAllText($stamp, $spec)
+        Set-Content -LiteralPath $stamp -Value $spec -NoNewline
         Say "installed $(& $envcheck --version) in $venv"
     }
 

@@ -394,8 +394,11 @@ def _check_of(subject: str, checks: Sequence[str]) -> str | None:
 
 
 def _node_name(check: str) -> str:
-    """A check name inside a node id: ``::`` separates nodes, and ``[`` starts a parameter id."""
-    return check.replace("::", "__").replace("[", "(").replace("]", ")")
+    """A check name (from the manifest: untrusted) inside a node id, which pytest prints raw: control
+    characters shown as ``\\xNN``; ``::`` separates nodes, and ``[`` starts a parameter id."""
+    from envcheck.escape import one_line
+
+    return one_line(check).replace("::", "__").replace("[", "(").replace("]", ")")
 
 
 def _severity(value: str) -> Severity:

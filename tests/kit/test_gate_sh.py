@@ -326,3 +326,27 @@ def test_gate_ps1_mirrors_gate_sh() -> None:
             check=False,
         )
         assert done.returncode == 0 and done.stdout.startswith("usage: ci\\gate.ps1 MANIFEST")
+
+
+def test_another_spec_is_a_fresh_environment_not_the_cached_one(cached: Cached, tmp_path: Path) -> None:
+    # A copy of the cache (hard links) installed from another SPEC: gate.sh must not reuse the envcheck in
+    # it. The new SPEC does not install, so the old environment is gone and nothing is reused.
+    venv = tmp_path / "tool-venv"
+    shutil.copytree(cached.venv, venv, copy_function=os.link, symlinks=True)
+    assert (venv / "envcheck-gate.spec").exists()
+    manifest = tmp_path / "m.json"
+    manifest.write_text("{}", encoding="utf-8")
+    run = gate_sh(
+        manifest,
+        "--python",
+        sys.executable,
+        "--envcheck",
+        tmp_path / "no-such-project",
+        env={"ENVCHECK_GATE_VENV": str(venv)},
+        cwd=tmp_path,
+    )
+    assert run.code == 2
+    assert "could not install envcheck from" in _one_line(run.stderr)
+    assert not (venv / "envcheck-gate.spec").exists()
+    assert not (venv / "bin" / "envcheck").exists()
+    assert (cached.venv / "bin" / "envcheck").exists()  # the cache it was copied from is untouched

@@ -7,6 +7,7 @@ named interpreter for real. The runs that only collect are in-process.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -222,3 +223,17 @@ def test_a_gate_that_cannot_run_fails_every_item_with_one_line(
     assert "envcheck gate could not run: the target interpreter " in out
     assert "Traceback" not in out
     result.stdout.fnmatch_lines(["test_sample.py::test_the_model_loads PASSED*"], consecutive=False)
+
+
+def test_check_names_from_a_hostile_manifest_are_escaped_in_node_ids(
+    sample: pytest.Pytester, kit_envs: KitEnvs
+) -> None:
+    data = json.loads(kit_envs.manifest.read_text(encoding="utf-8"))
+    data["verify"]["results"][1]["name"] = "evil\x1b]0;owned\x07::x[1]"
+    hostile = sample.path / "hostile.json"
+    hostile.write_text(json.dumps(data), encoding="utf-8")
+    result = sample.runpytest(f"--envcheck={hostile}", "--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.OK, result.stderr.str()
+    out = result.stdout.str()
+    assert "\x1b" not in out and "\x07" not in out
+    assert "envcheck::check::evil\\x1b)0;owned\\x07__x(1)" in result.outlines
