@@ -21,7 +21,8 @@ what it has received so far. A watchdog ends any rank ``WATCHDOG_GRACE`` seconds
 blocked in, so the job never waits forever.
 
 Fault injection for the tests (a wrapper sets it on one rank): ``ENVCHECK_CLUSTER_FAULT`` = ``kill``
-(SIGKILL itself), ``hang`` (block forever) or ``stop`` (SIGSTOP itself), right after step 2.
+(SIGKILL itself), ``hang`` (block forever) or ``stop`` (SIGSTOP itself), right after step 2, or with
+``@collectives`` (``hang@collectives``) once it is a member, as the collectives start.
 """
 
 from __future__ import annotations
@@ -184,11 +185,14 @@ def _device(local_rank: int) -> tuple[str | None, dict[str, str] | None]:
     return f"cuda:{index}", env
 
 
-def _fault(rank: int) -> None:
-    fault = os.environ.get(FAULT_VARIABLE)
-    if not fault:
+def _fault(rank: int, stage: str) -> None:
+    spec = os.environ.get(FAULT_VARIABLE)
+    if not spec:
         return
-    _say(rank, f"{FAULT_VARIABLE}={fault}: injecting the fault")
+    fault, _, at = spec.partition("@")
+    if (at or "start") != stage:
+        return
+    _say(rank, f"{FAULT_VARIABLE}={spec}: injecting the fault")
     if fault == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     elif fault == "stop":
@@ -248,7 +252,7 @@ def run(options: RankOptions, environ: dict[str, str] | None = None) -> Gathered
             _say(rdzv.rank, f"cannot import torch ({torch_error}); sending the static snapshot by the store")
             store = RawStoreClient(rdzv.host, rdzv.port, connect)
         store.set(rdzv.key("started", rdzv.rank), json.dumps({"host": host, "pid": os.getpid()}))
-        _fault(rdzv.rank)
+        _fault(rdzv.rank, "start")
         return _work(options, rdzv, store, (snapshot, suite), started, host, device, torch_error, gathered)
     except _Stopped:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one report, however many times torchrun asks
@@ -305,6 +309,7 @@ def _work(
     if members is not None and rdzv.rank in members and torch_error is None:
         from envcheck.cluster import collectives
 
+        _fault(rdzv.rank, "collectives")
         payload["collectives"] = collectives.run(
             store,
             prefix=rdzv.key("pg"),

@@ -223,8 +223,9 @@ def build(job: JobView, against: tuple[str, Manifest] | None, policy: Policy) ->
         ]
     else:
         ref_name = "nothing (no rank sent an environment)"
-    findings += _problem_findings(job)
-    findings += _collective_findings(job)
+    problems = _problem_findings(job)
+    findings += problems
+    findings += _collective_findings(job, _collective_cause(job, problems))
     ranks = sum(len(env.ranks) for env, _ in decoded)
     kinds = f"{len(decoded)} environment{'s' if len(decoded) != 1 else ''}"
     heard = "" if ranks == job.world_size else f" ({ranks} sent one)"
@@ -354,7 +355,16 @@ def _problem_findings(job: JobView) -> list[Finding]:
     return findings
 
 
-def _collective_findings(job: JobView) -> list[Finding]:
+def _collective_cause(job: JobView, problems: list[Finding]) -> str | None:
+    """The finding of a member rank that died or hung: the collectives of the others failed because of
+    it (a peer gone makes Gloo fail at once, a hung one at the timeout)."""
+    missing = {p.rank for p in job.problems if p.rule in ("CLUSTER-RANK-FAILED", "CLUSTER-RANK-TIMEOUT")}
+    if not missing & set(job.members):
+        return None
+    return next((f.key for f in problems if f.rule in ("CLUSTER-RANK-FAILED", "CLUSTER-RANK-TIMEOUT")), None)
+
+
+def _collective_findings(job: JobView, cause: str | None = None) -> list[Finding]:
     findings: list[Finding] = []
     by_backend: dict[str, list[tuple[str, int, dict[str, Any]]]] = {}
     for rank, (host, results) in sorted(job.collectives.items()):
@@ -382,7 +392,11 @@ def _collective_findings(job: JobView) -> list[Finding]:
             who = ", ".join(rank_ranges(ranks))
             findings.append(
                 _cluster_finding(
-                    "CLUSTER-ALLREDUCE", backend, f"all-reduce over {backend} on {who}: {what}", who
+                    "CLUSTER-ALLREDUCE",
+                    backend,
+                    f"all-reduce over {backend} on {who}: {what}",
+                    who,
+                    caused_by=cause,
                 )
             )
         exact = len(ran) - sum(len(v) for v in wrong.values())

@@ -150,3 +150,17 @@ def test_a_rank_that_cannot_import_torch_still_sends_its_static_snapshot(tmp_pat
     (pythonpath,) = [f for f in _rule(report, "ENV-VAR-CHANGED") if f["subject"] == "PYTHONPATH"]
     assert pythonpath["machine"] == f"{host}:1"
     assert {g["name"] for g in report["groups"]} == {f"{host}:0", f"{host}:1"}
+
+
+def test_a_rank_hung_in_the_collectives_is_their_root_cause(tmp_path: Path) -> None:
+    code, report, _ = _job(
+        tmp_path, "--timeout", "30", "--no-verify", rank1_env={"ENVCHECK_CLUSTER_FAULT": "hang@collectives"}
+    )
+    host = socket.gethostname()
+    assert code != 0
+    (hung,) = _rule(report, "CLUSTER-RANK-TIMEOUT")
+    assert hung["machine"] == f"{host}:1"
+    # Rank 0's all-reduce failed at the collective timeout, and the report says why.
+    (allreduce,) = _rule(report, "CLUSTER-ALLREDUCE")
+    assert allreduce["machine"] == f"{host}:0" and "failed" in allreduce["message"]
+    assert allreduce["caused_by"] == hung["id"]
