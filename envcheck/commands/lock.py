@@ -24,6 +24,7 @@ MATCHES = "The environment matches the lock."
 
 @handles_errors
 def lock(
+    ctx: typer.Context,
     path: Annotated[
         Path,
         typer.Argument(
@@ -110,29 +111,31 @@ def lock(
     manifest without distributions, a distribution no reachable source serves).
     """
     if check:
-        _refuse(
-            ("--hashes", hashes),
-            ("--index-url", index_url),
-            ("--extra-index-url", extra_index_url),
-            ("--find-links", find_links),
-            ("--allow-unlocked", allow_unlocked),
-            mode="--check",
-        )
+        _refuse(ctx, "hashes", "index_url", "extra_index_url", "find_links", "allow_unlocked", mode="--check")
         _check(path, python, fmt, output, junit, fail_on, policy, no_policy, verbose, timeout)
         return
     _refuse(
-        ("--python", python),
-        ("--junit", junit),
-        ("--format", fmt is not ReportFormatChoice.text),
-        ("--policy", policy),
-        ("--no-policy", no_policy),
+        ctx,
+        "python",
+        "fmt",
+        "junit",
+        "fail_on",
+        "policy",
+        "no_policy",
+        "verbose",
         mode="writing a lock (they go with --check)",
     )
     _write(path, output, hashes, index_url, extra_index_url, find_links, allow_unlocked, timeout)
 
 
-def _refuse(*given: tuple[str, object], mode: str) -> None:
-    used = [name for name, value in given if value]
+def _refuse(ctx: typer.Context, *params: str, mode: str) -> None:
+    """Refuse the options of the other mode given on the command line. One set in the environment
+    (``ENVCHECK_PYTHON``, ``ENVCHECK_FORMAT`` in a CI job) is meant for the commands it applies to."""
+    used = []
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name) if param.name in params else None
+        if source is not None and source.name == "COMMANDLINE":
+            used.append(param.opts[0] if param.opts else str(param.name))
     if used:
         raise UsageError(f"{', '.join(used)} cannot be used when {mode}", tip="See `envcheck lock --help`.")
 

@@ -284,3 +284,24 @@ def test_platform_markers_follow_their_requirers(small_env: Env, tmp_path: Path)
     inputs = lock_inputs(manifest)
     assert dict(inputs.markers) == {"tabulate": f'platform_system == "{manifest.platform.system}"'}
     assert [p.name for p in inputs.roots] == ["six"]
+
+
+def test_a_vcs_install_and_what_requires_it_are_left_out(small_env: Env, tmp_path: Path) -> None:
+    def from_git(data: dict[str, list[dict[str, object]]]) -> None:
+        six = next(d for d in data["packages"] if d["name"] == "six")
+        tab = next(d for d in data["packages"] if d["name"] == "tabulate")
+        six["direct_url"] = {
+            "url": "https://git.invalid/six.git",
+            "vcs_info": {"vcs": "git", "commit_id": "0"},
+        }
+        tab["requires"] = ["six"]
+
+    manifest = _edited(small_env, tmp_path, from_git)
+    inputs = lock_inputs(load(manifest))
+    assert {(u.name, u.reason) for u in inputs.unlocked} == {
+        ("six", "installed from a VCS checkout (direct_url.json)"),
+        ("tabulate", "requires six, which is not locked"),
+    }
+    assert not inputs.roots
+    _one_error(envcheck("lock", manifest), "six==", "VCS checkout", "(and 1 more)")
+    _one_error(envcheck("lock", manifest, "--allow-unlocked"), "nothing of", "could be locked")
