@@ -97,6 +97,7 @@ def lock(manifest: Manifest, name: str, options: LockOptions, *, warn: Callable[
 
     _require_pip_tools()
     inputs = lock_inputs(manifest)
+    _refuse_what_is_no_pin(inputs, name)
     if not inputs.roots and not inputs.unlocked:
         raise LockError(f"{name} holds no distributions to lock", tip="Snapshot an environment first.")
     if inputs.unlocked and not options.allow_unlocked:
@@ -122,6 +123,27 @@ def lock(manifest: Manifest, name: str, options: LockOptions, *, warn: Callable[
 _UNLOCKED_TIP = (
     "Install it from an index, or pass --allow-unlocked to lock the rest and list what was left out."
 )
+
+
+# PEP 508's name: whatever else a manifest holds (it comes from another machine) never reaches a line of
+# pip-compile's input or of the lock, where a newline or an option would be read as one.
+_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
+
+
+def _refuse_what_is_no_pin(inputs: LockInputs, name: str) -> None:
+    """Raise ``LockError`` for a distribution whose name is not a PEP 508 name or whose version is not
+    a PEP 440 version: neither can be written as ``name==version``."""
+    from envcheck.diff.rules.base import parse_version
+    from envcheck.escape import one_line
+
+    pairs = [(p.name, p.version) for p in (*inputs.roots, *inputs.constraints)]
+    for dist, version in pairs + [(u.name, u.version) for u in inputs.unlocked]:
+        if not _NAME.match(dist) or parse_version(version) is None:
+            raise LockError(
+                f"{name}: {one_line(dist[:80])} {one_line(version[:80])} is not a distribution name "
+                "and version that a lock can pin",
+                tip="Record the manifest again with `envcheck snapshot`.",
+            )
 
 
 def _unlocked_message(unlocked: Sequence[Unlocked]) -> str:

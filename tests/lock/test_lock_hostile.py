@@ -305,3 +305,19 @@ def test_a_vcs_install_and_what_requires_it_are_left_out(small_env: Env, tmp_pat
     assert not inputs.roots
     _one_error(envcheck("lock", manifest), "six==", "VCS checkout", "(and 1 more)")
     _one_error(envcheck("lock", manifest, "--allow-unlocked"), "nothing of", "could be locked")
+
+
+@pytest.mark.parametrize(
+    ("name", "version"),
+    [("six\n--index-url http://evil.invalid/", "1.17.0"), ("six", "1.17.0\n-r /etc/passwd"), ("-e", "1")],
+)
+def test_a_name_or_version_that_is_no_pin_is_refused(
+    small_env: Env, tmp_path: Path, name: str, version: str
+) -> None:
+    def poison(data: dict[str, list[dict[str, object]]]) -> None:
+        six = next(d for d in data["packages"] if d["name"] == "six")
+        six.update(name=name, version=version)
+
+    done = envcheck("lock", _edited(small_env, tmp_path, poison))
+    _one_error(done, "is not a distribution name and version that a lock can pin")
+    assert not done.stdout
