@@ -90,7 +90,11 @@ def test_targets_carry_the_marker_environment_of_their_platform() -> None:
     mac = parse_target("macosx_11_0_arm64", "3.12")
     assert (mac.system, mac.machine, mac.macos_minimum) == ("Darwin", "arm64", "11.0")
     linux = parse_target("manylinux2014_aarch64", "3.10")
-    assert (linux.markers()["platform_system"], linux.machine, linux.glibc_floor) == ("Linux", "aarch64", "2.17")
+    assert (linux.markers()["platform_system"], linux.machine, linux.glibc_floor) == (
+        "Linux",
+        "aarch64",
+        "2.17",
+    )
     with pytest.raises(UsageError):
         parse_target("win_amd64", "3.11", "jython")
 
