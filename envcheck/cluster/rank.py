@@ -245,12 +245,7 @@ def run(options: RankOptions, environ: dict[str, str] | None = None) -> Gathered
         except Exception as e:
             torch_error = f"{type(e).__name__}: {e}"[:2000]
         suite = _Background(lambda: _suite(options, suite_env)) if options.verify else None
-        connect = max(5.0, options.collectives_at)
-        if torch_error is None:
-            store = torch_store(rdzv, connect)
-        else:
-            _say(rdzv.rank, f"cannot import torch ({torch_error}); sending the static snapshot by the store")
-            store = RawStoreClient(rdzv.host, rdzv.port, connect)
+        store = _connect(rdzv, max(5.0, options.collectives_at), torch_error)
         store.set(rdzv.key("started", rdzv.rank), json.dumps({"host": host, "pid": os.getpid()}))
         _fault(rdzv.rank, "start")
         return _work(options, rdzv, store, (snapshot, suite), started, host, device, torch_error, gathered)
@@ -266,6 +261,26 @@ def run(options: RankOptions, environ: dict[str, str] | None = None) -> Gathered
                 return gathered
         _collect(store, rdzv, gathered, until=time.monotonic())
         return gathered
+
+
+def _connect(rdzv: Rendezvous, timeout: float, torch_error: str | None) -> Store:
+    """The job's store: torch's client, or the standard-library one without torch. Raises
+    ``EnvcheckError`` (exit 2, one line) when it cannot be reached within ``timeout``."""
+    from envcheck.errors import EnvcheckError
+
+    try:
+        if torch_error is None:
+            store: Store = torch_store(rdzv, timeout)
+            return store
+        _say(rdzv.rank, f"cannot import torch ({torch_error}); sending the static snapshot by the store")
+        return RawStoreClient(rdzv.host, rdzv.port, timeout)
+    except Exception as e:  # torch's DistNetworkError / DistStoreError, or OSError: all one failure here
+        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+        raise EnvcheckError(
+            f"rank {rdzv.rank}: cannot reach the job's rendezvous store at {rdzv.host}:{rdzv.port} within "
+            f"{timeout:.0f} s: {type(e).__name__}: {first}",
+            tip="Launch with torchrun, or set MASTER_ADDR and MASTER_PORT to where rank 0 listens.",
+        ) from e
 
 
 def _work(

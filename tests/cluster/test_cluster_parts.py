@@ -289,3 +289,24 @@ def test_a_tie_goes_to_the_environment_whose_ranks_have_torch() -> None:
     assert report.title.endswith("against the reference environment (h:1)")
     (pythonpath,) = [f for f in report.findings if f.subject == "PYTHONPATH"]
     assert pythonpath.machine == "h:0" and pythonpath.target == "'/broken'"
+
+
+def test_a_rank_that_cannot_reach_the_store_says_so_in_one_line() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "envcheck.cluster", "--timeout", "20", "--no-verify"],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == [errors[0]] and "cannot reach the job's rendezvous store" in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr
