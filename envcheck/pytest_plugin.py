@@ -238,7 +238,12 @@ class Gate:
             try:
                 self.outcome_ = self._run()
             except Exception as e:
+                import os
+
                 from envcheck.errors import EnvcheckError
+
+                if os.environ.get("ENVCHECK_DEBUG"):  # as the CLI: the traceback, for a bug report
+                    raise
                 from envcheck.escape import one_line
                 from envcheck.redact import redact_text
 

@@ -237,3 +237,21 @@ def test_check_names_from_a_hostile_manifest_are_escaped_in_node_ids(
     out = result.stdout.str()
     assert "\x1b" not in out and "\x07" not in out
     assert "envcheck::check::evil\\x1b)0;owned\\x07__x(1)" in result.outlines
+
+
+def test_a_manifest_without_goldens_has_no_check_items_and_says_so(
+    sample: pytest.Pytester, kit_envs: KitEnvs
+) -> None:
+    data = json.loads(kit_envs.manifest.read_text(encoding="utf-8"))
+    data["verify"]["results"] = []
+    plain = sample.path / "plain.json"
+    plain.write_text(json.dumps(data), encoding="utf-8")
+    result = _gate(sample, plain, kit_envs.matching, "--envcheck-fail-on", "warning")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    out = result.stdout.str()
+    assert not re.findall(r"^envcheck::check::", out, re.M)
+    failed = re.findall(r"^FAILED (\S+)", out, re.M)
+    # pytester's subprocess sets PYTHONPATH, a warning of the environment family: real drift, left in.
+    assert "envcheck::smoke-suite" in failed
+    assert set(failed) <= {"envcheck::smoke-suite", "envcheck::family::environment"}, failed
+    assert "WARNING VERIFY-NO-GOLDEN verify" in out and "holds no verify goldens" in out
