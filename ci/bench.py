@@ -7,6 +7,7 @@ Runs N alternating repetitions of each command (alternating, so a noisy neighbou
 in the target environment, prints the median wall time of each, and the ratios the budgets are written in:
 
     full snapshot            <= 1.10 x  python -c "import torch"   (--no-verify; with goldens: reported)
+    predict (warm cache)     <= 1.50 x  pip install --dry-run --report of the same set
     snapshot --no-probe      <= 0.80 x  pip freeze
     diff (500 pkgs, 500 libs) <= 0.25 s (CLI start included)
     verify (CPU suite)       <= import torch + 5 s
@@ -103,6 +104,33 @@ def timed_tree(argv: Sequence[str], cwd: Path) -> tuple[float, float]:
     return elapsed, peak_kb / 1024
 
 
+# predict's budget: the dev box's CPU manifest predicted for Windows with a warm wheel cache (the warm-up
+# run fills it; "predict (cold)" times a fresh cache once), against the same set resolved by pip alone.
+PREDICT_MANIFEST = HERE.parent / "manifests" / "examples" / "torch-2.13.0-cpu-linux.json"
+
+
+def predict_commands(work: Path, ec: Sequence[str]) -> dict[str, list[str]]:
+    """``pip install --dry-run --report`` of the set ``envcheck predict`` resolves (the same pins,
+    constraints, target options and markers), and ``envcheck predict`` itself."""
+    from envcheck.manifest.io import load
+    from envcheck.predict import IndexOptions, parse_target
+    from envcheck.predict.resolve import pip_command
+
+    target = parse_target("win_amd64", "3.11")
+    anchor = pip_command(load(PREDICT_MANIFEST), target, IndexOptions(), work / "predict-anchor")
+    predict = [*ec, "predict", str(PREDICT_MANIFEST), "--platform", "win_amd64", "--python-version", "3.11"]
+    return {"pip dry-run report": anchor, "predict (warm)": [*predict, "--quiet"]}
+
+
+def predict_cold(work: Path, ec: Sequence[str]) -> float:
+    """One ``envcheck predict`` with an empty wheel cache (downloads and scans included)."""
+    env = {**ENV, "XDG_CACHE_HOME": str(work / "cold-cache")}
+    argv = [*ec, "predict", str(PREDICT_MANIFEST), "--platform", "win_amd64", "--python-version", "3.11"]
+    start = time.perf_counter()
+    subprocess.run(argv, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return time.perf_counter() - start
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -160,6 +188,7 @@ def main() -> int:
     except ImportError as e:
         print(f"note: diff benchmark skipped ({e})", file=sys.stderr)
     commands["verify (CPU)"] = [*ec, "verify", "--python", py]
+    commands.update(predict_commands(work, ec))
     for name in args.skip:
         commands.pop(name, None)
 
@@ -209,9 +238,15 @@ def main() -> int:
         right = found == sorted(sorted(labels) for labels in fleet_truth.values())
         missed |= not right
         print(f"fleet diff: {len(found)} groups, {'as synthesized' if right else 'NOT as synthesized'}")
+    if "predict (warm)" in medians and "pip dry-run report" in medians:
+        ratio = medians["predict (warm)"] / medians["pip dry-run report"]
+        budgets.append(("predict (warm) / pip dry-run report", ratio, 1.50, "x"))
     if "verify (CPU)" in medians and "import torch" in medians:
         extra = medians["verify (CPU)"] - medians["import torch"]
         budgets.append(("verify - import torch (seconds)", extra, 5.0, "s"))
+
+    if "predict (warm)" in medians and "predict (cold)" not in args.skip:
+        print(f"\npredict (cold cache, once): {predict_cold(work, ec):.3f} s")
 
     print("\nbudgets:")
     for label, value, limit, unit in budgets:

@@ -111,7 +111,7 @@ def predicted_manifest(
     packages = [_distribution(w, native) for w in resolution.wheels]
     torch_wheel = next((w for w in resolution.wheels if _canon(w.name) == "torch"), None)
     torch = TorchInfo(trees=[], static=_torch_static(torch_wheel, tree.torch_version), runtime=None)
-    needs = machine_needs(native, resolution, torch.static)
+    needs = machine_needs(native, resolution, torch.static, tree.macos_minimum)
     impl = {"cp": "CPython", "pp": "PyPy"}[target.implementation]
     platform = PlatformInfo(
         system=target.system,
@@ -249,7 +249,10 @@ def _basename(path: str) -> str:
 
 
 def machine_needs(
-    native: NativeSection, resolution: Resolution, torch: TorchStatic | None
+    native: NativeSection,
+    resolution: Resolution,
+    torch: TorchStatic | None,
+    macos_minimum: tuple[str, str] | None = None,
 ) -> list[MachineNeed]:
     """What the target's binaries need from the machine, or bring with them: the VC++ runtime (with the
     minimum the bundled copies' PE FileVersion implies), OpenMP and BLAS runtimes, the NVIDIA driver, the
@@ -325,7 +328,7 @@ def machine_needs(
     if target.system == "Linux":
         needs.append(_glibc(native, resolution))
     if target.system == "Darwin":
-        needs.append(_macos(resolution))
+        needs.append(_macos(resolution, macos_minimum))
     return needs
 
 
@@ -389,8 +392,9 @@ def _manylinux(platform: str) -> tuple[int, ...] | None:
     return _LEGACY_MANYLINUX.get(platform.split("_", maxsplit=1)[0])
 
 
-def _macos(resolution: Resolution) -> MachineNeed:
-    """The macOS minimum: the target's tag, or the highest ``macosx_X_Y`` of the chosen wheels."""
+def _macos(resolution: Resolution, declared: tuple[str, str] | None) -> MachineNeed:
+    """The macOS minimum: the target's tag, the highest ``macosx_X_Y`` of the chosen wheels, or the highest
+    minimum a Mach-O file declares (``LC_BUILD_VERSION``)."""
     best = _vtuple(resolution.target.macos_minimum or "0")
     evidence = f"the platform tag {resolution.target.platform}"
     for w in resolution.wheels:
@@ -399,6 +403,8 @@ def _macos(resolution: Resolution) -> MachineNeed:
             lowest = min((int(m.group(1)), int(m.group(2))) for m in tags)
             if lowest > best:
                 best, evidence = lowest, f"the wheel tag of {w.filename}"
+    if declared is not None and _vtuple(declared[0]) > best:
+        best, evidence = _vtuple(declared[0]), f"LC_BUILD_VERSION of {declared[1]}"
     return MachineNeed(
         kind="macos",
         name="macOS",

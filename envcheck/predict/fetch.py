@@ -57,6 +57,9 @@ class TreeScan:
     section: NativeSection
     torch_version: dict[str, object] | None
     cached: bool
+    # The highest macOS release a Mach-O file declares as its minimum (LC_BUILD_VERSION's ``minos``,
+    # LC_VERSION_MIN_MACOSX on older builds), and the node key of that file; None without Mach-O files.
+    macos_minimum: tuple[str, str] | None = None
 
 
 class WheelCache:
@@ -165,7 +168,7 @@ class WheelCache:
         stored = self.root / "trees" / f"{key}.json"
         found = _read_scan(stored)
         if found is not None:
-            return TreeScan(section=found[0], torch_version=found[1], cached=True)
+            return TreeScan(section=found[0], torch_version=found[1], cached=True, macos_minimum=found[2])
         paths = []
         for w in native:
             path = self.wheel_path(w)
@@ -186,9 +189,10 @@ class WheelCache:
                 refused += _extract_native(path, tree)
                 torch_version = torch_version or _torch_version(path)
             section = scan_folder(tree, display_root=tree, refused=refused, wheel=True)
+            macos = _macos_minimum(tree, section)
         stored.parent.mkdir(parents=True, exist_ok=True)
-        _write_scan(stored, section, torch_version)
-        return TreeScan(section=section, torch_version=torch_version, cached=False)
+        _write_scan(stored, section, torch_version, macos)
+        return TreeScan(section=section, torch_version=torch_version, cached=False, macos_minimum=macos)
 
 
 def sha256_of(path: Path) -> str:
@@ -240,7 +244,55 @@ def _torch_version(wheel: Path) -> dict[str, object] | None:
     return {k: v for k, v in values.items() if isinstance(v, str | bool | None)}
 
 
-def _read_scan(path: Path) -> tuple[NativeSection, dict[str, object] | None] | None:
+def _macos_minimum(tree: str, section: NativeSection) -> tuple[str, str] | None:
+    """The highest minimum macOS release the tree's Mach-O files declare, with the file's node key. Each
+    file is read like the scanner reads it (``check_layout`` bounds what macholib builds first); one that
+    cannot be read adds nothing."""
+    import struct
+
+    from macholib import mach_o
+    from macholib.MachO import MachO
+
+    from envcheck.native.binary import BinaryError
+    from envcheck.native.macho import check_layout
+
+    best: tuple[tuple[int, int, int], str] | None = None
+    for node in section.nodes or []:
+        if node.format != "macho" or node.owner == "system" or node.error:
+            continue
+        path = str(Path(tree) / node.path)
+        try:
+            with open(path, "rb") as f:  # noqa: PTH123
+                check_layout(f)
+                f.seek(0)
+                macho = MachO.__new__(MachO)
+                macho.graphident = macho.filename = path
+                macho.loader_path = str(Path(path).parent)
+                macho.fat = None
+                macho.headers = []
+                macho.allow_unknown_load_commands = False
+                macho.load(f)
+        except (OSError, BinaryError, ValueError, KeyError, struct.error):
+            continue
+        for header in macho.headers:
+            for load_cmd, cmd, _data in header.commands:
+                if load_cmd.cmd == mach_o.LC_BUILD_VERSION:
+                    packed = int(cmd.minos)
+                elif load_cmd.cmd == mach_o.LC_VERSION_MIN_MACOSX:
+                    packed = int(cmd.version)
+                else:
+                    continue
+                # xxxx.yy.zz in nibbles: 0x000B0000 is 11.0.0 (mach-o/loader.h).
+                version = (packed >> 16, (packed >> 8) & 0xFF, packed & 0xFF)
+                if best is None or version > best[0]:
+                    best = (version, node.key)
+    if best is None:
+        return None
+    (major, minor, patch), key = best
+    return (f"{major}.{minor}" + (f".{patch}" if patch else ""), key)
+
+
+def _read_scan(path: Path) -> tuple[NativeSection, dict[str, object] | None, tuple[str, str] | None] | None:
     from envcheck.errors import ManifestError
     from envcheck.manifest.codec import decode
 
@@ -250,18 +302,34 @@ def _read_scan(path: Path) -> tuple[NativeSection, dict[str, object] | None] | N
             return None
         torch_version = data.get("torch")
         section = decode(NativeSection, data.get("section"), source=str(path))
-        return section, torch_version if isinstance(torch_version, dict) else None
+        macos = data.get("macos_minimum")
+        pair = None
+        if isinstance(macos, list) and len(macos) == 2 and all(isinstance(v, str) for v in macos):
+            pair = (str(macos[0]), str(macos[1]))
+        return section, torch_version if isinstance(torch_version, dict) else None, pair
     except (OSError, ValueError, ManifestError):
         return None  # a scan of another envcheck, or damaged: scanned again
 
 
-def _write_scan(path: Path, section: NativeSection, torch_version: dict[str, object] | None) -> None:
+def _write_scan(
+    path: Path,
+    section: NativeSection,
+    torch_version: dict[str, object] | None,
+    macos_minimum: tuple[str, str] | None,
+) -> None:
     from envcheck.manifest.codec import encode
 
     tmp = path.with_name(f".scan.{os.getpid()}.tmp")
     try:
         tmp.write_text(
-            json.dumps({"format": _SCAN_FORMAT, "section": encode(section), "torch": torch_version}),
+            json.dumps(
+                {
+                    "format": _SCAN_FORMAT,
+                    "section": encode(section),
+                    "torch": torch_version,
+                    "macos_minimum": macos_minimum,
+                }
+            ),
             encoding="utf-8",
         )
         tmp.replace(path)

@@ -18,7 +18,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -232,11 +232,24 @@ def _dry_run(
     constrained: dict[str, tuple[str, str]],
     folder: Path,
 ) -> _Pip:
-    folder.mkdir(parents=True)
-    constraints = folder / "constraints.txt"
-    constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(constrained.values())), encoding="utf-8")
-    report = folder / "report.json"
-    args = [
+    argv = pip_argv(target, options, pinned.values(), constrained.values(), folder)
+    return run_pip(target, argv, folder, report=folder / "report.json", timeout=options.timeout)
+
+
+def pip_argv(
+    target: PredictTarget,
+    options: IndexOptions,
+    pins: Iterable[tuple[str, str]],
+    constraints: Iterable[tuple[str, str]],
+    folder: Path,
+) -> list[str]:
+    """pip's arguments for one resolution (``install --dry-run --report folder/report.json``), the
+    constraints written to ``folder/constraints.txt``. ``ci/bench.py`` times the same command as the
+    anchor of predict's budget."""
+    folder.mkdir(parents=True, exist_ok=True)
+    constraint_file = folder / "constraints.txt"
+    constraint_file.write_text("".join(f"{n}=={v}\n" for n, v in sorted(constraints)), encoding="utf-8")
+    return [
         "install",
         "--dry-run",
         "--ignore-installed",
@@ -245,14 +258,27 @@ def _dry_run(
         "--target",
         str(folder / "target"),
         "--report",
-        str(report),
+        str(folder / "report.json"),
         *target.pip_options(),
         *options.pip_args(),
         "-c",
-        str(constraints),
-        *(f"{n}=={v}" for n, v in sorted(pinned.values())),
+        str(constraint_file),
+        *(f"{n}=={v}" for n, v in sorted(pins)),
     ]
-    return run_pip(target, args, folder, report=report, timeout=options.timeout)
+
+
+def pip_command(manifest: Manifest, target: PredictTarget, options: IndexOptions, folder: Path) -> list[str]:
+    """The whole command line of the first resolution ``resolve`` runs for ``manifest`` (the pins and
+    constraints of its requirement graph): ``python pip_entry.py MARKERS install --dry-run ...``."""
+    roots, constraints, _ = pip_inputs(manifest)
+    argv = pip_argv(
+        target,
+        options,
+        [(d.name, pin(d.version)) for d in roots],
+        [(d.name, pin(d.version)) for d in constraints],
+        folder,
+    )
+    return [sys.executable, str(_PIP_ENTRY), json.dumps(target.markers()), *argv]
 
 
 def run_pip(

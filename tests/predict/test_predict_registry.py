@@ -141,3 +141,21 @@ def test_a_python_change_is_reported() -> None:
     assert not _by_rule(report, "ENV-PREDICT-NO-WHEEL")
     assert python["severity"] == "warning" and code == 0
     assert "every compiled distribution resolved a wheel" in python["message"]
+
+
+def test_macos_needs_name_the_minimum_release_and_the_bundled_openmp(tmp_path: Path) -> None:
+    saved = tmp_path / "mac.json"
+    code, report, _ = _predict(
+        str(CPU), "--platform", "macosx_14_0_arm64", "--python-version", "3.11", "--save", str(saved)
+    )
+    assert code == 0, report
+    predicted = load(saved).predicted
+    assert predicted is not None
+    needs = {n.kind: n for n in predicted.needs}
+    assert needs["macos"].minimum is not None
+    assert tuple(int(p) for p in needs["macos"].minimum.split(".")[:2]) >= (14, 0)
+    assert needs["openmp"].family == "llvm" and needs["openmp"].provided == "bundled"
+    # Accelerate is part of macOS: a BLAS family change, never a runtime to install.
+    assert not [f for f in _by_rule(report, "ENV-PREDICT-RUNTIME") if "Accelerate" in f["subject"]]
+    [blas] = [f for f in _by_rule(report, "ENV-PREDICT-OPENMP-BLAS") if f["subject"] == "BLAS"]
+    assert (blas["base"], blas["target"]) == ("openblas", "accelerate")

@@ -154,7 +154,13 @@ def runtime_needed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Fin
         return
     had = _base_needs(base)
     for need in p.needs:
-        if need.provided != "machine" or need.kind in ("glibc", "macos"):
+        # glibc and macOS are floors of the OS itself, Accelerate a part of it: not runtimes to install.
+        if need.provided != "machine" or need.kind not in (
+            "vc-runtime",
+            "openmp",
+            "nvidia-driver",
+            "runtime",
+        ):
             continue
         if need.files and all(f.lower() in had for f in need.files):
             continue
