@@ -333,7 +333,10 @@ def _work(
             timeout=options.collective_timeout,
             device=device,
         )
-    store.set(rdzv.key("result", rdzv.rank), json.dumps(payload))
+    from envcheck.redact import redact_json
+
+    # The manifest was redacted in the probe; the errors and measurements are this process's own text.
+    store.set(rdzv.key("result", rdzv.rank), json.dumps(redact_json(payload)))
     if isinstance(store, RawStoreClient):
         store.check([rdzv.key("result", rdzv.rank)])  # the server has it before this process ends
     if gathered is None:
@@ -412,6 +415,8 @@ def _state(store: Store, rdzv: Rendezvous, rank: int, here: str) -> tuple[str | 
 def _receive(rank: int, raw: bytes, gathered: Gathered) -> None:
     """One rank's payload into ``gathered``; a payload that is not one (too big, not JSON, another
     rank's, fields of the wrong kind) is a CLUSTER-RANK-SNAPSHOT problem of that rank."""
+    from envcheck.redact import redact_json, redact_text
+
     gathered.received.add(rank)
 
     def refuse(why: str, host: str | None = None) -> None:
@@ -448,10 +453,14 @@ def _receive(rank: int, raw: bytes, gathered: Gathered) -> None:
         if error is not None:
             what = "import torch failed" if key == "torch_error" else "its snapshot failed"
             gathered.problems.append(
-                RankProblem(rule=rule, host=host, rank=rank, detail=f"{what}: {str(error)[:2000]}")
+                RankProblem(
+                    rule=rule, host=host, rank=rank, detail=f"{what}: {redact_text(str(error)[:2000])}"
+                )
             )
     if manifest is None and payload.get("snapshot_error") is None:
         refuse("it sent no manifest", host)
     collectives = payload.get("collectives")
     if isinstance(collectives, dict):
-        gathered.collectives[rank] = (host, collectives)
+        redacted = redact_json(collectives)
+        if isinstance(redacted, dict):
+            gathered.collectives[rank] = (host, redacted)

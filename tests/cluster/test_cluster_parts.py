@@ -310,3 +310,24 @@ def test_a_rank_that_cannot_reach_the_store_says_so_in_one_line() -> None:
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
     assert errors == [errors[0]] and "cannot reach the job's rendezvous store" in errors[0], proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_secrets_in_what_a_rank_sends_stay_out_of_the_report() -> None:
+    token = "hf_" + "A" * 34
+    payload = {
+        "rank": 1,
+        "host": "h",
+        "manifest": None,
+        "torch_error": f"OSError: https://user:{token}@index.invalid/simple refused HF_TOKEN={token}",
+        "snapshot_error": None,
+        "collectives": {"gloo": {"error": f"RuntimeError: HF_TOKEN={token}"}},
+    }
+    gathered = Gathered(world_size=2, host="h")
+    _receive(1, json.dumps(payload).encode(), gathered)
+    report = build(gathered.view(), None, Policy())
+    shown = json.dumps([dataclasses.asdict(f) for f in report.findings])
+    assert token not in shown
+    (no_torch,) = [f for f in report.findings if f.rule == "CLUSTER-RANK-NO-TORCH"]
+    assert "index.invalid" in no_torch.message  # the rest of the error is kept
+    (allreduce,) = [f for f in report.findings if f.rule == "CLUSTER-ALLREDUCE"]
+    assert "HF_TOKEN=" in allreduce.message
