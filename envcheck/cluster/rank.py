@@ -335,8 +335,11 @@ def _work(
         )
     from envcheck.redact import redact_json
 
-    # The manifest was redacted in the probe; the errors and measurements are this process's own text.
-    store.set(rdzv.key("result", rdzv.rank), json.dumps(redact_json(payload)))
+    # The manifest was redacted in the probe (redact_json on a manifest would take file names keyed by
+    # path for secret names); the errors and measurements are this process's own text.
+    for field_name in ("torch_error", "snapshot_error", "collectives"):
+        payload[field_name] = redact_json(payload[field_name])
+    store.set(rdzv.key("result", rdzv.rank), json.dumps(payload))
     if isinstance(store, RawStoreClient):
         store.check([rdzv.key("result", rdzv.rank)])  # the server has it before this process ends
     if gathered is None:
