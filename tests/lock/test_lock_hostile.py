@@ -321,3 +321,26 @@ def test_a_name_or_version_that_is_no_pin_is_refused(
     done = envcheck("lock", _edited(small_env, tmp_path, poison))
     _one_error(done, "is not a distribution name and version that a lock can pin")
     assert not done.stdout
+
+
+def test_credentials_never_reach_the_lock_or_stderr(small_env: Env, tmp_path: Path) -> None:
+    out = tmp_path / "lock.txt"
+    index = "https://lock-user:s3cr3t-t0ken@pkgs.invalid/simple"
+    # pip would retry the unreachable index for every distribution (seconds each): once is enough here.
+    retries = {"PIP_RETRIES": "0", "PIP_TIMEOUT": "3", "PIP_DEFAULT_TIMEOUT": "3"}
+    done = envcheck("lock", small_env.manifest, "--extra-index-url", index, "-o", out, env=retries)
+    assert done.returncode == 0, done.stderr  # pip's own sources serve everything; this one is named
+    assert "pkgs.invalid" in done.stderr and "cannot be reached" in done.stderr
+    text = out.read_text(encoding="utf-8")
+    assert "--extra-index-url https://pkgs.invalid/simple\n" in text
+    assert "s3cr3t" not in text + done.stderr + done.stdout and "lock-user" not in text
+
+
+def test_a_manifest_of_another_python_is_locked_with_a_warning(small_env: Env, tmp_path: Path) -> None:
+    def older(data: dict[str, dict[str, object]]) -> None:
+        data["python"]["version"] = "3.9.1"
+
+    done = envcheck("lock", _edited(small_env, tmp_path, older))
+    assert done.returncode == 0, done.stderr
+    assert "warning: the manifest was recorded on" in done.stderr and "Python 3.9" in done.stderr
+    assert "six==" in done.stdout
