@@ -35,7 +35,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _PURE = re.compile(r"-none-any\.whl$", re.I)
 # Temporary download folders older than this were left by a killed run: removed on the next one.
 _STALE_S = 3600.0
-_SCAN_FORMAT = f"envcheck-scan/{__version__}/1"
+_SCAN_FORMAT = f"envcheck-scan/{__version__}/2"
 
 
 def cache_root() -> Path:

@@ -341,9 +341,15 @@ def left_out(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
 )
 def not_installed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
     p = _predicted(target)
-    if p is None or (not target.packages and p.unavailable):
-        return  # nothing resolved: the missing wheels are the finding
+    if p is None:
+        return
+    from envcheck.diff.rules._requirements import graph
+
     accounted = {canon(d.name) for d in p.left_out} | {canon(u.name) for u in p.unavailable}
+    # What a root without a wheel would have brought is that root's finding, not this one's.
+    g = graph(base)
+    for u in p.unavailable:
+        accounted |= g.closure(canon(u.name))
     have = index(target)
     gone = sorted(
         (d for name, d in index(base).items() if name not in have and name not in accounted),
