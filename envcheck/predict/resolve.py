@@ -118,7 +118,7 @@ def pip_inputs(manifest: Manifest) -> tuple[list[Distribution], list[Distributio
     keep: dict[str, Distribution] = {}
     left_out: list[LeftOut] = []
     for name, dist in sorted(index(manifest).items()):
-        reason = _not_from_an_index(dist)
+        reason = _not_a_requirement(dist) or _not_from_an_index(dist)
         if reason is not None:
             left_out.append(LeftOut(name=dist.name, version=dist.version, reason=reason))
         else:
@@ -132,6 +132,21 @@ def pip_inputs(manifest: Manifest) -> tuple[list[Distribution], list[Distributio
     roots |= {n for n in keep if n not in reached}
     ordered = sorted(keep, key=canon)
     return [keep[n] for n in ordered if n in roots], [keep[n] for n in ordered if n not in roots], left_out
+
+
+_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,198}[A-Za-z0-9])?")
+
+
+def _not_a_requirement(dist: Distribution) -> str | None:
+    """Why the name or version cannot go to pip as ``name==version`` (None when it can). A manifest is
+    untrusted: a "name" with a newline would put its own options into the constraints file pip reads."""
+    from envcheck.diff.rules.base import parse_version
+
+    if not _NAME.fullmatch(dist.name):
+        return "not a valid distribution name (PEP 508): not passed to pip"
+    if parse_version(dist.version) is None or not re.fullmatch(r"[A-Za-z0-9.+!_-]{1,100}", dist.version):
+        return "not a valid version (PEP 440): not passed to pip"
+    return None
 
 
 def _not_from_an_index(dist: Distribution) -> str | None:

