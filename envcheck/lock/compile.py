@@ -107,13 +107,19 @@ def lock(manifest: Manifest, name: str, options: LockOptions, *, warn: Callable[
     for warning in _platform_warnings(manifest):
         warn(warning)
     torch_index = _torch_index(manifest, inputs, options)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        reach = pool.submit(_unreachable_sources, options, torch_index)
-        try:
-            compiled, inputs, placeholder = _compile_until_locked(inputs, g, options, torch_index)
-        finally:  # an unreachable index explains the error that may follow
-            for warning in _results(reach):
-                warn(warning)
+    # The sources are checked while pip-compile runs; an interrupt does not wait for them.
+    pool = ThreadPoolExecutor(max_workers=1)
+    reach = pool.submit(_unreachable_sources, options, torch_index)
+    try:
+        compiled, inputs, placeholder = _compile_until_locked(inputs, g, options, torch_index)
+    except LockError:
+        for warning in _results(reach):  # an unreachable index explains the error
+            warn(warning)
+        raise
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    for warning in _results(reach):
+        warn(warning)
     if compiled is None:
         raise LockError(f"nothing of {name} could be locked", tip="Check the sources named above.")
     text = _finish(compiled.output, manifest, name, inputs, placeholder)
@@ -210,7 +216,7 @@ def _compile_until_locked(
             missing = sorted(set(_locked_names(inputs)) - set(_pins_in(compiled.output)))
             if not missing:
                 return compiled, inputs, placeholder
-            # pip-compile on this machine did not reach them (a marker that differs here): ask for them.
+            # Markers that hold on the manifest's machine but not on this one kept pip from them.
             raise LockError(
                 f"pip-compile left out {', '.join(missing[:5])}: their requirers' markers do not hold on "
                 "this machine",
