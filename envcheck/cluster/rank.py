@@ -333,13 +333,7 @@ def _work(
             timeout=options.collective_timeout,
             device=device,
         )
-    from envcheck.redact import redact_json
-
-    # The manifest was redacted in the probe (redact_json on a manifest would take file names keyed by
-    # path for secret names); the errors and measurements are this process's own text.
-    for field_name in ("torch_error", "snapshot_error", "collectives"):
-        payload[field_name] = redact_json(payload[field_name])
-    store.set(rdzv.key("result", rdzv.rank), json.dumps(payload))
+    store.set(rdzv.key("result", rdzv.rank), outgoing(payload))
     if isinstance(store, RawStoreClient):
         store.check([rdzv.key("result", rdzv.rank)])  # the server has it before this process ends
     if gathered is None:
@@ -347,6 +341,18 @@ def _work(
     gathered.members = members or []
     _collect(store, rdzv, gathered, until=started + options.timeout)
     return gathered
+
+
+def outgoing(payload: dict[str, Any]) -> str:
+    """The payload as sent: the rank's own error texts and measurements redacted. The manifest was
+    redacted in the probe and is left as it is (redact_json on a manifest would take the file names it
+    keys by path, ``.../tokenizer.so``, for secret names)."""
+    from envcheck.redact import redact_json
+
+    sent = dict(payload)
+    for name in ("torch_error", "snapshot_error", "collectives"):
+        sent[name] = redact_json(sent.get(name))
+    return json.dumps(sent)
 
 
 def _members(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from envcheck.cluster.rank import MAX_PAYLOAD_BYTES, Gathered, _proc_state, _receive
+from envcheck.cluster.rank import MAX_PAYLOAD_BYTES, Gathered, _proc_state, _receive, outgoing
 from envcheck.cluster.report import (
     Environments,
     JobView,
@@ -331,3 +331,19 @@ def test_secrets_in_what_a_rank_sends_stay_out_of_the_report() -> None:
     assert "index.invalid" in no_torch.message  # the rest of the error is kept
     (allreduce,) = [f for f in report.findings if f.rule == "CLUSTER-ALLREDUCE"]
     assert "HF_TOKEN=" in allreduce.message
+
+
+def test_what_a_rank_sends_keeps_its_manifest_as_recorded() -> None:
+    token = "hf_" + "B" * 34
+    manifest = _example()
+    payload = {
+        "rank": 0,
+        "host": "h",
+        "manifest": manifest,
+        "torch_error": f"ImportError: HF_TOKEN={token}",
+        "snapshot_error": None,
+        "collectives": None,
+    }
+    sent = json.loads(outgoing(payload))
+    assert sent["manifest"] == manifest  # paths and names as recorded (the probe redacted it already)
+    assert token not in sent["torch_error"]
