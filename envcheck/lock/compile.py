@@ -387,10 +387,11 @@ def _finish(output: str, m: Manifest, name: str, inputs: LockInputs, placeholder
     for raw in _merge_via(output.splitlines(), shown):
         option = _OPTION_URL.match(raw)
         if option is not None:
-            url = option["url"]
-            if index_value and url.rstrip("/") == index_value.rstrip("/"):
+            # A lock is shared, credentials are not: pip finds them in its keyring or netrc.
+            url = _without_userinfo(option["url"])
+            if index_value and url.rstrip("/") == _without_userinfo(index_value).rstrip("/"):
                 url = "${" + TORCH_INDEX_VAR + "}"
-            lines.append(f"{option['opt']}{option['sep']}{_without_userinfo(url)}")
+            lines.append(f"{option['opt']}{option['sep']}{redact_text(url)}")
             continue
         lines.append(_with_marker(raw, inputs))
     if placeholder and not index_value:
