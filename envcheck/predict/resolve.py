@@ -303,7 +303,7 @@ def run_pip(
     from envcheck.probe import sessions
 
     log_path = folder / "pip.log"
-    env = {**os.environ, "PIP_NO_INPUT": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ, "PIP_NO_INPUT": "1"}
     argv = [sys.executable, str(_PIP_ENTRY), json.dumps(target.markers()), *args]
     with log_path.open("wb") as log:
         try:

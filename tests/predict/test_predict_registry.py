@@ -119,10 +119,22 @@ def test_macos_names_the_version_without_a_wheel_and_what_exists() -> None:
     assert "2.13.0 has wheels for" in torch["message"] and "macosx_14_0_arm64" in torch["message"]
 
 
-def test_several_platforms_give_one_report_with_a_machine_per_target() -> None:
+def test_several_platforms_give_one_report_with_a_machine_per_target(tmp_path: Path) -> None:
     code, report, _ = _predict(
-        str(CPU), "--platform", "win_amd64", "--platform", "manylinux_2_28_x86_64", "--python-version", "3.11"
+        str(CPU),
+        "--platform",
+        "win_amd64",
+        "--platform",
+        "manylinux_2_28_x86_64",
+        "--python-version",
+        "3.11",
+        "--save",
+        str(tmp_path / "predicted.json"),
     )
+    # One predicted manifest per target, the platform in its name.
+    saved = {p.name: load(p) for p in tmp_path.glob("predicted.*.json")}
+    assert set(saved) == {"predicted.win_amd64.json", "predicted.manylinux_2_28_x86_64.json"}
+    assert saved["predicted.manylinux_2_28_x86_64.json"].platform.system == "Linux"  # type: ignore[union-attr]
     assert code == 0, report
     machines = {f["machine"] for f in report["findings"]}
     assert machines == {"win_amd64", "manylinux_2_28_x86_64"}
