@@ -74,6 +74,10 @@ def test_a_venv_rebuilt_with_pip_install_r_matches(torch_env: Env, tmp_path: Pat
     assert not found, found
     code, findings, stderr = _check(torch_env.lock, python)
     assert (code, findings) == (0, []), stderr
+    # Locking the rebuilt environment gives the same pins: the lock reproduces, it does not re-resolve.
+    again = tmp_path / "again.txt"
+    assert envcheck("lock", rebuilt, "-o", again).returncode == 0
+    assert _pins(again) == _pins(torch_env.lock)
 
 
 def test_a_venv_rebuilt_with_pip_sync_matches_until_one_changes(torch_env: Env, tmp_path: Path) -> None:
