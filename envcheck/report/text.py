@@ -48,7 +48,7 @@ SHOWN_CONSEQUENCES = 3
 # Fleet reports: machines and drifting rules listed by default.
 FLEET_LINES = 10
 # Fleet reports: members of a machine group named by default (--verbose: all of them).
-FLEET_MEMBERS = 8
+FLEET_MEMBERS = 6
 LABEL_WIDTH = 10
 _STYLE: dict[Severity, str] = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 

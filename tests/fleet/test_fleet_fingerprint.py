@@ -221,3 +221,28 @@ def test_machine_names_are_escaped_in_every_format() -> None:
             assert "<script>" not in out, fmt
         if fmt is FormatName.json:
             assert json.loads(out)["groups"][0]["members"] == [HOSTILE, HOSTILE + "2"]
+
+
+def test_the_text_report_of_many_groups_fits_a_screen() -> None:
+    data = document()
+    base = decode(Manifest, data, source="base")
+    targets = []
+    for k in range(12):  # twelve environments, each on twenty machines
+        drifted = copy.deepcopy(data)
+        drifted["env"][f"VAR{k}"] = "1"
+        manifest = decode(Manifest, drifted, source=f"drift {k}")
+        targets += [(f"node-{k:02d}-{j:02d}", manifest) for j in range(20)]
+    report = flows.diff("base", base, targets, Policy())
+    assert len(report.groups) == 12 and len(report.findings) == 12  # one finding per environment, not 240
+    text = render(report.findings, "text", title=report.title, fail_on="error", groups=report.groups)
+    lines = text.splitlines()
+    assert len(lines) <= 60
+    assert "FLEET  0 machines identical to the base; 240 machines in 12 groups" in lines
+    assert "  node-00-00 +19: 20 machines: PASS: 0 errors, 0 warnings, 1 info" in lines
+    first = ", ".join(f"node-00-{j:02d}" for j in range(6))
+    assert f"    {first}, … and 14 more" in lines
+    assert "  … and 2 more groups (--verbose)" in lines
+    verbose = render(
+        report.findings, "text", title=report.title, fail_on="error", groups=report.groups, verbose=True
+    )
+    assert "node-11-00 +19: 20 machines" in verbose and "node-11-19" in verbose
