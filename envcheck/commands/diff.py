@@ -114,7 +114,9 @@ def diff(
     in volatile fields (label, hostname, timestamps, timings) share an environment, diffed once on every
     CPU and reported once as a group ("N machines identical to the base; M machines in K groups"), each
     group with its findings and members (JSON lists every member). A manifest that cannot be read is
-    named on stderr, the others are still reported, and the run exits 2.
+    named on stderr, the others are still reported, and the run exits 2. A policy entry that selects
+    machines (`machine = "prod-*"`) matches each machine, never a group's name.
+
     Policy (--policy FILE, or [tool.envcheck] in ./pyproject.toml): `ignore = ["RULE", "RULE:subject"]`,
     `[severity] RULE = "warning"`, `[[intended]] rule = "..." reason = "..."` (reported, never failing).
     Every report names the policy applied and counts what it ignored or downgraded; --no-policy applies
