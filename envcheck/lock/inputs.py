@@ -86,14 +86,15 @@ class LockInputs:
         for name, why in sorted(dropped.items()):
             if name in pinned and name not in self.tooling:
                 unlocked.append(Unlocked(name=name, version=pinned[name].version, reason=why))
-        keep = [p for p in self.roots if p.name not in dropped]
+        kept = {n: p for n, p in pinned.items() if n not in dropped}
+        roots, constraints = _split(kept, graph, self.tooling)
         return LockInputs(
-            roots=tuple(keep),
-            constraints=tuple(p for p in self.constraints if p.name not in dropped),
+            roots=roots,
+            constraints=constraints,
             tooling=self.tooling,
             markers=self.markers,
             unlocked=tuple(unlocked),
-            labels=_labels(keep),
+            labels=_labels(p for p in kept.values() if p.name not in self.tooling),
         )
 
 
@@ -128,24 +129,14 @@ def lock_inputs(m: Manifest) -> LockInputs:
             unlocked.append(Unlocked(name=name, version=dist.version, reason=reason))
         else:
             pins[name] = Pin(name=name, version=dist.version)
-    locked = {n for n in pins if n not in INSTALLER_TOOLING}
-    # A root: required by no other distribution that is locked (tooling requires nothing that matters).
-    roots = {n for n in locked if not (g.required_by.get(n, frozenset()) & (locked - {n}))}
-    # A cycle that nothing outside requires has no root: its first member becomes one.
-    reached = set(roots)
-    for r in sorted(roots):
-        reached |= g.closure(r)
-    for n in sorted(locked - reached):
-        if n not in reached:
-            roots.add(n)
-            reached |= {n} | g.closure(n)
+    roots, constraints = _split(pins, g, INSTALLER_TOOLING)
     inputs = LockInputs(
-        roots=tuple(pins[n] for n in sorted(roots)),
-        constraints=tuple(pins[n] for n in sorted(set(pins) - roots)),
-        tooling=frozenset(INSTALLER_TOOLING),
-        markers=_markers(g, locked),
+        roots=roots,
+        constraints=constraints,
+        tooling=INSTALLER_TOOLING,
+        markers=_markers(g, {n for n in pins if n not in INSTALLER_TOOLING}),
         unlocked=tuple(unlocked),
-        labels=_labels(pins[n] for n in sorted(locked)),
+        labels=_labels(p for p in pins.values() if p.name not in INSTALLER_TOOLING),
     )
     # What requires an unlocked distribution cannot be installed from the lock either.
     requirers = {
@@ -155,6 +146,38 @@ def lock_inputs(m: Manifest) -> LockInputs:
         if r in pins
     }
     return inputs.without(requirers, g) if requirers else inputs
+
+
+def _split(
+    pins: Mapping[str, Pin], g: Graph, tooling: frozenset[str]
+) -> tuple[tuple[Pin, ...], tuple[Pin, ...]]:
+    """``(roots, constraints)`` of ``pins``: a root is required by no other pinned distribution (tooling
+    aside: it requires nothing that matters); a distribution that no root reaches through pinned ones (a
+    cycle nothing else requires, or what only a dropped distribution required) becomes a root too, or
+    pip-compile would never install it."""
+    locked = {n for n in pins if n not in tooling}
+    roots = {n for n in locked if not (g.required_by.get(n, frozenset()) & (locked - {n}))}
+    reached = _reach(roots, g, locked)
+    for name in sorted(locked - reached):
+        if name not in reached:
+            roots.add(name)
+            reached |= _reach({name}, g, locked)
+    return (
+        tuple(pins[n] for n in sorted(roots)),
+        tuple(pins[n] for n in sorted(set(pins) - roots)),
+    )
+
+
+def _reach(starts: set[str], g: Graph, locked: set[str]) -> set[str]:
+    """``starts`` and every pinned distribution their requirements reach through pinned ones."""
+    seen = set(starts)
+    todo = list(starts)
+    while todo:
+        for edge in g.edges.get(todo.pop(), ()):
+            if edge.req.name in locked and edge.req.name not in seen:
+                seen.add(edge.req.name)
+                todo.append(edge.req.name)
+    return seen
 
 
 def _labels(pins: Iterable[Pin]) -> tuple[str, ...]:

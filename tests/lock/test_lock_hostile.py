@@ -344,3 +344,21 @@ def test_a_manifest_of_another_python_is_locked_with_a_warning(small_env: Env, t
     assert done.returncode == 0, done.stderr
     assert "warning: the manifest was recorded on" in done.stderr and "Python 3.9" in done.stderr
     assert "six==" in done.stdout
+
+
+def test_what_only_a_left_out_distribution_required_becomes_a_root(small_env: Env, tmp_path: Path) -> None:
+    from envcheck.diff.rules._requirements import graph
+    from envcheck.diff.rules.base import views
+
+    def tabulate_needs_six(data: dict[str, list[dict[str, object]]]) -> None:
+        next(d for d in data["packages"] if d["name"] == "tabulate")["requires"] = ["six"]
+
+    manifest = load(_edited(small_env, tmp_path, tabulate_needs_six))
+    inputs = lock_inputs(manifest)
+    assert [p.name for p in inputs.roots] == ["tabulate"]
+    assert "six" in [p.name for p in inputs.constraints]
+    with views(manifest):
+        g = graph(manifest)
+    left = inputs.without({"tabulate": "no reachable source serves it"}, g)
+    assert [p.name for p in left.roots] == ["six"]  # else pip-compile would never install it
+    assert [(u.name, u.reason) for u in left.unlocked] == [("tabulate", "no reachable source serves it")]
