@@ -4,8 +4,10 @@
    yields a static snapshot) and, unless ``--no-verify``, the smoke suite on this rank's device; while
    they run, import torch and connect to the job's store (``envcheck.cluster.store``). A rank whose torch
    cannot be imported connects with the standard-library client instead.
-2. Announce ``started/<rank>`` (host, pid): rank 0 can then tell, for a rank that never reports, whether
-   its process is gone, stopped or still running (on rank 0's own node: ``/proc``).
+2. Announce ``started/<rank>`` (host, pid, stage), first before ``import torch`` (standard-library
+   client, so a rank that hangs or dies in the import is known too), then at each stage (``snapshot``,
+   ``collectives``): for a rank that never reports, rank 0 can tell whether its process is gone,
+   stopped or still running (on rank 0's own node: ``/proc``), and where it was.
 3. Once the snapshot is done, announce ``ready/<rank>`` (``1``; ``0`` for a rank without torch). Rank 0
    waits for every rank until ``collectives_at`` (T minus what the collectives may take), then publishes
    ``members``: the ranks that will run the collectives. A hung or dead rank is left out, so the
@@ -238,15 +240,23 @@ def run(options: RankOptions, environ: dict[str, str] | None = None) -> Gathered
         torch_error: str | None = None
         device: str | None = None
         suite_env: dict[str, str] | None = None
+        early = None
+        if rdzv.agent_store or rdzv.rank != 0:  # a store is up (or coming): say where this rank is
+            early = _announce_early(rdzv, host)
         try:
             import torch  # noqa: F401  (the job's torch: the transport and what the collectives check)
-
-            device, suite_env = _device(rdzv.local_rank)
         except Exception as e:
             torch_error = f"{type(e).__name__}: {e}"[:2000]
+        if torch_error is None:
+            try:
+                device, suite_env = _device(rdzv.local_rank)
+            except Exception as e:  # torch imports but CUDA cannot be asked: the suite and NCCL say more
+                _say(rdzv.rank, f"cannot query CUDA devices ({type(e).__name__}: {e}); no NCCL check")
         suite = _Background(lambda: _suite(options, suite_env)) if options.verify else None
         store = _connect(rdzv, max(5.0, options.collectives_at), torch_error)
-        store.set(rdzv.key("started", rdzv.rank), json.dumps({"host": host, "pid": os.getpid()}))
+        if early is not None:
+            early.join(timeout=5.0)  # its word must not land after this one
+        _stage(store, rdzv, host, "snapshot")
         _fault(rdzv.rank, "start")
         return _work(options, rdzv, store, (snapshot, suite), started, host, device, torch_error, gathered)
     except _Stopped:
@@ -261,6 +271,33 @@ def run(options: RankOptions, environ: dict[str, str] | None = None) -> Gathered
                 return gathered
         _collect(store, rdzv, gathered, until=time.monotonic())
         return gathered
+
+
+def _stage(store: Store, rdzv: Rendezvous, host: str, stage: str) -> None:
+    """``started/<rank>``: this rank's host, pid and what it is doing now; rank 0 reads it for a rank
+    that never sends its results (gone or hung, and where)."""
+    store.set(rdzv.key("started", rdzv.rank), json.dumps({"host": host, "pid": os.getpid(), "stage": stage}))
+
+
+def _announce_early(rdzv: Rendezvous, host: str) -> threading.Thread:
+    """``started/<rank>`` at stage ``import torch``, from a daemon thread with the standard-library
+    client, before this process imports torch: a rank whose import hangs or kills it is still known by
+    host and pid. Best effort: a store not reachable yet only loses this early word."""
+
+    def announce() -> None:
+        try:
+            client = RawStoreClient(rdzv.host, rdzv.port, 4.0)
+            try:
+                _stage(client, rdzv, host, "import torch")
+                client.check([rdzv.key("started", rdzv.rank)])
+            finally:
+                client.close()
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=announce, daemon=True)
+    thread.start()
+    return thread
 
 
 def _connect(rdzv: Rendezvous, timeout: float, torch_error: str | None) -> Store:
@@ -324,6 +361,7 @@ def _work(
     if members is not None and rdzv.rank in members and torch_error is None:
         from envcheck.cluster import collectives
 
+        _stage(store, rdzv, host, "collectives")
         _fault(rdzv.rank, "collectives")
         payload["collectives"] = collectives.run(
             store,
@@ -405,20 +443,26 @@ def _collect(store: Store, rdzv: Rendezvous, gathered: Gathered, *, until: float
         time.sleep(POLL_S)
     for r in pending:
         # Rank 0 itself is missing only when stopped before it sent: it was at work, not dead.
-        host, state = (gathered.host, "running") if r == rdzv.rank else _state(store, rdzv, r, gathered.host)
-        gathered.problems.append(absent_problem(r, host, state, stopped=gathered.stopped))
+        host, state, stage = (
+            (gathered.host, "running", None) if r == rdzv.rank else _state(store, rdzv, r, gathered.host)
+        )
+        gathered.problems.append(absent_problem(r, host, state, stopped=gathered.stopped, stage=stage))
 
 
-def _state(store: Store, rdzv: Rendezvous, rank: int, here: str) -> tuple[str | None, str]:
+def _state(store: Store, rdzv: Rendezvous, rank: int, here: str) -> tuple[str | None, str, str | None]:
+    """Where ``rank`` is, what state its process is in (``gone``, ``stopped``, ``running`` on this node;
+    ``unknown`` on another; ``never`` when it never reached the store) and its last stage."""
     key = rdzv.key("started", rank)
     if not store.check([key]):
-        return None, "never"
+        return None, "never", None
     try:
         started = json.loads(store.get(key))
         host, pid = str(started["host"])[:255], int(started["pid"])
-    except (ValueError, KeyError, TypeError):
-        return None, "unknown"
-    return host, (_proc_state(pid) if host == here else "unknown")
+        stage = started.get("stage")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None, "unknown", None
+    state = _proc_state(pid) if host == here else "unknown"
+    return host, state, str(stage)[:40] if isinstance(stage, str) else None
 
 
 def _receive(rank: int, raw: bytes, gathered: Gathered) -> None:

@@ -301,7 +301,7 @@ _STATES = {
     "gone": ("CLUSTER-RANK-FAILED", "its process is gone (killed, crashed or exited) and it sent no results"),
     "never": (
         "CLUSTER-RANK-FAILED",
-        "it never reached the rendezvous store (it died or hung before envcheck started)",
+        "it never reached the rendezvous store (it died, or hung before it could)",
     ),
     "stopped": (
         "CLUSTER-RANK-TIMEOUT",
@@ -318,9 +318,14 @@ _STATES = {
 }
 
 
-def absent_problem(rank: int, host: str | None, state: str, *, stopped: bool) -> RankProblem:
-    """A rank rank 0 has no result of, by what is known of its process."""
+def absent_problem(
+    rank: int, host: str | None, state: str, *, stopped: bool, stage: str | None = None
+) -> RankProblem:
+    """A rank rank 0 has no result of, by what is known of its process and the last stage it announced
+    (``import torch``, ``snapshot``, ``collectives``)."""
     rule, detail = _STATES.get(state, _STATES["unknown"])
+    if stage is not None:
+        detail += f" (last stage: {stage})"
     if stopped and state in ("running", "unknown"):
         # Not a hang of its own: the launcher ended it (CLUSTER-JOB-STOPPED names it).
         return RankProblem(rule="CLUSTER-JOB-STOPPED", host=host, rank=rank, detail="")

@@ -117,15 +117,20 @@ def test_a_rank_killed_mid_run_is_reported_and_the_job_ends(tmp_path: Path) -> N
     assert "SIGKILL" in log or "-9" in log
 
 
-def test_a_hung_rank_is_reported_at_the_deadline_and_the_job_ends(tmp_path: Path) -> None:
+def test_a_rank_hung_in_import_torch_is_reported_at_the_deadline_and_the_job_ends(tmp_path: Path) -> None:
+    hanging = tmp_path / "hanging" / "torch"
+    hanging.mkdir(parents=True)
+    (hanging / "__init__.py").write_text("import time\ntime.sleep(3600)\n", encoding="utf-8")
     code, report, _ = _job(
-        tmp_path, "--timeout", "30", "--no-verify", rank1_env={"ENVCHECK_CLUSTER_FAULT": "hang"}
+        tmp_path, "--timeout", "30", "--no-verify", rank1_env={"PYTHONPATH": str(hanging.parent)}
     )
     host = socket.gethostname()
     assert code != 0
     (hung,) = _rule(report, "CLUSTER-RANK-TIMEOUT")
     assert hung["machine"] == f"{host}:1"
+    # It announced itself before importing torch, so rank 0 knows where it hangs.
     assert "still running at the deadline" in hung["message"]
+    assert hung["message"].endswith("(last stage: import torch)")
     # The collectives ran without the hung rank instead of waiting for it.
     (gloo,) = [f for f in _rule(report, "CLUSTER-COLLECTIVES") if f["subject"] == "gloo"]
     assert "exact on 1 of 1 rank;" in gloo["message"]
@@ -160,6 +165,7 @@ def test_a_rank_hung_in_the_collectives_is_their_root_cause(tmp_path: Path) -> N
     assert code != 0
     (hung,) = _rule(report, "CLUSTER-RANK-TIMEOUT")
     assert hung["machine"] == f"{host}:1"
+    assert hung["message"].endswith("(last stage: collectives)")
     # Rank 0's all-reduce failed at the collective timeout, and the report says why.
     (allreduce,) = _rule(report, "CLUSTER-ALLREDUCE")
     assert allreduce["machine"] == f"{host}:0" and "failed" in allreduce["message"]
