@@ -372,8 +372,7 @@ def _work(
             device=device,
         )
     store.set(rdzv.key("result", rdzv.rank), outgoing(payload))
-    if isinstance(store, RawStoreClient):
-        store.check([rdzv.key("result", rdzv.rank)])  # the server has it before this process ends
+    store.check([rdzv.key("result", rdzv.rank)])  # answered in order: the server has it before we exit
     if gathered is None:
         return None
     gathered.members = members or []

@@ -44,7 +44,7 @@ def cluster(
         float,
         typer.Option(
             "--timeout",
-            min=20.0,
+            min=30.0,
             help="The job's deadline in seconds: every rank's snapshot, suite and collectives; rank 0 "
             "reports the ranks it has not heard from by then, and a watchdog ends any rank 20 s later.",
             envvar="ENVCHECK_TIMEOUT",

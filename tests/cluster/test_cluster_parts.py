@@ -299,7 +299,7 @@ def test_a_rank_that_cannot_reach_the_store_says_so_in_one_line() -> None:
         port = s.getsockname()[1]
     env = {**os.environ, "RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
     proc = subprocess.run(
-        [sys.executable, "-m", "envcheck.cluster", "--timeout", "20", "--no-verify"],
+        [sys.executable, "-m", "envcheck.cluster", "--timeout", "30", "--no-verify"],
         check=False,
         env=env,
         capture_output=True,
