@@ -70,6 +70,14 @@ def volatile(default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
     return dataclasses.field(default=default, metadata={"volatile": True}, **kwargs)
 
 
+def omitted_when_default(default: Any) -> Any:
+    """A dataclass field that ``encode`` leaves out while it holds ``default``: a key added to the
+    manifest after manifests were written (``meta.kind``, ``predicted``), so that a manifest without it
+    still round-trips byte for byte and every snapshot is written as before. Decoding takes the default
+    for a missing key, as for any field with one."""
+    return dataclasses.field(default=default, metadata={"omit_default": True})
+
+
 class _Problems:
     def __init__(self) -> None:
         self.items: list[str] = []
@@ -409,6 +417,8 @@ _SCALARS = (str, int, float, bool, type(None))
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
+# Per dataclass: the fields ``encode`` leaves out while they hold their default (``omitted_when_default``).
+_OMITTED: dict[type, dict[str, Any]] = {}
 
 
 def _field_names(cls: type) -> tuple[str, ...] | None:
@@ -416,6 +426,11 @@ def _field_names(cls: type) -> tuple[str, ...] | None:
         return _FIELD_NAMES[cls]
     except KeyError:
         names = tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
+        _OMITTED[cls] = (
+            {f.name: f.default for f in dataclasses.fields(cls) if f.metadata.get("omit_default")}
+            if dataclasses.is_dataclass(cls)
+            else {}
+        )
         _FIELD_NAMES[cls] = names
         return names
 
@@ -432,7 +447,15 @@ def encode(obj: object) -> Any:
     names = _field_names(type(obj))
     if names is None:
         return obj
-    return {name: encode(getattr(obj, name)) for name in names}
+    omitted = _OMITTED[type(obj)]
+    if not omitted:
+        return {name: encode(getattr(obj, name)) for name in names}
+    out = {}
+    for name in names:
+        value = getattr(obj, name)
+        if name not in omitted or value != omitted[name]:
+            out[name] = encode(value)
+    return out
 
 
 def volatile_paths(cls: type, prefix: str = "") -> Iterator[str]:

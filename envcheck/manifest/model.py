@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
-from envcheck.manifest.codec import JsonValue, volatile
+from envcheck.manifest.codec import JsonValue, omitted_when_default, volatile
 from envcheck.manifest.native import NativeSection
 from envcheck.manifest.verify import VerifySection
 
@@ -337,8 +337,9 @@ class Meta:
     probe: ProbeOutcome
     created: str = volatile()
     duration_s: float | None = volatile(None)
-    kind: ManifestKind = "snapshot"
-    absent: list[str] | None = None
+    # ``omitted_when_default`` returns a ``dataclasses.field`` (as ``volatile`` does), not a shared value.
+    kind: ManifestKind = omitted_when_default("snapshot")  # noqa: RUF009
+    absent: list[str] | None = omitted_when_default(None)  # noqa: RUF009
 
 
 MachineNeedKind = Literal["vc-runtime", "openmp", "blas", "nvidia-driver", "glibc", "macos", "runtime"]
@@ -426,7 +427,7 @@ class Manifest:
     env: dict[str, str]
     native: NativeSection | None = None
     verify: VerifySection | None = None
-    predicted: PredictedSection | None = None
+    predicted: PredictedSection | None = omitted_when_default(None)  # noqa: RUF009
 
     @property
     def is_predicted(self) -> bool:

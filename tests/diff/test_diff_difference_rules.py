@@ -48,6 +48,23 @@ def without_isa(*flags: str) -> Edit:
     return edit
 
 
+def predicted(**section: Any) -> Edit:
+    """The manifest marked as ``envcheck predict``'s for win_amd64 / CPython 3.11, with ``section``'s
+    fields in its ``predicted`` section."""
+
+    def edit(d: dict[str, Any]) -> None:
+        d["meta"]["kind"] = "predicted"
+        d["meta"]["absent"] = ["runtimes"]
+        d["predicted"] = {
+            "platform": "win_amd64",
+            "python_version": "3.11",
+            "implementation": "cp",
+            **section,
+        }
+
+    return edit
+
+
 def no_torch(d: dict[str, Any]) -> None:
     drop_package("torch")(d)
     d["torch"] = {"trees": [], "static": None, "runtime": None}
@@ -266,6 +283,63 @@ CASES: dict[str, tuple[str, tuple[Edit, ...], str, tuple[Edit, ...], Severity, s
         "torch threads",
     ),
     "ENV-CONTAINER": ("dev-cpu", (), "dev-cpu", (set_path("platform.container", []),), "info", "container"),
+    # Prediction rules run only against a predicted target (``envcheck predict``): the same venv marked
+    # predicted for Windows, with the facts of ``predicted`` each rule reads.
+    "ENV-PREDICT-NO-WHEEL": (
+        "dev-cpu",
+        (),
+        "dev-cpu",
+        (predicted(unavailable=[{"name": "triton", "version": "3.8.0", "root": True, "reason": "none"}]),),
+        "error",
+        "triton",
+    ),
+    "ENV-PREDICT-VARIANT": ("cuda", (), "dev-cpu", (predicted(),), "error", "torch"),
+    "ENV-PREDICT-RUNTIME": (
+        "dev-cpu",
+        (),
+        "dev-cpu",
+        (
+            predicted(
+                needs=[
+                    {"kind": "vc-runtime", "name": "VC++", "provided": "machine", "files": ["MSVCP140.dll"]}
+                ]
+            ),
+        ),
+        "warning",
+        "VC++",
+    ),
+    "ENV-PREDICT-OPENMP-BLAS": (
+        "dev-cpu",
+        (),
+        "dev-cpu",
+        (predicted(needs=[{"kind": "openmp", "name": "Intel", "family": "intel", "provided": "bundled"}]),),
+        "warning",
+        "OpenMP",
+    ),
+    "ENV-PREDICT-PYTHON": (
+        "dev-cpu",
+        (),
+        "dev-cpu",
+        (predicted(python_version="3.12"),),
+        "warning",
+        "python",
+    ),
+    "ENV-PREDICT-LEFT-OUT": (
+        "dev-cpu",
+        (),
+        "dev-cpu",
+        (predicted(left_out=[{"name": "envcheck", "version": "0.1.0", "reason": "editable"}]),),
+        "info",
+        "envcheck",
+    ),
+    "ENV-PREDICT-NOT-INSTALLED": (
+        "dev-cpu",
+        (),
+        "dev-cpu",
+        (drop_package("ruff"), predicted()),
+        "info",
+        "1 distribution",
+    ),
 }
 
 
