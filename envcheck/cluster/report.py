@@ -184,34 +184,33 @@ def _cluster_finding(rule_id: str, subject: str, message: str, machine: str | No
 
 def build(job: JobView, against: tuple[str, Manifest] | None, policy: Policy) -> Report:
     """The job's report (``envcheck.flows.finish``: policy, ordering, causes), with a ``MachineGroup`` per
-    environment. Manifests that do not decode become CLUSTER-RANK-SNAPSHOT findings of their ranks."""
-    from envcheck.errors import ManifestError
+    environment. Environments are decoded one at a time, diffed, and dropped: memory holds the reference
+    and one other, whatever the number of distinct environments. Manifests that do not decode become
+    CLUSTER-RANK-SNAPSHOT findings of their ranks."""
     from envcheck.flows import finish
-    from envcheck.manifest.io import loads
 
     findings: list[Finding] = []
-    decoded: list[tuple[Environment, Manifest]] = []
     ordered = job.environments.ordered({p.rank for p in job.problems})
-    for env in ordered:
-        try:
-            decoded.append((env, loads(env.text, source=f"the manifest of {env.name}")))
-        except ManifestError as e:
-            findings.append(
-                _cluster_finding(
-                    "CLUSTER-RANK-SNAPSHOT", "manifest", f"what the ranks sent does not decode: {e}", env.name
-                )
-            )
-        env.text = ""  # decoded once; the text is not needed any more
-    reference_env = None if against is not None or not decoded else decoded[0][0]
-    tie = len(decoded) > 1 and len(decoded[0][0].ranks) == len(decoded[1][0].ranks)
-    chosen = "the reference environment" if tie else "the majority environment"
-    reference: tuple[str, Manifest] | None = against or (
-        (f"{chosen} ({decoded[0][0].name})", decoded[0][1]) if decoded else None
+    readable: list[Environment] = []
+    manifest = None
+    for env in ordered if against is None else ():  # the reference is the first that decodes
+        manifest = _decoded(env, findings)
+        if manifest is not None:
+            readable.append(env)
+            break
+    reference_env = readable[0] if readable else None
+    # "majority" only for an environment strictly larger than every other (not a tie, not a fallback).
+    largest = bool(ordered) and reference_env is ordered[0]
+    strict = largest and (len(ordered) == 1 or len(ordered[1].ranks) < len(ordered[0].ranks))
+    chosen = "the majority environment" if strict else "the reference environment"
+    reference = against or (
+        (f"{chosen} ({reference_env.name})", manifest) if reference_env is not None and manifest else None
     )
     groups: list[MachineGroup] = []
+    ref_name = "nothing (no rank sent an environment)"
     if reference is not None:
         ref_name, ref = reference
-        found, differing = _environment_findings(ref, decoded, reference_env)
+        found, differing, readable = _environment_findings(ref, ordered, reference_env, findings)
         findings += found
         groups = [
             MachineGroup(
@@ -219,29 +218,45 @@ def build(job: JobView, against: tuple[str, Manifest] | None, policy: Policy) ->
                 members=tuple(rank_ranges(env.ranks)),
                 identical_to_base=env.name not in differing,
             )
-            for env, _ in decoded
+            for env in readable
         ]
-    else:
-        ref_name = "nothing (no rank sent an environment)"
     problems = _problem_findings(job)
     findings += problems
     findings += _collective_findings(job, _collective_cause(job, problems))
-    ranks = sum(len(env.ranks) for env, _ in decoded)
-    kinds = f"{len(decoded)} environment{'s' if len(decoded) != 1 else ''}"
+    ranks = sum(len(env.ranks) for env in readable)
+    kinds = f"{len(readable)} environment{'s' if len(readable) != 1 else ''}"
     heard = "" if ranks == job.world_size else f" ({ranks} sent one)"
     title = f"envcheck cluster: {job.world_size} ranks in {kinds}{heard}, against {ref_name}"
     report = finish(title, findings, policy, rules=rule_ids())
     return dataclasses.replace(report, groups=tuple(groups))
 
 
+def _decoded(env: Environment, findings: list[Finding]) -> Manifest | None:
+    """``env``'s manifest, or None after adding a CLUSTER-RANK-SNAPSHOT finding of its ranks."""
+    from envcheck.errors import ManifestError
+    from envcheck.manifest.io import loads
+
+    try:
+        return loads(env.text, source=f"the manifest of {env.name}")
+    except ManifestError as e:
+        findings.append(
+            _cluster_finding(
+                "CLUSTER-RANK-SNAPSHOT", "manifest", f"what the ranks sent does not decode: {e}", env.name
+            )
+        )
+        return None
+
+
 def _environment_findings(
     ref: Manifest,
-    decoded: list[tuple[Environment, Manifest]],
+    ordered: list[Environment],
     reference_env: Environment | None,
-) -> tuple[list[Finding], set[str]]:
+    problems: list[Finding],
+) -> tuple[list[Finding], set[str], list[Environment]]:
     """Each environment against the reference (difference rules), alone (single rules), and its smoke
-    suite against the reference's goldens; the reference group only alone. Returns the findings and the
-    names of the environments that differ from the reference.
+    suite against the reference's goldens; the reference group only alone. Returns the findings, the
+    names of the environments that differ from the reference, and the environments that decoded (one
+    that does not is added to ``problems``, once).
 
     Between the ranks of one job (no ``--against``) a difference the diff rates a warning is an error:
     ranks that load or compute differently diverge in silence, or hang in a collective. A finding that
@@ -256,7 +271,13 @@ def _environment_findings(
     within_job = reference_env is not None
     per_env: list[tuple[Environment, list[Finding]]] = []
     differing: set[str] = set()
-    for env, manifest in decoded:
+    readable: list[Environment] = []
+    reported = {f.machine for f in problems if f.rule == "CLUSTER-RANK-SNAPSHOT"}
+    for env in ordered:
+        manifest = ref if env is reference_env else _decoded(env, [] if env.name in reported else problems)
+        if manifest is None:
+            continue
+        readable.append(env)
         drift: list[Finding] = []
         if env is reference_env:
             found = engine.doctor(manifest)
@@ -274,7 +295,7 @@ def _environment_findings(
         if env is not reference_env and drift:
             differing.add(env.name)
         per_env.append((env, found))
-    return _merged(per_env), differing
+    return _merged(per_env), differing, readable
 
 
 def _escalated(finding: Finding) -> Finding:

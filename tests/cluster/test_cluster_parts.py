@@ -347,3 +347,17 @@ def test_what_a_rank_sends_keeps_its_manifest_as_recorded() -> None:
     sent = json.loads(outgoing(payload))
     assert sent["manifest"] == manifest  # paths and names as recorded (the probe redacted it already)
     assert token not in sent["torch_error"]
+
+
+def test_an_undecodable_majority_leaves_the_reference_to_the_next_environment() -> None:
+    manifest = _example()
+    environments = Environments()
+    for rank in (0, 1):
+        environments.add("h", rank, {"schema_version": 1, "meta": "nonsense"})
+    environments.add("h", 2, manifest)
+    job = JobView(world_size=3, environments=environments, problems=(), collectives={}, members=())
+    report = build(job, None, Policy())
+    (bad,) = [f for f in report.findings if f.rule == "CLUSTER-RANK-SNAPSHOT"]
+    assert bad.machine == "h:0-1"
+    assert [g.name for g in report.groups] == ["h:2"]
+    assert report.title.endswith("against the reference environment (h:2)")
