@@ -18,7 +18,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -35,6 +35,10 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _PURE = re.compile(r"-none-any\.whl$", re.I)
 # Temporary download folders older than this were left by a killed run: removed on the next one.
 _STALE_S = 3600.0
+# The cache is bounded: past this many bytes of wheels the least recently used go (a CUDA set is ~4 GB),
+# and past this many stored trees the oldest.
+MAX_CACHE_BYTES = 32 * 1024**3
+MAX_TREES = 256
 _SCAN_FORMAT = f"envcheck-scan/{__version__}/2"
 
 
@@ -65,8 +69,9 @@ class TreeScan:
 class WheelCache:
     """The wheel cache at ``root``: ``path_of`` an entry, ``fetch`` what is missing, ``scan`` each."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, *, max_bytes: int = MAX_CACHE_BYTES) -> None:
         self.root = root or cache_root()
+        self.max_bytes = max_bytes
 
     def entry(self, wheel: ResolvedWheel) -> Path | None:
         """Where ``wheel`` lies in the cache (whether or not it is there yet); None without a sha256."""
@@ -80,6 +85,10 @@ class WheelCache:
         does not match the sha256 of the report."""
         wanted = [w for w in wheels if not is_pure(w) and not _local_path(w.url)]
         missing = [w for w in wanted if (e := self.entry(w)) is not None and not e.is_file()]
+        in_use = {e.parent for w in wanted if (e := self.entry(w)) is not None}
+        for folder in in_use:  # last use, for pruning the least recently used first
+            with contextlib.suppress(OSError):
+                os.utime(folder)
         unhashed = [w for w in wanted if self.entry(w) is None]
         if unhashed:
             names = ", ".join(w.filename or w.name for w in unhashed[:5])
@@ -120,6 +129,37 @@ class WheelCache:
                 self._admit(w, tmp / "dl" / w.filename)
         finally:
             sessions.remove_folder(str(tmp))
+        self.prune(keep=in_use)
+
+    def prune(self, *, keep: Collection[Path] = ()) -> list[Path]:
+        """Remove the least recently used wheels until the cache holds at most ``max_bytes`` (never one
+        in ``keep``, the entries of the current run), and the oldest trees beyond ``MAX_TREES``. Returns
+        what was removed. Never raises."""
+        import shutil
+
+        entries = []
+        with contextlib.suppress(OSError):
+            for child in self.root.iterdir():
+                if _SHA256.fullmatch(child.name) and child.is_dir():
+                    size = sum(f.stat().st_size for f in child.iterdir() if f.is_file())
+                    entries.append((child.stat().st_mtime, child, size))
+        total = sum(size for _, _, size in entries)
+        removed = []
+        for _, folder, size in sorted(entries):
+            if total <= self.max_bytes:
+                break
+            if folder in keep:
+                continue
+            shutil.rmtree(folder, ignore_errors=True)
+            total -= size
+            removed.append(folder)
+        trees = self.root / "trees"
+        with contextlib.suppress(OSError):
+            stored = sorted(trees.glob("*.json"), key=lambda f: f.stat().st_mtime)
+            for f in stored[: max(0, len(stored) - MAX_TREES)]:
+                f.unlink()
+                removed.append(f)
+        return removed
 
     def _admit(self, wheel: ResolvedWheel, downloaded: Path) -> None:
         entry = self.entry(wheel)
@@ -168,6 +208,8 @@ class WheelCache:
         stored = self.root / "trees" / f"{key}.json"
         found = _read_scan(stored)
         if found is not None:
+            with contextlib.suppress(OSError):
+                os.utime(stored)  # last use, for pruning the oldest first
             return TreeScan(section=found[0], torch_version=found[1], cached=True, macos_minimum=found[2])
         paths = []
         for w in native:
