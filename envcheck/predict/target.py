@@ -81,7 +81,8 @@ class PredictTarget:
         evaluates requirement markers in the environment of the interpreter running it, even with
         ``--platform``; these replace that environment's values so that ``; platform_system == "Linux"``
         drops torch's ``nvidia-*`` requirements for Windows. ``platform_release`` and ``platform_version``
-        are unknowable here and keep the running interpreter's."""
+        are unknowable here and keep the running interpreter's; the patch level of the Python is taken
+        as ``.0`` (the lowest of the minor version)."""
         impl_name, impl = _IMPLEMENTATIONS[self.implementation]
         sys_platform = {"Windows": "win32", "Darwin": "darwin", "Linux": "linux"}[self.system]
         return {
@@ -91,6 +92,7 @@ class PredictTarget:
             "os_name": "nt" if self.system == "Windows" else "posix",
             "python_version": self.python_version,
             "python_full_version": f"{self.python_version}.0",
+            "implementation_version": f"{self.python_version}.0",
             "implementation_name": impl_name,
             "platform_python_implementation": impl,
         }
