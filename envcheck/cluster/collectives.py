@@ -9,7 +9,9 @@ For each back-end (Gloo on the CPU always; NCCL between the GPUs where the ranks
 - the bandwidth of an all-reduce of a few MB (bus bandwidth, as nccl-tests define it).
 
 Every call runs under the process group's timeout: a peer that died makes Gloo fail at once, one that hangs
-makes it fail at the timeout. The results are plain data for the payload; a failure is data too.
+makes it fail at the timeout. NCCL's own watchdog may instead end the process at its timeout
+(``TORCH_NCCL_ASYNC_ERROR_HANDLING``): rank 0 then reports that rank as gone. The results are plain data
+for the payload; a failure is data too.
 """
 
 from __future__ import annotations
