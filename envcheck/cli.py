@@ -6,28 +6,31 @@ the start of ``envcheck snapshot`` stay fast.
 
 from __future__ import annotations
 
-from typing import Annotated
+import importlib
+from collections.abc import Collection
+from typing import Annotated, Any
 
 import typer
 
 from envcheck import __version__
-from envcheck.commands import cluster as cluster_commands
-from envcheck.commands import diff as diff_commands
-from envcheck.commands import export as export_commands
-from envcheck.commands import lock as lock_commands
-from envcheck.commands import predict as predict_commands
-from envcheck.commands import scan as scan_commands
-from envcheck.commands import snapshot as snapshot_commands
-from envcheck.commands import verify as verify_commands
 
-app = typer.Typer(
-    name="envcheck",
-    help="Stop PyTorch deployments from breaking on machines that differ from the dev box.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
+# Each command: its module in ``envcheck.commands`` and the function there. A run builds the app with the
+# one command it names (typer turns every registered command's signature into click options: a tenth of
+# a diff's time for all of them), and imports no other command's module; help and the tests get them all.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "snapshot": ("snapshot", "snapshot"),
+    "show": ("snapshot", "show"),
+    "scan": ("scan", "scan"),
+    "diff": ("diff", "diff"),
+    "doctor": ("diff", "doctor"),
+    "rules": ("diff", "rules"),
+    "verify": ("verify", "verify"),
+    "gate": ("verify", "gate"),
+    "lock": ("lock", "lock"),
+    "predict": ("predict", "predict"),
+    "cluster": ("cluster", "cluster"),
+    "export": ("export", "export"),
+}
 
 
 def _version(value: bool) -> None:
@@ -36,7 +39,6 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
 def _root(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
@@ -45,18 +47,29 @@ def _root(
     """Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error."""
 
 
-app.command("snapshot")(snapshot_commands.snapshot)
-app.command("show")(snapshot_commands.show)
-app.command("scan")(scan_commands.scan)
-app.command("diff")(diff_commands.diff)
-app.command("doctor")(diff_commands.doctor)
-app.command("rules")(diff_commands.rules)
-app.command("verify")(verify_commands.verify)
-app.command("gate")(verify_commands.gate)
-app.command("lock")(lock_commands.lock)
-app.command("predict")(predict_commands.predict)
-app.command("cluster")(cluster_commands.cluster)
-app.command("export")(export_commands.export)
+def build(names: Collection[str] | None = None) -> typer.Typer:
+    """The command line with the commands ``names`` (default: all of them, in their order)."""
+    app = typer.Typer(
+        name="envcheck",
+        help="Stop PyTorch deployments from breaking on machines that differ from the dev box.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+    app.callback()(_root)
+    for name, (module, function) in COMMANDS.items():
+        if names is None or name in names:
+            app.command(name)(getattr(importlib.import_module(f"envcheck.commands.{module}"), function))
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    """``envcheck.cli.app``: the whole command line, built on first use."""
+    if name == "app":
+        app = globals()["app"] = build()
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
@@ -76,8 +89,11 @@ def main() -> None:
 
     sessions.install_interrupt_handlers()
     sessions.adopt_orphans()
+    command = sys.argv[1:2]
     try:
-        app()
+        # ``envcheck --version`` needs no command at all; ``--help`` and the unknown need every one.
+        wanted = () if command == ["--version"] else command if command and command[0] in COMMANDS else None
+        build(wanted)()
         code = 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)

@@ -200,10 +200,8 @@ _BASE: Manifest | None = None
 def diff_one(base: Manifest, target: Manifest) -> tuple[Finding, ...]:
     """One environment's findings: the difference rules against ``base``, then its own single rules."""
     from envcheck.diff import engine
-    from envcheck.diff.rules.base import views
 
-    with views(base, target):  # the diff and the target's doctor share one view of each manifest
-        return tuple(engine.diff(base, target) + engine.doctor(target))
+    return tuple(engine.diff_and_doctor(base, target))
 
 
 def _diff_file(job: tuple[str, str]) -> tuple[Finding, ...] | _Problems:

@@ -65,14 +65,16 @@ def diff(base_name: str, base: Manifest, targets: Sequence[tuple[str, Manifest]]
     """``envcheck diff``: each target against ``base`` (difference rules) and alone (single rules). One
     target gives its findings as they are; several make a fleet report (``diff_fleet``), each distinct
     environment diffed once."""
-    from envcheck import fleet
-
     if len(targets) != 1:
+        from envcheck import fleet
+
         return diff_fleet(base_name, fleet.diff_manifests(base, targets), policy)
+    from envcheck.diff import engine
+
     name, target = targets[0]
     return finish(
         f"envcheck diff: {base_name} → {name}",
-        fleet.diff_one(base, target),
+        engine.diff_and_doctor(base, target),
         policy,
         rules=rule_ids("difference", "single"),
     )

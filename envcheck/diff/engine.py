@@ -68,3 +68,12 @@ def doctor(
             if rule.single is not None and runs_on(rule, manifest):
                 findings.extend(rule.single(rule, manifest))
     return _finish(findings, policy)
+
+
+def diff_and_doctor(base: Manifest, target: Manifest) -> list[Finding]:
+    """What ``envcheck diff`` reports of one target: the difference rules against ``base``, then the
+    target's own single rules, sharing one view of each manifest."""
+    from envcheck.diff.rules.base import views
+
+    with views(base, target):
+        return diff(base, target) + doctor(target)
