@@ -16,7 +16,7 @@ from typing import Any, Literal
 Severity = Literal["error", "warning", "info"]
 SEVERITY_RANK: dict[Severity, int] = {"error": 0, "warning": 1, "info": 2}
 
-RuleKind = Literal["difference", "single", "verify"]
+RuleKind = Literal["difference", "single", "verify", "lock", "cluster"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -78,7 +78,8 @@ class Rule:
     """One rule of the catalog. ``failure_modes`` are ids of docs/failure-modes.md (``FM-01``); ``evidence``
     lists the upstream issues behind it (``pytorch/pytorch#131662``). ``remedy`` is the general advice
     (each finding carries its own, specific one). ``kind``: ``difference`` and ``single`` rules have a
-    check the diff engine runs; ``verify`` rules are emitted by the smoke suite's comparison."""
+    check the diff engine runs; ``verify`` rules are emitted by the smoke suite's comparison, ``lock`` rules
+    by ``envcheck lock --check``, ``cluster`` rules by ``envcheck cluster``."""
 
     id: str
     kind: RuleKind

@@ -16,7 +16,7 @@ def _cluster(
     register(
         Rule(
             id=id,
-            kind="verify",
+            kind="cluster",
             family=FAMILY,
             severity=severity,
             title=title,

@@ -314,6 +314,8 @@ def rules(
         "difference": "difference rule (base vs target)",
         "single": "single-environment rule (doctor)",
         "verify": "smoke-suite rule (verify, gate)",
+        "lock": "lock rule (lock --check)",
+        "cluster": "cluster rule (cluster)",
     }[rule.kind]
     lines = [
         f"{rule.id}: {rule.title}",

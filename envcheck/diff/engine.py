@@ -21,7 +21,7 @@ def _rules(rules: Iterable[Rule] | None) -> Sequence[Rule]:
         return list(rules)
     from envcheck.findings import catalog
 
-    return [r for r in catalog() if r.kind != "verify"]
+    return [r for r in catalog() if r.kind in ("difference", "single")]
 
 
 def _finish(findings: list[Finding], policy: Policy | None) -> list[Finding]:

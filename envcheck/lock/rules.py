@@ -16,7 +16,7 @@ def _lock(id: str, severity: Severity, title: str, why: str, remedy: str, fm: tu
     return register(
         Rule(
             id=id,
-            kind="verify",
+            kind="lock",
             family=FAMILY,
             severity=severity,
             title=title,

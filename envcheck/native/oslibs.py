@@ -148,7 +148,8 @@ WINDOWS_SYSTEM32 = frozenset(
 _RUNTIMES: tuple[tuple[re.Pattern[str], ProviderKind, str], ...] = (
     (
         re.compile(
-            r"^(msvcp140(_\d|_atomic_wait|_codecvt_ids)?|vcruntime140(_1)?|concrt140|vccorlib140)\.dll$", re.I
+            r"^(msvcp140(_\d|_atomic_wait|_codecvt_ids)?|vcruntime140(_1|_threads)?|concrt140|vccorlib140)\.dll$",
+            re.I,
         ),
         "redistributable",
         "Microsoft Visual C++ 2015-2022 Redistributable",
