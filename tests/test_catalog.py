@@ -69,3 +69,10 @@ def test_a_mistyped_id_gets_the_closest_one() -> None:
     result = CliRunner().invoke(app, ["rules", "VERIFY-SPED"])
     assert result.exit_code == 2
     assert "Did you mean VERIFY-SPEED?" in result.stderr
+
+
+def test_the_docs_index_lists_every_rule_with_what_it_cites() -> None:
+    text = (Path(__file__).parents[1] / "docs" / "failure-modes.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `([A-Z0-9-]+)` \| (.+) \|$", text, re.MULTILINE))
+    expected = {r.id: f"{r.kind} | {r.family} | {', '.join(r.failure_modes) or '—'}" for r in catalog()}
+    assert rows == expected
