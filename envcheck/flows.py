@@ -182,8 +182,10 @@ def gate(
     policy: Policy,
     *,
     strict: bool,
+    live_name: str = "this machine",
 ) -> Report:
-    """``envcheck gate``: this machine (``live``) against ``base``, and the suite against its goldens."""
+    """``envcheck gate``: this machine (``live``, named ``live_name`` in the title) against ``base``, and
+    the suite against its goldens."""
     from envcheck.diff import engine
     from envcheck.diff.rules.base import views
     from envcheck.verify.compare import compare, outcomes
@@ -205,7 +207,7 @@ def gate(
             )
         )
     return finish(
-        f"envcheck gate: this machine against {manifest_name}",
+        f"envcheck gate: {live_name} against {manifest_name}",
         findings,
         policy,
         rules=rule_ids(),

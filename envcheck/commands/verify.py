@@ -213,7 +213,10 @@ def gate(
         if step is not None and not live_job.done():
             step("snapshot: finishing")
         live = live_job.result()
-    report = flows.gate(name(manifest, base), base, live, current, rules_policy, strict=strict)
+    live_name = f"this machine ({python})" if python else "this machine"
+    report = flows.gate(
+        name(manifest, base), base, live, current, rules_policy, strict=strict, live_name=live_name
+    )
     _say_counts(flows.goldens(base), current, report)
     report_findings(
         report,

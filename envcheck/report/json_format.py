@@ -13,7 +13,8 @@
          "subject": "torch", "base": "cu130", "target": "cpu", "message": "...", "remedy": "...",
          "intended": null | "reason", "machine": null | "prod-1", "fails": true,
          "caused_by": null | "ENV-VAR-CHANGED:LD_LIBRARY_PATH",
-         "kind": "difference" | "single" | "verify" | "lock" | "cluster" | null, "reference": null | "...", "found": null | "..."}
+         "kind": "difference" | "single" | "verify" | "lock" | "cluster" | null,
+         "reference": null | "...", "found": null | "..."}
       ]
     }
 

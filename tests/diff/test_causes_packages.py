@@ -146,3 +146,33 @@ def test_threads_set_by_omp_num_threads_name_the_variable() -> None:
 
     findings = by_key(report(manifest("dev-cpu"), manifest("dev-cpu", one_thread)))
     assert findings["ENV-THREADS-CHANGED:torch threads"].caused_by == "ENV-VAR-CHANGED:OMP_NUM_THREADS"
+
+
+def test_libraries_that_come_and_go_with_a_new_release_fold_under_its_version_change() -> None:
+    """numpy 2 → 1: its loaded libraries change with the release (numpy.libs, numpy/_core → numpy/core);
+    the version change is the root cause, the native findings its consequences."""
+
+    def older_numpy(d: dict[str, Any]) -> None:
+        dist_entry(d, "numpy")["version"] = "1.26.4"
+        loaded = d["runtimes"]["loaded"]
+        d["runtimes"]["loaded"] = [
+            lib for lib in loaded if not (lib["owner"] == "numpy" and "libquadmath" in lib["path"])
+        ]
+
+    findings = by_key(report(manifest("dev-cpu"), manifest("dev-cpu", older_numpy)))
+    assert "ENV-NUMPY-MAJOR:numpy" in findings
+    lost = findings["ENV-NATIVE-LOST:numpy"]
+    assert lost.caused_by == "ENV-NUMPY-MAJOR:numpy"
+    assert findings["ENV-NUMPY-MAJOR:numpy"].caused_by is None
+
+
+def test_a_library_of_an_unchanged_release_stays_a_root_cause() -> None:
+    def lost_quadmath(d: dict[str, Any]) -> None:
+        d["runtimes"]["loaded"] = [
+            lib
+            for lib in d["runtimes"]["loaded"]
+            if not (lib["owner"] == "numpy" and "libquadmath" in lib["path"])
+        ]
+
+    findings = by_key(report(manifest("dev-cpu"), manifest("dev-cpu", lost_quadmath)))
+    assert findings["ENV-NATIVE-LOST:numpy"].caused_by is None

@@ -167,6 +167,21 @@ def variant_cause(base: Manifest, target: Manifest, owners: list[str]) -> str | 
     return None
 
 
+def version_cause(base: Manifest, target: Manifest, owner: str) -> str | None:
+    """The key of the finding that reports ``owner``'s version change (``ENV-PKG-VERSION:six``,
+    ``ENV-NUMPY-MAJOR:numpy``, ``ENV-TORCH-VERSION:torch``) when the distribution is installed on both
+    sides at different versions: another release ships, loads and places other libraries (numpy 2 moved
+    its extension modules from ``numpy/core`` to ``numpy/_core``). None otherwise; a key whose finding is
+    absent is dropped when causes are linked."""
+    b, t = pkg(base, owner), pkg(target, owner)
+    if b is None or t is None or b.version == t.version:
+        return None
+    name = canon(owner)
+    if name == "torch":
+        return "ENV-TORCH-VERSION:torch"
+    return "ENV-NUMPY-MAJOR:numpy" if name == "numpy" else f"ENV-PKG-VERSION:{t.name}"
+
+
 def _tree_names(m: Manifest) -> frozenset[str]:
     """File names and sonames of the native tree's nodes: the libraries some wheel's file needs."""
     if m.native is None or not m.native.nodes:
@@ -251,7 +266,8 @@ def loaded_from(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
             target=f"{tp.where}/{key}",
             severity="error" if to_system else None,
             caused_by=loader_cause(target, tp.folder, f"{tp.folder}/{key}", base)
-            or _libpython_cause(base, target, key),
+            or _libpython_cause(base, target, key)
+            or (version_cause(base, target, tp.owner) if bp.owner == tp.owner else None),
         )
 
 
@@ -386,7 +402,7 @@ def native_lost(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
             f"{owner if _is_wheel(owner) else 'the system libraries'}, or a library path.",
             base=_list(keys),
             target="not loaded",
-            caused_by=variant_cause(base, target, [owner]),
+            caused_by=variant_cause(base, target, [owner]) or version_cause(base, target, owner),
         )
     if own:
         yield rule.finding(
@@ -435,7 +451,7 @@ def native_added(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findi
             "Expected if the target's build differs on purpose; otherwise align the two environments.",
             base="not loaded",
             target=_list(keys),
-            caused_by=variant_cause(base, target, [owner]),
+            caused_by=variant_cause(base, target, [owner]) or version_cause(base, target, owner),
         )
     if own:
         yield rule.finding(
