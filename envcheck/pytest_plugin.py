@@ -268,7 +268,13 @@ class Gate:
             current = run_suite(self.python, self.timeout, None, False, None)
             live = live_job.result()
         report = flows.gate(
-            name(self.manifest_path, self.base), self.base, live, current, self.policy, strict=False
+            name(self.manifest_path, self.base),
+            self.base,
+            live,
+            current,
+            self.policy,
+            strict=False,
+            live_name=f"this machine ({self.python})" if self.python else "this machine",
         )
         by_item: dict[str, list[Finding]] = {}
         for finding in report.findings:

@@ -79,7 +79,7 @@ def test_matching_environment_passes_with_skips_that_say_why(
     assert any(
         ": cuda/matmul_fp32: skipped: " in line and "built without CUDA" in line for line in skipped
     ), skipped
-    assert re.search(r"^envcheck gate: this machine against .*the gate passes", out, re.M), out
+    assert re.search(r"^envcheck gate: this machine \(.+\) against .*the gate passes", out, re.M), out
 
 
 def test_drifting_environment_fails_showing_message_and_remedy(
