@@ -55,12 +55,20 @@ class Finding:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class MachineGroup:
     """Machines of a fleet (or ranks of a job) that share one environment, reported once: ``name`` is the
-    ``Finding.machine`` of the group's findings, ``members`` the machines (or ``host:rank`` ranges) in it.
+    ``Finding.machine`` of the group's findings, ``members`` the machines (or ``host:rank`` ranges) in it,
+    ``machines`` how many machines those are when a member stands for several (0: one per member).
     ``identical_to_base``: the group has nothing that differs from the base."""
 
     name: str
     members: tuple[str, ...]
     identical_to_base: bool = False
+    machines: int = 0
+
+    @property
+    def size(self) -> int:
+        """How many machines the group holds: ``machines`` when a member names several (the ranks
+        ``host:0-3``), else one per member."""
+        return self.machines or len(self.members)
 
 
 def at_or_above(finding: Finding, threshold: Severity) -> bool:

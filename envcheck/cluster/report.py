@@ -217,6 +217,7 @@ def build(job: JobView, against: tuple[str, Manifest] | None, policy: Policy) ->
                 name=env.name,
                 members=tuple(rank_ranges(env.ranks)),
                 identical_to_base=env.name not in differing,
+                machines=len(env.ranks),
             )
             for env in readable
         ]

@@ -311,8 +311,8 @@ class HtmlFormat(ReportFormat):
             mine = [f for f in findings if f.machine == m]
             label = h(m)
             group = members.get(m)
-            if group is not None and len(group.members) > 1:
-                label += f' <span class="machine">({plural(len(group.members), "machine")})</span>'
+            if group is not None and group.size > 1:
+                label += f' <span class="machine">({plural(group.size, "machine")})</span>'
             cells = []
             for r in rules:
                 s = worst.get((m, r))

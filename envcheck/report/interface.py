@@ -222,11 +222,11 @@ def machines_by_rule(findings: Sequence[Finding]) -> list[tuple[str, list[str]]]
 
 def fleet_line(machine_groups: Sequence[MachineGroup]) -> str:
     """Fleet reports: ``900 machines identical to the base; 100 machines in 3 groups``."""
-    same = sum(len(g.members) for g in machine_groups if g.identical_to_base)
+    same = sum(g.size for g in machine_groups if g.identical_to_base)
     drifting = [g for g in machine_groups if not g.identical_to_base]
     return (
         f"{plural(same, 'machine')} identical to the base; "
-        f"{plural(sum(len(g.members) for g in drifting), 'machine')} in {plural(len(drifting), 'group')}"
+        f"{plural(sum(g.size for g in drifting), 'machine')} in {plural(len(drifting), 'group')}"
     )
 
 
@@ -235,7 +235,7 @@ def group_counts(group: MachineGroup, findings: Sequence[Finding], fail_on: Seve
     (``identical to the base`` said when it is)."""
     same = ", identical to the base" if group.identical_to_base else ""
     counts = summarize([f for f in findings if f.machine == group.name], fail_on).counts()
-    return f"{group.name}: {plural(len(group.members), 'machine')}{same}: {counts}"
+    return f"{group.name}: {plural(group.size, 'machine')}{same}: {counts}"
 
 
 def shortened(members: Sequence[str], limit: int) -> tuple[list[str], int]:

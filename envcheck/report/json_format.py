@@ -83,9 +83,9 @@ def _fleet(findings: Sequence[Finding], context: ReportContext) -> dict[str, obj
     drifting = [g for g in context.groups if not g.identical_to_base]
     return {
         "fleet": {
-            "machines": sum(len(g.members) for g in context.groups),
-            "identical_to_base": sum(len(g.members) for g in context.groups if g.identical_to_base),
-            "drifting": sum(len(g.members) for g in drifting),
+            "machines": sum(g.size for g in context.groups),
+            "identical_to_base": sum(g.size for g in context.groups if g.identical_to_base),
+            "drifting": sum(g.size for g in drifting),
             "drift_groups": len(drifting),
             "line": fleet_line(context.groups),
         },

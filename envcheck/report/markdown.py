@@ -115,7 +115,7 @@ class MarkdownFormat(ReportFormat):
             )
             same = " (identical to the base)" if group.identical_to_base else ""
             counts = summarize([f for f in findings if f.machine == group.name], context.fail_on).counts()
-            lines.append(f"| {cell(group.name)} | {len(group.members)}{same} | {counts} | {members} |")
+            lines.append(f"| {cell(group.name)} | {group.size}{same} | {counts} | {members} |")
         return [*lines, ""]
 
     def _section(self, section: Sequence[Group], fleet: bool, more: int = 0) -> list[str]:

@@ -263,3 +263,15 @@ def test_markdown_cuts_info_short_but_never_failures() -> None:
     assert "… and 7 more (see `--format json`)." in text
     assert f"pkg-{INFO_ROWS - 1:03d}" in text and f"pkg-{INFO_ROWS:03d}" not in text
     assert f"w-{INFO_ROWS + 6:03d}" in text
+
+
+def test_a_group_whose_member_names_several_machines_counts_them() -> None:
+    """A torchrun job reports its ranks as ranges (``host:0-3``): four machines in one member."""
+    from envcheck.findings import MachineGroup
+    from envcheck.report.interface import fleet_line
+
+    groups = [
+        MachineGroup(name="host:0-3", members=("host:0-3",), identical_to_base=True, machines=4),
+        MachineGroup(name="host:4", members=("host:4",)),
+    ]
+    assert fleet_line(groups) == "4 machines identical to the base; 1 machine in 1 group"
