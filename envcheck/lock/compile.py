@@ -40,7 +40,6 @@ ROOTS_FILE = "manifest-roots.in"
 PINS_FILE = "manifest-pins.txt"
 # pip-compile stops at the first distribution it cannot find: each try drops one (--allow-unlocked).
 MAX_TRIES = 12
-MAX_LOG_BYTES = 256 * 1024
 REACH_TIMEOUT = 5.0
 
 _NOT_FOUND = re.compile(
@@ -307,35 +306,17 @@ def _run_compile(inputs: LockInputs, options: LockOptions, torch_index: str | No
         argv = [sys.executable, "-m", "piptools", "compile", *_compile_args(inputs, options, torch_index)]
         env = {**os.environ, "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
         log_path = folder / "pip-compile.log"
-        with log_path.open("wb") as log:
-            try:
-                proc = sessions.launch(
-                    lambda: subprocess.Popen(
-                        argv,
-                        cwd=folder,
-                        stdin=subprocess.DEVNULL,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        env=env,
-                        start_new_session=True,
-                    )
-                )
-            except OSError as e:
-                raise LockError(f"cannot run pip-compile: {e.strerror or e}") from e
-            try:
-                returncode = proc.wait(timeout=options.timeout)
-            except subprocess.TimeoutExpired:
-                sessions.kill_session(proc)
-                proc.wait()
-                raise LockError(
-                    f"pip-compile did not finish within {options.timeout:.0f} s",
-                    tip="Check the indexes (an unreachable one waits for pip's timeout), or raise --timeout.",
-                ) from None
-            finally:
-                sessions.kill_session(proc)
-                sessions.forget(proc)
+        try:
+            returncode = sessions.run_logged(argv, log_path, timeout=options.timeout, env=env, cwd=folder)
+        except OSError as e:
+            raise LockError(f"cannot run pip-compile: {e.strerror or e}") from e
+        if returncode is None:
+            raise LockError(
+                f"pip-compile did not finish within {options.timeout:.0f} s",
+                tip="Check the indexes (an unreachable one waits for pip's timeout), or raise --timeout.",
+            )
         output = (folder / "lock.txt").read_text("utf-8") if returncode == 0 else ""
-        return _Compiled(returncode=returncode, output=output, log=_tail(log_path))
+        return _Compiled(returncode=returncode, output=output, log=sessions.log_tail(log_path))
 
 
 def _compile_args(inputs: LockInputs, options: LockOptions, torch_index: str | None) -> list[str]:
@@ -360,15 +341,6 @@ def _compile_args(inputs: LockInputs, options: LockOptions, torch_index: str | N
     for where in options.find_links:
         args += ["--find-links", where]
     return [*args, ROOTS_FILE]
-
-
-def _tail(path: Path) -> str:
-    from envcheck.redact import redact_text
-
-    with path.open("rb") as f:
-        f.seek(0, os.SEEK_END)
-        f.seek(max(0, f.tell() - MAX_LOG_BYTES))
-        return redact_text(f.read().decode("utf-8", errors="replace"))
 
 
 # --- the lock's text --------------------------------------------------------------------------------------

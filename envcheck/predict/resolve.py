@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -31,9 +30,8 @@ from envcheck.predict.target import PredictTarget
 if TYPE_CHECKING:
     from envcheck.manifest.model import Distribution, Manifest
 
-# The most output of one pip run envcheck reads back (its report and the tail of its log).
+# The most of one pip run's report envcheck reads back.
 MAX_REPORT_BYTES = 64 * 1024**2
-MAX_LOG_BYTES = 256 * 1024
 # Versions named in a finding, newest first.
 MAX_VERSIONS_SHOWN = 8
 # Platforms asked about when a pinned version has no wheel for the target: where else its wheels exist.
@@ -305,33 +303,16 @@ def run_pip(
     log_path = folder / "pip.log"
     env = {**os.environ, "PIP_NO_INPUT": "1"}
     argv = [sys.executable, str(_PIP_ENTRY), json.dumps(target.markers()), *args]
-    with log_path.open("wb") as log:
-        try:
-            proc = sessions.launch(
-                lambda: subprocess.Popen(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                    start_new_session=True,
-                )
-            )
-        except OSError as e:
-            raise UsageError(f"cannot run pip: {e.strerror or e}") from e
-        try:
-            returncode = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            sessions.kill_session(proc)
-            proc.wait()
-            raise UsageError(
-                f"pip did not finish within {timeout:.0f} s for {target.platform}",
-                tip="Check the indexes, or raise --timeout.",
-            ) from None
-        finally:
-            sessions.kill_session(proc)
-            sessions.forget(proc)
-    text = _tail(log_path)
+    try:
+        returncode = sessions.run_logged(argv, log_path, timeout=timeout, env=env)
+    except OSError as e:
+        raise UsageError(f"cannot run pip: {e.strerror or e}") from e
+    if returncode is None:
+        raise UsageError(
+            f"pip did not finish within {timeout:.0f} s for {target.platform}",
+            tip="Check the indexes, or raise --timeout.",
+        )
+    text = sessions.log_tail(log_path)
     _raise_if_unreachable(text)
     if "No module named pip" in text:
         raise UsageError(
@@ -341,16 +322,6 @@ def run_pip(
     if report is not None and returncode == 0:
         data = _read_report(report)
     return _Pip(returncode=returncode, log=text, report=data)
-
-
-def _tail(path: Path) -> str:
-    from envcheck.redact import redact_text
-
-    with path.open("rb") as f:
-        f.seek(0, os.SEEK_END)
-        size = f.tell()
-        f.seek(max(0, size - MAX_LOG_BYTES))
-        return redact_text(f.read().decode("utf-8", errors="replace"))
 
 
 def _raise_if_unreachable(log: str) -> None:

@@ -99,6 +99,49 @@ def kill_session(proc: subprocess.Popen[bytes]) -> None:
             proc.kill()
 
 
+# What a tool's log keeps: its last lines say why it failed.
+MAX_LOG_BYTES = 256 * 1024
+
+
+def run_logged(
+    argv: list[str], log_path: Path, *, timeout: float, env: dict[str, str], cwd: Path | None = None
+) -> int | None:
+    """Run ``argv`` in a session of its own (registered, so an interrupt ends it), stdin closed, stdout and
+    stderr into ``log_path``; at ``timeout`` its whole session is killed. Returns the exit code, or None
+    when it ran out of time. Raises ``OSError`` when it cannot start, ``Interrupted`` after an interrupt."""
+    with log_path.open("wb") as log:
+        proc = launch(
+            lambda: subprocess.Popen(
+                argv,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+        )
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_session(proc)
+            proc.wait()
+            return None
+        finally:
+            kill_session(proc)  # whatever the tool left running in its session ends with it
+            forget(proc)
+
+
+def log_tail(path: Path) -> str:
+    """The last ``MAX_LOG_BYTES`` of a tool's log, redacted: what may be shown of it."""
+    from envcheck.redact import redact_text
+
+    with path.open("rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - MAX_LOG_BYTES))
+        return redact_text(f.read().decode("utf-8", errors="replace"))
+
+
 @contextlib.contextmanager
 def temporary_folder(prefix: str) -> Iterator[Path]:
     """A fresh temp folder (``tempfile.mkdtemp``) that is removed on exit *and* by an interrupt.
