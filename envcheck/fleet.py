@@ -142,8 +142,7 @@ def read_document(path: str) -> dict[str, Any]:
     """A manifest file parsed as JSON, checked as far as the fingerprint needs (an object of a schema this
     envcheck reads), not decoded. Raises ``ManifestError`` with the message ``envcheck.manifest.io.load``
     gives for the same file."""
-    from envcheck.files import NotOpened, read_capped
-    from envcheck.manifest.io import MAX_MANIFEST_BYTES, loads
+    from envcheck.manifest.io import MAX_MANIFEST_BYTES, loads, read_text
     from envcheck.manifest.model import SCHEMA_VERSION
 
     try:  # a fleet may hold several oversized files: refuse them before reading 32 MiB of each
@@ -154,18 +153,9 @@ def read_document(path: str) -> dict[str, Any]:
         raise ManifestError(
             path, [f"file is {size} bytes, more than the {MAX_MANIFEST_BYTES} bytes a manifest may be"]
         )
-    try:
-        raw = read_capped(path, MAX_MANIFEST_BYTES)
-    except NotOpened as e:
-        raise ManifestError(path, [f"cannot read: it {e.reason}"]) from e
-    except OSError as e:
-        raise ManifestError(path, [f"cannot read: {e.strerror or e}"]) from e
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ManifestError(path, [f"byte {e.start}: not UTF-8 text"]) from e
+    text = read_text(path)
     data: Any = None
-    if len(raw) <= MAX_MANIFEST_BYTES:
+    if len(text) <= MAX_MANIFEST_BYTES:  # a longer text is refused by loads below, with its size
         try:
             data = json.loads(text)
         except (ValueError, RecursionError):  # the checking reader below names the problem

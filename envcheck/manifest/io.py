@@ -67,21 +67,26 @@ def loads(text: str | bytes, *, source: str = "manifest") -> Manifest:
 
 def load(path: str | os.PathLike[str]) -> Manifest:
     """Read and validate a manifest file. Raises ``ManifestError`` (also for unreadable files)."""
+    source = os.fspath(path)
+    return loads(read_text(source), source=source)
+
+
+def read_text(path: str) -> str:
+    """A manifest file's text, at most one byte past ``MAX_MANIFEST_BYTES`` of it (``loads`` refuses
+    that). Raises ``ManifestError`` for a file that is not a readable regular file or not UTF-8."""
     from envcheck.files import NotOpened, read_capped
 
-    source = os.fspath(path)
     try:
         # A FIFO, /dev/zero or /dev/urandom named as a manifest would block or never end: regular files only.
-        raw = read_capped(source, MAX_MANIFEST_BYTES)
+        raw = read_capped(path, MAX_MANIFEST_BYTES)
     except NotOpened as e:
-        raise ManifestError(source, [f"cannot read: it {e.reason}"]) from e
+        raise ManifestError(path, [f"cannot read: it {e.reason}"]) from e
     except OSError as e:
-        raise ManifestError(source, [f"cannot read: {e.strerror or e}"]) from e
+        raise ManifestError(path, [f"cannot read: {e.strerror or e}"]) from e
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ManifestError(source, [f"byte {e.start}: not UTF-8 text"]) from e
-    return loads(text, source=source)
+        raise ManifestError(path, [f"byte {e.start}: not UTF-8 text"]) from e
 
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:
