@@ -137,6 +137,27 @@ def register(rule: Rule) -> Rule:
     return rule
 
 
+def registrar(kind: RuleKind, family: str) -> Callable[..., Rule]:
+    """``register`` for the rules a command emits itself (no engine check): one ``kind`` and ``family``,
+    the rest given per rule as ``(id, severity, title, why, remedy, fm=())``."""
+
+    def add(id: str, severity: Severity, title: str, why: str, remedy: str, fm: tuple[str, ...] = ()) -> Rule:
+        return register(
+            Rule(
+                id=id,
+                kind=kind,
+                family=family,
+                severity=severity,
+                title=title,
+                why=why,
+                remedy=remedy,
+                failure_modes=fm,
+            )
+        )
+
+    return add
+
+
 # The modules that register rules, in the catalog's family order. Imported by name on first use: the
 # registry sits at the bottom, the families above it.
 FAMILY_MODULES = (

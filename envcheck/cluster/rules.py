@@ -5,26 +5,12 @@ can name them. This module imports only the registry: ``envcheck rules`` loads i
 
 from __future__ import annotations
 
-from envcheck.findings import Rule, Severity, register
+from envcheck.findings import registrar
 
 FAMILY = "cluster"
 
 
-def _cluster(
-    id: str, severity: Severity, title: str, why: str, remedy: str, fm: tuple[str, ...] = ()
-) -> None:
-    register(
-        Rule(
-            id=id,
-            kind="cluster",
-            family=FAMILY,
-            severity=severity,
-            title=title,
-            why=why,
-            remedy=remedy,
-            failure_modes=fm,
-        )
-    )
+_cluster = registrar("cluster", FAMILY)
 
 
 _cluster(

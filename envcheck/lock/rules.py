@@ -7,24 +7,12 @@ suite's ``VERIFY-*`` rules they have no check the engine runs, which the catalog
 
 from __future__ import annotations
 
-from envcheck.findings import Rule, Severity, register
+from envcheck.findings import registrar
 
 FAMILY = "lock"
 
 
-def _lock(id: str, severity: Severity, title: str, why: str, remedy: str, fm: tuple[str, ...]) -> Rule:
-    return register(
-        Rule(
-            id=id,
-            kind="lock",
-            family=FAMILY,
-            severity=severity,
-            title=title,
-            why=why,
-            remedy=remedy,
-            failure_modes=fm,
-        )
-    )
+_lock = registrar("lock", FAMILY)
 
 
 _SYNC = "Rebuild the environment from the lock: `pip-sync LOCK --python-executable PYTHON`."

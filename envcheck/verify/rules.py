@@ -4,22 +4,9 @@ a policy naming a VERIFY id is checked like any other."""
 
 from __future__ import annotations
 
-from envcheck.findings import Rule, Severity, register
+from envcheck.findings import registrar
 
-
-def _verify(id: str, severity: Severity, title: str, why: str, remedy: str, fm: tuple[str, ...] = ()) -> None:
-    register(
-        Rule(
-            id=id,
-            kind="verify",
-            family="smoke suite",
-            severity=severity,
-            title=title,
-            why=why,
-            remedy=remedy,
-            failure_modes=fm,
-        )
-    )
+_verify = registrar("verify", "smoke suite")
 
 
 _verify(
