@@ -253,29 +253,10 @@ class Gate:
         return self.outcome_
 
     def _run(self) -> Outcome:
-        # The same steps as `envcheck gate` (envcheck.commands.verify.gate): the snapshot and the suite are
-        # separate target processes, run side by side; then the one gate flow.
-        from concurrent.futures import ThreadPoolExecutor
-
-        from envcheck import flows
-        from envcheck.commands._common import snapshot_this_machine
-        from envcheck.commands.diff import name
-        from envcheck.commands.verify import _run as run_suite
+        from envcheck.commands.verify import run_gate
         from envcheck.findings import at_or_above
 
-        with ThreadPoolExecutor(1) as pool:
-            live_job = pool.submit(snapshot_this_machine, self.python, self.timeout)
-            current = run_suite(self.python, self.timeout, None, False, None)
-            live = live_job.result()
-        report = flows.gate(
-            name(self.manifest_path, self.base),
-            self.base,
-            live,
-            current,
-            self.policy,
-            strict=False,
-            live_name=f"this machine ({self.python})" if self.python else "this machine",
-        )
+        report, current = run_gate(self.manifest_path, self.base, self.policy, self.python, self.timeout)
         by_item: dict[str, list[Finding]] = {}
         for finding in report.findings:
             by_item.setdefault(self._owner(finding), []).append(finding)

@@ -31,7 +31,9 @@ from envcheck.report.options import (
 
 if TYPE_CHECKING:
     from envcheck.commands.progress import Step
+    from envcheck.diff.policy import Policy
     from envcheck.flows import Report
+    from envcheck.manifest.model import Manifest
     from envcheck.manifest.verify import VerifySection
 
 ChecksOption = Annotated[
@@ -194,8 +196,6 @@ def gate(
     Findings are ranked errors first, so the top of the report is what to fix first. Exit codes: 0 clean,
     1 findings at or above --fail-on, 2 usage or input error.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     from envcheck import flows
     from envcheck.commands.progress import progress
     from envcheck.manifest.io import load
@@ -206,17 +206,18 @@ def gate(
     if checks is not None:
         compile_checks_file(checks)  # a syntax error is an input error before anything runs
     base = load(manifest)
-    # The snapshot and the suite are separate target processes: run them side by side.
-    with progress("gate", quiet=quiet) as step, ThreadPoolExecutor(1) as pool:
-        live_job = pool.submit(snapshot_this_machine, python, timeout, _prefixed(step, "snapshot: "))
-        current = _run(python, timeout, checks, compile_, _prefixed(step, "smoke suite: "))
-        if step is not None and not live_job.done():
-            step("snapshot: finishing")
-        live = live_job.result()
-    live_name = f"this machine ({python})" if python else "this machine"
-    report = flows.gate(
-        name(manifest, base), base, live, current, rules_policy, strict=strict, live_name=live_name
-    )
+    with progress("gate", quiet=quiet) as step:
+        report, current = run_gate(
+            manifest,
+            base,
+            rules_policy,
+            python,
+            timeout,
+            checks=checks,
+            compile_=compile_,
+            strict=strict,
+            step=step,
+        )
     _say_counts(flows.goldens(base), current, report)
     report_findings(
         report,
@@ -227,6 +228,36 @@ def gate(
         verbose=verbose,
         nothing_found="No differences that matter, and no problems found.",
     )
+
+
+def run_gate(
+    manifest: Path,
+    base: Manifest,
+    policy: Policy,
+    python: str | None,
+    timeout: float,
+    *,
+    checks: Path | None = None,
+    compile_: bool = False,
+    strict: bool = False,
+    step: Step | None = None,
+) -> tuple[Report, VerifySection]:
+    """The gate's work, for ``envcheck gate`` and the pytest plugin: this machine's snapshot and the smoke
+    suite (separate target processes, run side by side), then the one gate flow. Returns the report and
+    the suite's results."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from envcheck import flows
+
+    with ThreadPoolExecutor(1) as pool:
+        live_job = pool.submit(snapshot_this_machine, python, timeout, _prefixed(step, "snapshot: "))
+        current = _run(python, timeout, checks, compile_, _prefixed(step, "smoke suite: "))
+        if step is not None and not live_job.done():
+            step("snapshot: finishing")
+        live = live_job.result()
+    live_name = f"this machine ({python})" if python else "this machine"
+    report = flows.gate(name(manifest, base), base, live, current, policy, strict=strict, live_name=live_name)
+    return report, current
 
 
 def _prefixed(step: Step | None, prefix: str) -> Step | None:
