@@ -1,8 +1,8 @@
 """Rank 0's report, a pure function of what it gathered: ranks grouped by environment, every environment
 diffed once against the reference, the ranks that failed, and the collectives.
 
-Grouping: the key of a rank's environment is a sha256 of its manifest's non-volatile content (the encoded
-manifest without the fields ``volatile()`` marks: timestamps, durations, the host name, timings), so
+Grouping: the key of a rank's environment is the fleet diff's fingerprint of its manifest
+(``envcheck.fleet.fingerprint``: a sha256 of the encoded manifest without its volatile fields), so
 ranks that share one environment are decoded, diffed and reported once, as one group named by its ranks
 (``node1:0-3``). The reference is ``--against MANIFEST`` or, by default, the job's majority environment
 (a tie goes to a group whose ranks all imported torch and sent a snapshot, then to the lowest rank).
@@ -13,13 +13,13 @@ design: it is compared by the number of devices it names.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from envcheck.findings import Finding, MachineGroup, get_rule, rule_ids
+from envcheck.fleet import fingerprint
 
 if TYPE_CHECKING:
     from envcheck.diff.policy import Policy
@@ -89,40 +89,6 @@ def _per_rank_normalised(manifest: Any) -> Any:
             count = len([v for v in value.split(",") if v.strip()])
             shown[name] = f"<{count} device{'s' if count != 1 else ''} per rank>"
     return {**manifest, "env": shown}
-
-
-def _volatile() -> list[list[str]]:
-    from envcheck.manifest.codec import volatile_paths
-    from envcheck.manifest.model import Manifest
-
-    return [path.replace("[]", ".[]").split(".") for path in volatile_paths(Manifest)]
-
-
-def _strip(value: Any, path: Sequence[str]) -> Any:
-    """``value`` without what ``path`` names (``[]``: every item of a list, ``*``: every key)."""
-    if not path:
-        return value
-    head, rest = path[0], path[1:]
-    if head == "[]":
-        return [_strip(v, rest) for v in value] if isinstance(value, list) else value
-    if not isinstance(value, dict):
-        return value
-    if head == "*":
-        return {k: _strip(v, rest) for k, v in value.items()}
-    if head not in value:
-        return value
-    if not rest:
-        return {k: v for k, v in value.items() if k != head}
-    return {**value, head: _strip(value[head], rest)}
-
-
-def fingerprint(manifest: Any) -> str:
-    """sha256 of the encoded manifest's non-volatile content (keys sorted): equal for two snapshots of the
-    same environment taken on two ranks or two nodes."""
-    for path in _volatile():
-        manifest = _strip(manifest, path)
-    text = json.dumps(manifest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def rank_ranges(ranks: Iterable[tuple[str, int]]) -> list[str]:
