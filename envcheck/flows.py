@@ -111,6 +111,26 @@ def diff_fleet(base_name: str, machines: Fleet, policy: Policy) -> Report:
     return dataclasses.replace(report, findings=tuple(named), groups=tuple(groups))
 
 
+def predict(
+    title: str, source: Manifest, predicted: Sequence[tuple[str, Manifest]], policy: Policy
+) -> Report:
+    """``envcheck predict``: each predicted manifest (named by its platform) against the dev box's
+    ``source``, by the diff engine (which runs only the rules of static facts on a predicted side).
+    Several platforms make a fleet-style report: one group per platform."""
+    from envcheck.diff import engine
+
+    fleet = len(predicted) > 1
+    findings: list[Finding] = []
+    for platform, manifest in predicted:
+        found = engine.diff_and_doctor(source, manifest)
+        findings += [_on_machine(f, platform) for f in found] if fleet else found
+    report = finish(title, findings, policy, rules=rule_ids("difference", "single"))
+    if not fleet:
+        return report
+    groups = tuple(MachineGroup(name=platform, members=(platform,)) for platform, _ in predicted)
+    return dataclasses.replace(report, groups=groups)
+
+
 def _renamed(finding: Finding, names: dict[str, str]) -> Finding:
     """``finding`` of a group's first machine, named by its group (its cause's id too)."""
     first = finding.machine or ""

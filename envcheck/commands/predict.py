@@ -21,7 +21,7 @@ from envcheck.report.options import (
 )
 
 if TYPE_CHECKING:
-    from envcheck.findings import Finding
+    pass
 
 
 @handles_errors
@@ -84,14 +84,9 @@ def predict(
     Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error (unknown platform tag,
     unreachable index, unreadable manifest).
     """
-    import dataclasses
-
     from envcheck import flows
     from envcheck.commands.diff import load_rules_policy
     from envcheck.commands.progress import progress
-    from envcheck.diff import engine
-    from envcheck.diff.rules.base import views
-    from envcheck.findings import MachineGroup, rule_ids
     from envcheck.manifest.io import load
     from envcheck.manifest.io import save as save_manifest
     from envcheck.predict import IndexOptions, parse_target
@@ -110,27 +105,17 @@ def predict(
     )
     with progress("predict", quiet=quiet) as step:
         predictions = run_prediction(source, targets, options, progress=step)
-    fleet = len(predictions) > 1
-    findings = []
-    for p in predictions:
-        with views(source, p.manifest):
-            found = engine.diff(source, p.manifest) + engine.doctor(p.manifest)
-        machine = p.resolution.target.platform
-        findings += [_on_machine(f, machine) for f in found] if fleet else found
-        if save is not None:
-            path = save if not fleet else save.with_name(f"{save.stem}.{machine}{save.suffix}")
-            save_manifest(p.manifest, path)
+    predicted = [(p.resolution.target.platform, p.manifest) for p in predictions]
+    if save is not None:
+        for platform, predicted_manifest in predicted:
+            several = len(predicted) > 1
+            path = save.with_name(f"{save.stem}.{platform}{save.suffix}") if several else save
+            save_manifest(predicted_manifest, path)
     name = str(source.meta.label or manifest)
     shown = ", ".join(t.platform for t in targets)
-    report = flows.finish(
-        f"envcheck predict: {name} → {shown} (Python {version})",
-        findings,
-        rules_policy,
-        rules=rule_ids("difference", "single"),
+    report = flows.predict(
+        f"envcheck predict: {name} → {shown} (Python {version})", source, predicted, rules_policy
     )
-    if fleet:
-        groups = tuple(MachineGroup(name=t.platform, members=(t.platform,)) for t in targets)
-        report = dataclasses.replace(report, groups=groups)
     report_findings(
         report,
         fmt=fmt,
@@ -140,11 +125,3 @@ def predict(
         verbose=verbose,
         nothing_found="Nothing differs that matters.",
     )
-
-
-def _on_machine(finding: Finding, machine: str) -> Finding:
-    """A finding of one predicted target in a several-platform report; its cause is that target's too."""
-    import dataclasses
-
-    cause = f"{finding.caused_by}@{machine}" if finding.caused_by else None
-    return dataclasses.replace(finding, machine=machine, caused_by=cause)
