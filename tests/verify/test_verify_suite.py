@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from envcheck.cli import app
 from envcheck.manifest.codec import decode, encode, volatile_paths
 from envcheck.manifest.verify import VerifySection
-from envcheck.verify.compare import compare
+from envcheck.verify.compare import compare, speed_threshold
 from envcheck.verify.runner import run_suite
 
 pytestmark = [needs_torch, pytest.mark.slow]
@@ -153,17 +153,30 @@ def test_default_cpu_capability_breaks_the_bit_exact_random_stream(golden: Verif
     if capability in (None, "DEFAULT"):
         pytest.skip("the CPU already runs torch's default kernels")
     env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
-    findings = compare(golden, run_suite(sys.executable, timeout=TIMEOUT, env=env))
+    current = run_suite(sys.executable, timeout=TIMEOUT, env=env)
+    findings = compare(golden, current)
     errors = {f.subject for f in findings if f.severity == "error"}
     # torch.randn's vectorised path differs by a few ULPs from the scalar one; the operator checks use
     # uniform inputs, so their differences stay within tolerance.
     assert "random_stream.randn" in errors
     assert all(s.startswith("random_stream.") for s in errors)
     assert any(f.rule == "VERIFY-INFO" and f.subject == "import_torch.cpu_capability" for f in findings)
-    # A real slowdown: torch's own vectorised kernels run several times slower at the default capability.
+    # Whether the default kernels are slower depends on the CPU: several times on most, yet on an AVX-512
+    # Xeon they ran at 0.7x. So the test measures, from the two runs' own numbers, whether the one-thread sum
+    # fell below the golden's noise threshold, and holds the warning to that measurement, either way.
+    speed = {r.name: r for r in golden.results}["speed_matmul"]
+    now = {r.name: r for r in current.results}["speed_matmul"]
+    best, measured = speed.metrics.get("sum_1thread"), now.metrics.get("sum_1thread")
+    assert isinstance(best, int | float)
+    assert isinstance(measured, int | float)
+    spread = speed.metrics.get("sum_1thread_spread")
+    limit = speed_threshold(float(best), float(spread) if isinstance(spread, int | float) else None)
     slow = [f for f in findings if f.rule == "VERIFY-SPEED" and f.severity == "warning"]
-    assert [f.subject for f in slow] == ["speed_matmul.sum_1thread"]
-    assert "CPU capability" in slow[0].message
+    if measured < limit:
+        assert "speed_matmul.sum_1thread" in [f.subject for f in slow]
+        assert "CPU capability" in next(f for f in slow if f.subject.endswith("sum_1thread")).message
+    else:
+        assert "speed_matmul.sum_1thread" not in [f.subject for f in slow], (best, measured, limit)
 
 
 @contextmanager
