@@ -83,6 +83,19 @@ class PlatformInfo:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class PathEntry:
+    """How one ``sys.path`` entry got there. ``origin``: ``pythonpath`` (the PYTHONPATH variable),
+    ``user-site`` (the user's site-packages), ``site`` (the environment's own site-packages),
+    ``base-site`` (the base interpreter's, in a venv made with ``--system-site-packages``), ``pth`` (a path
+    line of the ``.pth`` file ``pth``), ``stdlib``, or ``other`` (code run at start-up: an ``import`` line
+    of a .pth, sitecustomize; or the program)."""
+
+    path: str
+    origin: str
+    pth: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class PythonInfo:
     """The target interpreter: version, where it lives, what kind of environment, which wheels it takes."""
 
@@ -113,6 +126,8 @@ class PythonInfo:
     build_version: str | None = None
     stdlib_errors: dict[str, str] | None = None
     path_aliases: dict[str, str] | None = None
+    # How each ``sys_path`` entry got there, in order (``PathEntry``); None: not recorded (before).
+    path_origins: list[PathEntry] | None = omitted_when_default(None)  # noqa: RUF009
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -469,6 +484,7 @@ __all__ = [
     "Meta",
     "NativeFile",
     "Numerics",
+    "PathEntry",
     "PlatformInfo",
     "PredictedSection",
     "ProbeOutcome",

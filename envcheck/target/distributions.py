@@ -37,17 +37,43 @@ def dist_path(dist):
     return str(path) if path is not None else None
 
 
+def real_metadata_dir(mdir, real_folders):
+    """The real path of the metadata folder ``mdir``, resolving its parent once per folder (a folder holds
+    hundreds of distributions)."""
+    folder, name = os.path.split(mdir)
+    real = real_folders.get(folder)
+    if real is None:
+        try:
+            real = os.path.realpath(folder)
+        except (OSError, ValueError):
+            real = os.path.normpath(folder)
+        real_folders[folder] = real
+    return os.path.join(real, name)
+
+
 def distributions():
     # type: () -> tuple
     """``(distributions, error)``: one dict per installed distribution in ``sys.path`` order (``shadowed``
-    when an earlier one has the same canonical name), or an error text when metadata is unavailable."""
+    when an earlier one has the same canonical name), or an error text when metadata is unavailable.
+
+    A folder on ``sys.path`` twice (two spellings of it: a linked ``lib64``, a link to the venv in
+    ``PYTHONPATH``) lists its distributions twice; the second listing is the same copy, not a second
+    install, and is left out (its metadata folder's real path was seen)."""
     try:
         from importlib import metadata
     except ImportError:  # Python < 3.8 is out of scope; say so instead of crashing
         return [], "importlib.metadata is unavailable"
     seen = set()
+    seen_dirs = set()
+    real_folders = {}
     out = []
     for dist in metadata.distributions():
+        mdir = dist_path(dist)
+        if mdir:
+            real = real_metadata_dir(mdir, real_folders)
+            if real in seen_dirs:
+                continue
+            seen_dirs.add(real)
         text = dist.read_text("METADATA") or dist.read_text("PKG-INFO")
         if not text:
             continue
@@ -56,7 +82,6 @@ def distributions():
             continue
         if not requires and dist.read_text("requires.txt"):  # egg-info keeps them apart
             requires = list(dist.requires or [])
-        mdir = dist_path(dist)
         location = os.path.dirname(mdir) if mdir else ""
         canonical = canonical_name(name)
         wheel = dist.read_text("WHEEL") or ""

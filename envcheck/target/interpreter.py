@@ -55,6 +55,7 @@ def python_facts():
         "user_site_enabled": user_site_enabled,
         "user_site": user_site,
         "sys_path": [p for p in sys.path if p],
+        "path_origins": path_origins([p for p in sys.path if p]),
         "wheel_tags": wheel_tags(),
         "mp_start_method": start_method,
         "shared_library": shared,
@@ -68,6 +69,127 @@ def python_facts():
             + list(sys.path)
         ),
     }
+
+
+# Bounds of the .pth reading (site.py reads them whole at every start; a hostile one must not make the
+# probe slow or large): files per site folder, bytes per file and in all, lines per file.
+MAX_PTH_FILES = 500
+MAX_PTH_BYTES = 1 << 20
+MAX_PTH_TOTAL = 16 << 20
+MAX_PTH_LINES = 20000
+
+
+def _key(path):
+    """A sys.path entry as site.py compares them (``makepath``: absolute, case-folded where the system
+    folds case), or None for one that is not a path."""
+    try:
+        return os.path.normcase(os.path.abspath(path))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def path_origins(entries):
+    """How each ``sys.path`` entry got there, in order: ``[{"path", "origin", "pth"}]``.
+
+    ``origin``: ``pythonpath`` (the PYTHONPATH variable), ``user-site`` (the user's site-packages),
+    ``site`` (the environment's own site-packages), ``base-site`` (the base interpreter's site-packages,
+    in a venv made with ``--system-site-packages``), ``pth`` (a path line of the ``.pth`` file named by
+    ``pth``, in a site folder), ``stdlib`` (the standard library), ``other`` (code that ran at start-up: an
+    ``import`` line of a .pth, sitecustomize; or the program). The .pth files are parsed as site.py
+    parses them, never executed: ``import`` lines are skipped."""
+    import site
+
+    pythonpath = set()
+    if not sys.flags.ignore_environment:
+        for part in (os.environ.get("PYTHONPATH") or "").split(os.pathsep):
+            key = _key(part) if part else None
+            if key:
+                pythonpath.add(key)
+    user = None
+    try:
+        if site.ENABLE_USER_SITE:
+            user = _key(site.getusersitepackages())
+    except Exception:
+        user = None
+    try:
+        site_dirs = [d for d in site.getsitepackages() if isinstance(d, str)]
+    except Exception:  # an old virtualenv's site.py has no getsitepackages
+        site_dirs = []
+    own = [k for k in (_key(sys.prefix), _key(sys.exec_prefix)) if k]
+    venv = sys.prefix != getattr(sys, "base_prefix", sys.prefix)
+    kinds = {}
+    for folder in site_dirs:
+        key = _key(folder)
+        if key and key not in kinds:
+            inside = any(key == o or key.startswith(o.rstrip(os.sep) + os.sep) for o in own)
+            kinds[key] = "base-site" if venv and not inside else "site"
+    wanted = {k for k in (_key(e) for e in entries) if k}
+    scanned = ([site.getusersitepackages()] if user else []) + site_dirs
+    added_by = pth_entries(scanned, wanted)
+    stdlib = [
+        k for k in (_key(getattr(sys, "base_prefix", "")), _key(getattr(sys, "base_exec_prefix", ""))) if k
+    ]
+    out = []
+    for entry in entries:
+        key = _key(entry)
+        pth = None
+        if key is None:
+            origin = "other"
+        elif key in pythonpath:
+            origin = "pythonpath"
+        elif user is not None and key == user:
+            origin = "user-site"
+        elif key in kinds:
+            origin = kinds[key]
+        elif key in added_by:
+            origin, pth = "pth", added_by[key]
+        elif any(key.startswith(b.rstrip(os.sep) + os.sep) for b in stdlib):
+            origin = "stdlib"
+        else:
+            origin = "other"
+        out.append({"path": entry, "origin": origin, "pth": pth})
+    return out
+
+
+def pth_entries(site_dirs, wanted):
+    """``{entry key: .pth file}`` for the entries of ``wanted`` that a path line of a .pth file in
+    ``site_dirs`` names (the first file that names one, in site.py's order: folders in order, files sorted
+    by name). Only regular files are read, each up to ``MAX_PTH_BYTES``; lines are parsed, not run."""
+    import stat
+
+    found = {}
+    budget = MAX_PTH_TOTAL
+    done = set()
+    for folder in site_dirs:
+        if not folder or folder in done:
+            continue
+        done.add(folder)
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(".pth") and not n.startswith("."))
+        except (OSError, ValueError, TypeError):
+            continue
+        for name in names[:MAX_PTH_FILES]:
+            if budget <= 0:
+                return found
+            path = os.path.join(folder, name)
+            try:
+                if not stat.S_ISREG(os.stat(path).st_mode):
+                    continue  # a fifo or a device would block or never end
+                with open(path, "rb") as f:
+                    data = f.read(min(MAX_PTH_BYTES, budget))
+            except (OSError, ValueError):
+                continue
+            budget -= len(data)
+            text = data.decode(sys.getfilesystemencoding() or "utf-8", "surrogateescape")
+            for number, line in enumerate(text.splitlines()):
+                if number >= MAX_PTH_LINES:
+                    break
+                if line.startswith(("#", "import ", "import\t")) or not line.strip():
+                    continue
+                key = _key(os.path.join(folder, line.rstrip()))
+                if key is not None and key in wanted and key not in found:
+                    found[key] = path
+    return found
 
 
 def wheel_tags(limit=12):

@@ -34,9 +34,17 @@ def read_version_file(path):
 
 def torch_static():
     trees = []
+    real_trees = set()  # one folder twice on sys.path (a link to it, a trailing slash) is one tree
     for entry in sys.path:
         candidate = os.path.join(entry or os.getcwd(), "torch")
-        if os.path.isfile(os.path.join(candidate, "__init__.py")) and candidate not in trees:
+        if not os.path.isfile(os.path.join(candidate, "__init__.py")):
+            continue
+        try:
+            real = os.path.realpath(candidate)
+        except (OSError, ValueError):
+            real = os.path.normpath(candidate)
+        if real not in real_trees:
+            real_trees.add(real)
             trees.append(candidate)
     static = None
     if trees:
