@@ -47,9 +47,36 @@ class Finding:
         key = f"{self.rule}:{self.subject}"
         return f"{key}@{self.machine}" if self.machine else key
 
-    def sort_key(self) -> tuple[int, str, str, str, str]:
-        """Errors first, then by rule id, subject and machine: the same input gives the same report."""
-        return (SEVERITY_RANK[self.severity], self.rule, self.subject, self.machine or "", self.target or "")
+    def sort_key(self) -> tuple[int, int, str, str, str, str]:
+        """Errors first; within a severity what makes torch import another tree or fail to import
+        (``FIRST_CAUSES``) before the rest; then by rule id, subject and machine: the same input gives the
+        same report."""
+        return (
+            SEVERITY_RANK[self.severity],
+            FIRST_CAUSES.get(self.rule, len(FIRST_CAUSES)),
+            self.rule,
+            self.subject,
+            self.machine or "",
+            self.target or "",
+        )
+
+
+# Rules whose findings explain why ``import torch`` takes another tree or fails, in the order a report
+# leads with them (within a severity): the wrong torch first, then a library its import cannot load, then
+# the failed import itself. Findings that are consequences of these are linked to them by
+# ``envcheck.diff.causes``; this order ranks the roots.
+FIRST_CAUSES: dict[str, int] = {
+    rule: rank
+    for rank, rule in enumerate(
+        (
+            "ENV-TORCH-TREES",
+            "ENV-TORCH-SHADOWED",
+            "ENV-NATIVE-MISSING",
+            "ENV-SYMBOL-VERSION",
+            "ENV-PROBE-FAILED",
+        )
+    )
+}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -17,6 +17,13 @@ Three steps:
    cause of a file's move must name that file's folder (or the file, for LD_PRELOAD) in its new value and
    not in its old one.
 3. **Chains are flattened**: a consequence of a consequence names the root, so reports fold one level.
+
+Before step 2, **an import of torch that failed is linked to what explains it** (``_import_causes``): the
+smoke suite's ``import_torch`` failure to the probe's (``ENV-PROBE-FAILED`` on ``import torch``: one
+failure, seen twice), and that to the first finding of ``IMPORT_CAUSES`` that explains it (another torch
+tree first on sys.path; a native library of the import that is missing, too old or replaced and that the
+error names). The checks the failure kept from running are one finding already, caused by it
+(``envcheck.verify.compare.not_run_finding``), so a report shows one root for one broken import.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ def link(findings: Sequence[Finding]) -> list[Finding]:
     """``findings`` without their echoes, each consequence naming its root cause (see the module's
     docstring). Order is kept; nothing but echoes is dropped."""
     kept, redirect = _drop_echoes(findings)
+    kept = _import_causes(kept)
     by_key = {f.key: f for f in kept}
     causes: dict[str, str | None] = {}
     for f in kept:
@@ -64,6 +72,70 @@ def link(findings: Sequence[Finding]) -> list[Finding]:
         root = _root(f.key, causes)
         out.append(f if root == f.caused_by else dataclasses.replace(f, caused_by=root))
     return out
+
+
+# The smoke suite's findings for an ``import_torch`` that did not import, and the probe's.
+_SUITE_IMPORT_FAILED = frozenset({"VERIFY-ERROR", "VERIFY-CRASH", "VERIFY-TIMEOUT"})
+PROBE_IMPORT = ("ENV-PROBE-FAILED", "import torch")
+
+# What can make ``import torch`` fail, most telling first: whether a finding of one of these explains a
+# failed import is decided by ``_explains_import``.
+IMPORT_CAUSES: tuple[str, ...] = (
+    "ENV-TORCH-TREES",
+    "ENV-TORCH-SHADOWED",
+    "ENV-NATIVE-MISSING",
+    "ENV-SYMBOL-VERSION",
+    "ENV-NATIVE-SHADOWED",
+    "ENV-CUDA-LIB-SHADOWED",
+    "ENV-NATIVE-LOADED-FROM",
+)
+
+
+def _import_causes(findings: list[Finding]) -> list[Finding]:
+    """``findings`` with a failed import of torch linked to its explanation (see the module's docstring);
+    a finding that already names a cause keeps it."""
+    by_key = {f.key: f for f in findings}
+    out = []
+    for f in findings:
+        cause: str | None = None
+        if f.caused_by is None and f.rule in _SUITE_IMPORT_FAILED and f.subject == "import_torch":
+            probe = _key(*PROBE_IMPORT, f.machine)
+            cause = probe if probe in by_key else _explanation(f, findings)
+        elif f.caused_by is None and (f.rule, f.subject) == PROBE_IMPORT:
+            cause = _explanation(f, findings)
+        out.append(f if cause is None else dataclasses.replace(f, caused_by=cause))
+    return out
+
+
+def _key(rule: str, subject: str, machine: str | None) -> str:
+    return Finding(rule=rule, severity="info", subject=subject, message="", remedy="", machine=machine).key
+
+
+def _explanation(failure: Finding, findings: Sequence[Finding]) -> str | None:
+    """The key of the finding of the failure's machine that best explains it (``IMPORT_CAUSES`` order,
+    then the report's), or None."""
+    candidates = [
+        f
+        for f in findings
+        if f.machine == failure.machine and f.rule in IMPORT_CAUSES and f.severity != "info"
+    ]
+    for rule in IMPORT_CAUSES:
+        for f in candidates:
+            if f.rule == rule and _explains_import(f, failure.message):
+                return f.key
+    return None
+
+
+def _explains_import(cause: Finding, error: str) -> bool:
+    """Whether ``cause`` explains an import of torch that failed with ``error``: another torch tree always
+    does; a library finding when the error names its library (or version), or, for a missing library, when
+    torch's own import closure lacks it."""
+    if cause.rule in ("ENV-TORCH-TREES", "ENV-TORCH-SHADOWED"):
+        return cause.subject.lower() == "torch" or cause.subject.lower().startswith("torch ")
+    if cause.rule == "ENV-NATIVE-MISSING":
+        missing = (cause.target or "").removeprefix("missing: ").split(", ")
+        return any(name and name in error for name in missing) or (cause.base or "").startswith("torch:")
+    return bool(cause.subject) and cause.subject in error
 
 
 def _drop_echoes(findings: Sequence[Finding]) -> tuple[list[Finding], dict[str, str]]:

@@ -573,11 +573,16 @@ def _compare(golden: VerifySection, current: VerifySection) -> list[Finding]:
         findings.extend(_info_changes(base, result))
         capability = _changed(golden.result("import_torch"), current.result("import_torch"), "cpu_capability")
         findings.extend(_speed(base, result, capability))
+    import_failure = import_failure_key(current)
+    not_run: list[str] = []
     for base in golden.results:
         if base.name in current_names or base.status != "passed":
             continue
         # Ran on the golden machine (e.g. on cuda:0), absent here (no such device).
         twin = _twin(base.name, current.results)
+        if import_failure is not None and (twin is None or not twin.reason):
+            not_run.append(base.name)  # it never started: import torch failed first
+            continue
         reason = twin.reason if twin is not None and twin.reason else "not run here"
         if base.family == "custom":
             remedy = (
@@ -594,7 +599,40 @@ def _compare(golden: VerifySection, current: VerifySection) -> list[Finding]:
         findings.append(
             _f("VERIFY-SKIPPED", "warning", base.name, f"ran on the golden machine; here: {reason}", remedy)
         )
+    if not_run and import_failure is not None:
+        findings.append(not_run_finding(not_run, import_failure))
     return findings
+
+
+# The subject of the one finding that stands for the checks an import failure kept from running.
+NOT_RUN_SUBJECT = "checks not run"
+
+
+def import_failure_key(current: VerifySection) -> str | None:
+    """The key of the finding for the suite's ``import_torch`` when it errored, crashed or timed out (every
+    later check of its group never started), or None when torch imported (or the check was skipped)."""
+    result = current.result("import_torch")
+    if result is None or result.status not in ("error", "crashed", "timeout"):
+        return None
+    (finding,) = outcome_findings(result)
+    return finding.key
+
+
+def not_run_finding(names: list[str], import_failure: str) -> Finding:
+    """One ``VERIFY-SKIPPED`` for the golden's checks that could not run because import torch failed,
+    caused by that failure: a report shows the failure once, not once per check it stopped."""
+    count = len(names)
+    return Finding(
+        rule="VERIFY-SKIPPED",
+        severity="warning",
+        subject=NOT_RUN_SUBJECT,
+        message=f"{count} check{'s' if count > 1 else ''} that ran on the golden machine could not run: "
+        f"import torch failed ({', '.join(sorted(names))})",
+        remedy="Fix the import failure this finding is folded under; the checks run again with it.",
+        base=f"{count} check{'s' if count > 1 else ''} ran",
+        target="not run: import torch failed",
+        caused_by=import_failure,
+    )
 
 
 def output_counts(

@@ -330,7 +330,7 @@ def test_the_count_of_checks_covers_the_checks_the_report_speaks_of() -> None:
     from envcheck.commands.verify import _tally
 
     golden = VerifySection(results=[result(n, [1.0]) for n in ("import_torch", "a", "b", "c")])
-    # import torch failed here: the other checks never ran, and each is a VERIFY-SKIPPED finding.
+    # import torch failed here: the other checks never ran, one VERIFY-SKIPPED caused by the failure.
     here = VerifySection(
         results=[
             result("import_torch", status="error", error="ImportError: libc10.so"),
@@ -340,4 +340,7 @@ def test_the_count_of_checks_covers_the_checks_the_report_speaks_of() -> None:
     line = _tally(here, golden)
     assert line.startswith("5 checks: 1 error, 1 skipped, 3 not run here")
     findings = compare(golden, here)
-    assert len(findings) == 5
+    assert len(findings) == 3
+    (not_run,) = [f for f in findings if f.subject == "checks not run"]
+    assert (not_run.base, not_run.caused_by) == ("3 checks ran", "VERIFY-ERROR:import_torch")
+    assert "(a, b, c)" in not_run.message

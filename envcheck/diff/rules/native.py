@@ -10,10 +10,10 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from envcheck.diff.rules.base import canon, difference_rule, pkg, single_rule
+from envcheck.diff.rules.base import canon, difference_rule, pip_install, pkg, single_rule
 from envcheck.findings import Finding, Rule, Severity
 from envcheck.manifest.identity import Aliases, aliases, canonical, folder_entries, foreign_libpython
-from envcheck.manifest.model import LoadedLibrary, Manifest
+from envcheck.manifest.model import Distribution, LoadedLibrary, Manifest
 from envcheck.manifest.native import NativeNode
 
 FAMILY = "native tree"
@@ -548,17 +548,26 @@ def native_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
         names = sorted(set(missing))
         short = root.rsplit("/", 1)[-1]
         if root in imported:
-            provider = (
-                " (for Windows runtimes the current VC++ 2015-2022 x64 redistributable; never a DLL-download "
-                "site)"
-                if _is_windows(m)
-                else " (from the operating system's packages)"
-            )
+            shippers = _shipped_by(m, names)
+            if shippers:
+                # The distribution's own file is gone (its RECORD lists it): only reinstalling it puts back
+                # the build its other files were linked against; an OS package would be another build.
+                remedy = f"Reinstall what ships {', '.join(names)}: {reinstall(m, shippers)}."
+            else:
+                provider = (
+                    " (for Windows runtimes the current VC++ 2015-2022 x64 redistributable; never a "
+                    "DLL-download site)"
+                    if _is_windows(m)
+                    else " (from the operating system's packages)"
+                )
+                remedy = (
+                    f"Install what provides {', '.join(names)}{provider}, or reinstall the package that "
+                    "should bundle it."
+                )
             yield rule.finding(
                 short,
                 f"Importing {root} fails: {', '.join(names)} cannot be found ({texts[root]}).",
-                f"Install what provides {', '.join(names)}{provider}, or reinstall the package that should "
-                "bundle it.",
+                remedy,
                 base=root,
                 target="missing: " + ", ".join(names),
             )
@@ -575,15 +584,53 @@ def native_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
         else:
             # No extension module links this library: it is a plugin opened on demand (an RDMA transport, an
             # MPI bootstrap). Only the feature that opens it fails.
+            shippers = _shipped_by(m, names)
+            # The same file missing from an import's closure is that import's failure: reported there.
+            cause = next(
+                (
+                    f"{rule.id}:{other.rsplit('/', 1)[-1]}"
+                    for other in sorted(imported)
+                    if set(names) <= set(by_root[other])
+                ),
+                None,
+            )
             yield rule.finding(
                 short,
                 f"The plugin {root} cannot load here ({', '.join(names)} missing); only the feature that "
                 "opens it fails.",
-                f"Install {', '.join(names)} only if the application uses that feature.",
+                f"Only if the application uses that feature: reinstall what ships {', '.join(names)}, "
+                f"{reinstall(m, shippers)}."
+                if shippers
+                else f"Install {', '.join(names)} only if the application uses that feature.",
                 base=root,
                 target="missing: " + ", ".join(names),
                 severity="info",
+                caused_by=cause,
             )
+
+
+def _shipped_by(m: Manifest, names: list[str]) -> list[Distribution]:
+    """The importable distributions whose files (their RECORD) include a library of ``names`` (by file
+    name, case-insensitive), when every name is one of them; else [] (some name is no distribution's)."""
+    wanted = {n.lower() for n in names}
+    found: dict[str, Distribution] = {}
+    covered: set[str] = set()
+    for dist in m.packages:
+        if dist.shadowed:
+            continue
+        for nf in dist.native_files:
+            name = nf.path.replace("\\", "/").rsplit("/", 1)[-1].lower()
+            if name in wanted:
+                covered.add(name)
+                found.setdefault(canon(dist.name), dist)
+    return [found[k] for k in sorted(found)] if covered == wanted else []
+
+
+def reinstall(m: Manifest, dists: list[Distribution]) -> str:
+    """A pasteable reinstall of ``dists`` at their exact versions (local labels and the index that serves
+    them kept, ``pip_install``), without touching their dependencies."""
+    command = pip_install(((d.name, d.version) for d in dists), source=m, on=m)
+    return command.replace("`pip install ", "`pip install --force-reinstall --no-deps ", 1)
 
 
 def version_tuple(text: str | None) -> tuple[int, ...]:
