@@ -8,8 +8,9 @@ compare. Every requirement must be one exact version (``==`` / ``===``); ``name 
 name, and by version when the URL names a wheel.
 
 The comparison is exact: canonical names, full versions with local labels (``2.13.0+cpu`` is not
-``2.13.0+cu130``), nothing missing, nothing extra; installer tooling is ignored on both sides, as in
-``envcheck lock``.
+``2.13.0+cu130``), nothing missing, nothing extra, and a pin of an index release met by an index release
+(not an editable checkout, a local path or a VCS install at the same version: ``LOCK-SOURCE``); installer
+tooling is ignored on both sides, as in ``envcheck lock``.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from typing import TYPE_CHECKING
 from envcheck.errors import EnvcheckError
 from envcheck.findings import Finding
 from envcheck.lock.inputs import INSTALLER_TOOLING
-from envcheck.lock.rules import LOCK_EXTRA, LOCK_MISSING, LOCK_VERSION
+from envcheck.lock.rules import LOCK_EXTRA, LOCK_MISSING, LOCK_SOURCE, LOCK_VERSION
 
 if TYPE_CHECKING:
-    from envcheck.manifest.model import Manifest
+    from envcheck.manifest.model import Distribution, Manifest
 
 MAX_LOCK_BYTES = 16 * 1024 * 1024
 
@@ -70,6 +71,7 @@ class LockedPin:
     version: str | None
     line: int
     marker: str | None = None
+    direct: bool = False  # ``name @ URL``: the lock pins a direct reference, not an index release
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -195,7 +197,9 @@ def _requirement(line: str, where: str, number: int) -> LockedPin:
     marker = str(req.marker) if req.marker is not None else None
     if req.url is not None:
         version = _wheel_version(req.url)
-        return LockedPin(name=canon(req.name), written=req.name, version=version, line=number, marker=marker)
+        return LockedPin(
+            name=canon(req.name), written=req.name, version=version, line=number, marker=marker, direct=True
+        )
     specs = list(req.specifier)
     if len(specs) != 1 or specs[0].operator not in ("==", "===") or specs[0].version.endswith(".*"):
         raise LockFileError(
@@ -261,6 +265,17 @@ def compare(lock: LockFile, live: Manifest, *, python: str | None) -> list[Findi
                     target=dist.version,
                 )
             )
+        elif not pin.direct and (where := _unreleased(dist)) is not None:
+            found.append(
+                LOCK_SOURCE.finding(
+                    dist.name,
+                    f"{dist.name} {dist.version} is installed from {where}; the lock pins the index release "
+                    f"{pin.version} (line {pin.line})",
+                    _install(pip, pin, lock.sources, options="--force-reinstall --no-deps"),
+                    base=pin.version,
+                    target=where,
+                )
+            )
     for name, dist in sorted(installed.items()):
         if canon(name) not in locked:
             found.append(
@@ -282,7 +297,18 @@ def _same(locked: str, installed: str) -> bool:
     return a == b if a is not None and b is not None else locked == installed
 
 
-def _install(pip: str, pin: LockedPin, sources: Sequence[tuple[str, str]]) -> str:
+def _unreleased(dist: Distribution) -> str | None:
+    """Where ``dist`` came from when no index serves it (``editable: /src/pkg``, ``vcs: git+… @ commit``,
+    ``local: file:///…``, credentials redacted), None for an index release or an archive URL."""
+    from envcheck.diff.rules._provenance import source
+
+    if dist.direct_url is None:
+        return None
+    found = source(dist)
+    return None if found.released else found.shown
+
+
+def _install(pip: str, pin: LockedPin, sources: Sequence[tuple[str, str]], *, options: str = "") -> str:
     """``pip install 'name==version'`` with the lock's ``--index-url``, and for a labelled torch build
     (``+cpu``) all its index and find-links lines, which is where that build comes from (credentials
     out: pip finds them in its keyring or netrc; ``${VAR}`` left for the shell to expand)."""
@@ -291,7 +317,7 @@ def _install(pip: str, pin: LockedPin, sources: Sequence[tuple[str, str]]) -> st
     from envcheck.redact import redact_text
 
     wanted = f"{pin.written}=={pin.version}" if pin.version else pin.written
-    command = f"{pip} install {shlex.quote(wanted)}"
+    command = f"{pip} install {options + ' ' if options else ''}{shlex.quote(wanted)}"
     labelled = torch_index_label(pin.version) is not None
     for option, value in sources:
         if not labelled and option not in ("--index-url", "-i"):

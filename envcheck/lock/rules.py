@@ -46,4 +46,14 @@ LOCK_EXTRA = _lock(
     ("FM-07",),
 )
 
-RULE_IDS = (LOCK_MISSING.id, LOCK_VERSION.id, LOCK_EXTRA.id)
+LOCK_SOURCE = _lock(
+    "LOCK-SOURCE",
+    "error",
+    "A distribution the lock pins as an index release is installed from a checkout, a path or a VCS",
+    "An editable or local install runs whatever its folder holds: a patched checkout keeps the released "
+    "version number, so the versions match while the code is not what the lock was tested with.",
+    _SYNC,
+    ("FM-07",),
+)
+
+RULE_IDS = (LOCK_MISSING.id, LOCK_VERSION.id, LOCK_EXTRA.id, LOCK_SOURCE.id)

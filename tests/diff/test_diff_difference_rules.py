@@ -40,6 +40,15 @@ def add_package(d: dict[str, Any]) -> None:
     d["packages"].append(dict(dist_entry(d, "filelock"), name="faiss-cpu", version="1.12.0", native_files=[]))
 
 
+def editable(name: str) -> Edit:
+    """``name`` installed with ``pip install -e`` from a local checkout (the direct_url.json pip writes)."""
+
+    def edit(d: dict[str, Any]) -> None:
+        dist_entry(d, name)["direct_url"] = {"url": "file:///src/" + name, "dir_info": {"editable": True}}
+
+    return edit
+
+
 def without_isa(*flags: str) -> Edit:
     def edit(d: dict[str, Any]) -> None:
         cpu = d["platform"]["cpu"]
@@ -152,6 +161,7 @@ CASES: dict[str, tuple[str, tuple[Edit, ...], str, tuple[Edit, ...], Severity, s
     "ENV-PKG-MISSING": ("dev-cpu", (), "dev-cpu", (drop_package("MarkupSafe"),), "error", "MarkupSafe"),
     "ENV-PKG-ADDED": ("dev-cpu", (), "dev-cpu", (add_package,), "info", "faiss-cpu"),
     "ENV-PKG-VERSION": ("dev-cpu", (), "dev-cpu", (package("filelock", "5.0.0"),), "warning", "filelock"),
+    "ENV-PKG-SOURCE": ("cuda", (), "cuda", (editable("filelock"),), "error", "filelock"),
     "ENV-NUMPY-MAJOR": ("dev-cpu", (), "dev-cpu", (package("numpy", "1.26.4"),), "warning", "numpy"),
     "ENV-TORCH-MISSING": ("dev-cpu", (), "dev-cpu", (no_torch,), "error", "torch"),
     "ENV-TORCH-VERSION": ("dev-cpu", (), "cuda", (), "error", "torch"),

@@ -45,6 +45,10 @@ def shadowed_torch(d: dict[str, Any]) -> None:
     d["packages"].append(old)
 
 
+def editable_filelock(d: dict[str, Any]) -> None:
+    dist_entry(d, "filelock")["direct_url"] = {"url": "file:///src/filelock", "dir_info": {"editable": True}}
+
+
 def old_torch_with_numpy2(d: dict[str, Any]) -> None:
     dist_entry(d, "torch")["version"] = "2.2.2+cpu"
 
@@ -221,6 +225,7 @@ TRIGGERS: dict[str, tuple[str, tuple[Edit, ...], Severity, str]] = {
         "torchvision",
     ),
     "ENV-PKG-UNMET": ("dev-cpu", (torchvision_without_pillow,), "error", "pillow"),
+    "ENV-PKG-DIRECT": ("cuda", (editable_filelock,), "info", "filelock"),
     "ENV-DRIVER-TOO-OLD": (
         "cuda",
         (gpu("8.9", cuda_driver=12080, driver="570.86.10"),),

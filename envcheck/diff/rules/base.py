@@ -284,7 +284,11 @@ def _recorded_wheel(source: Manifest, name: str, version: str) -> str | None:
 
 
 def pip_install(
-    pins: Iterable[tuple[str, str]], *, source: Manifest | None = None, on: Manifest | None = None
+    pins: Iterable[tuple[str, str]],
+    *,
+    source: Manifest | None = None,
+    on: Manifest | None = None,
+    options: str = "",
 ) -> str:
     """A pasteable ``pip install`` of exact ``(name, version)`` pins, full versions with their local labels.
 
@@ -292,16 +296,18 @@ def pip_install(
     command names it: the URL ``source``'s pip was configured with when it was recorded, the
     ``direct_url.json`` wheel, or else ``"$TORCH_INDEX_URL"`` followed by a note saying which index to set
     it to (envcheck writes no index's host name). ``on`` is the machine the command runs on (its shell's
-    quoting); plain versions come from the default index and need no option.
+    quoting); plain versions come from the default index and need no option. ``options`` go right after
+    ``pip install`` (``--force-reinstall --no-deps``).
     """
     pins = list(pins)
     on_windows = on is not None and windows(on)
     labels = sorted({label for _, v in pins if (label := torch_index_label(v))})
+    install = f"pip install {options} " if options else "pip install "
     if len(pins) == 1 and source is not None and labels:
         wheel = _recorded_wheel(source, *pins[0])
         if wheel is not None:
-            return f"`pip install {_quote(f'{pins[0][0]} @ {wheel}', on_windows)}`"
-    command = "pip install " + " ".join(_quote(f"{n}=={v}", on_windows) for n, v in pins)
+            return f"`{install}{_quote(f'{pins[0][0]} @ {wheel}', on_windows)}`"
+    command = install + " ".join(_quote(f"{n}=={v}", on_windows) for n, v in pins)
     note = ""
     if labels:
         label = labels[0]  # one command installs from one index: the pins share torch's label

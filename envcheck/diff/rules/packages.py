@@ -573,3 +573,94 @@ def _unmet_install(m: Manifest, shown: str, needs: list[tuple[Distribution, Req,
         if "*" not in pin:
             return pip_install([(shown, f"{pin.split('+')[0]}+{label}")], source=m, on=m)
     return pip_requirement(shown + ",".join(clauses), on=m)
+
+
+@difference_rule(
+    "ENV-PKG-SOURCE",
+    family=FAMILY,
+    severity="error",
+    title="a distribution comes from an editable checkout, a local path or a VCS on one side only",
+    why=(
+        "An editable or local install runs whatever its folder holds: a patched checkout at the released "
+        "version number is not the release, and version comparison cannot see it (pip freeze shows it as "
+        "`-e` or `name @ file://`). An error when the base has the release and the target does not; a "
+        "warning when only the base ran unreleased code, or the two ran different checkouts or commits."
+    ),
+    fm=("FM-07", "FM-25"),
+    static_facts=True,
+)
+def pkg_source(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    from envcheck.diff.rules._provenance import source
+
+    b_index, t_index = _index(base), _index(target)
+    for name in sorted(set(b_index) & set(t_index)):
+        b, t = b_index[name], t_index[name]
+        if b.direct_url is None and t.direct_url is None:
+            continue  # both from an index: the version rules compare them
+        bs, ts = source(b), source(t)
+        if bs.released and ts.released:
+            continue
+        same_checkout = bs.kind == ts.kind and (bs.kind != "vcs" or bs.commit == ts.commit)
+        if not bs.released and not ts.released and same_checkout:
+            continue  # the same kind of checkout: its folder differs from machine to machine
+        versions = (
+            b.version if b.version == t.version else f"{b.version} on the base, {t.version} on the target"
+        )
+        message = f"{t.name} {versions}: the base has {bs.shown}, the target has {ts.shown}" + (
+            "; the target runs code no index serves, whatever its version says."
+            if bs.released
+            else "; the base ran code no index serves."
+            if ts.released
+            else "; the two ran different code."
+        )
+        if bs.released:
+            remedy = "On the target, reinstall the release: " + pip_install(
+                [(b.name, b.version)], source=base, on=target, options="--force-reinstall --no-deps"
+            )
+        else:
+            remedy = (
+                f"Install on the target what the base ran ({bs.shown}), or rebuild the base from released "
+                "versions and record it again."
+            )
+        yield rule.finding(
+            t.name,
+            message,
+            remedy + ("" if remedy.endswith(".") else "."),
+            base=bs.shown,
+            target=ts.shown,
+            severity=None if bs.released else "warning",
+        )
+
+
+@single_rule(
+    "ENV-PKG-DIRECT",
+    family=FAMILY,
+    severity="info",
+    title="a distribution is installed from an editable checkout, a local path or a VCS",
+    why=(
+        "Developers install their own code this way; listed because no index serves it: another machine "
+        "cannot install the same code from a version pin, and a patched checkout keeps the release's "
+        "version number."
+    ),
+    fm=("FM-07",),
+    static_facts=True,
+)
+def pkg_direct(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    from envcheck.diff.rules._provenance import source
+
+    for _name, dist in sorted(_index(m).items()):
+        if dist.direct_url is None:
+            continue
+        where = source(dist)
+        if where.released:
+            continue
+        yield rule.finding(
+            dist.name,
+            f"{dist.name} {dist.version} is installed from {where.shown} (pip freeze shows it as "
+            + ("`-e`" if where.kind == "editable" else "a direct reference")
+            + "), not from an index.",
+            "Nothing to do on a development machine; to run the release instead (where an index has it): "
+            + pip_install([(dist.name, dist.version)], source=m, on=m, options="--force-reinstall --no-deps")
+            + ".",
+            target=where.shown,
+        )

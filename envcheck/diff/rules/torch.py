@@ -16,7 +16,7 @@ from envcheck.diff.rules.base import (
     windows,
 )
 from envcheck.findings import Finding, Rule
-from envcheck.manifest.model import Backends, Manifest
+from envcheck.manifest.model import Backends, Distribution, Manifest
 
 FAMILY = "torch build and variant"
 
@@ -334,23 +334,70 @@ def _gpu_build(backends: Backends) -> bool:
     title="more than one torch tree on sys.path",
     why=(
         "Python imports the first tree while pip, extensions or native libraries may belong to the other: "
-        "'undefined symbol', wrong versions, leftover DLLs."
+        "'undefined symbol', wrong versions, leftover DLLs. The venv's own torch ahead of the base "
+        "interpreter's, in a venv made with --system-site-packages, is normal."
     ),
     fm=("FM-25",),
     evidence=("pytorch/pytorch#29544", "pytorch/pytorch#56126", "patientx-cfz/comfyui-rocm#131"),
 )
 def torch_trees(rule: Rule, m: Manifest) -> Iterator[Finding]:
-    trees = m.torch.trees
-    if len(trees) > 1:
+    from envcheck.diff.rules._provenance import origin, own, same_folder, take_off, where
+
+    trees: list[str] = []
+    for tree in m.torch.trees:
+        if not any(same_folder(m, tree, seen) for seen in trees):  # one folder spelt twice is one tree
+            trees.append(tree)
+    if len(trees) < 2:
+        return
+    parents = [_parent(tree) for tree in trees]
+    froms = [origin(m, parent) for parent in parents]
+    listing = ", ".join(where(m, parent) + " → torch" for parent in parents)
+    if own(froms[0]) and all(f is not None and f.origin == "base-site" for f in froms[1:]):
         yield rule.finding(
             "torch",
-            f"{len(trees)} torch trees on sys.path: {', '.join(trees)}. `import torch` takes the first; "
-            "anything installed against another one breaks.",
-            "Uninstall the extra copies (check the user site, "
-            + ("%APPDATA%\\Python" if windows(m) else "~/.local")
-            + ", and PYTHONPATH; `PYTHONNOUSERSITE=1` isolates a venv), then reinstall torch once.",
+            f"torch in the environment's own site-packages ({trees[0]}) comes before the base interpreter's "
+            f"({', '.join(trees[1:])}): normal in a venv made with --system-site-packages; the venv's torch "
+            "is the one imported.",
+            "Nothing to do; to stop seeing the base interpreter's packages, recreate the venv without "
+            "--system-site-packages.",
             target=", ".join(trees),
+            severity="info",
         )
+        return
+    keep = next((i for i, f in enumerate(froms) if own(f)), None)
+    fixes = [take_off(m, parents[i], "torch") for i in range(len(trees)) if i != keep]
+    first = (
+        "the environment's own torch is imported"
+        if keep == 0
+        else "`import torch` takes the first"
+        + (f", not the environment's own ({trees[keep]})" if keep is not None else "")
+    )
+    remedy = (
+        "; ".join(f for f in fixes if f is not None)
+        if fixes and all(fixes)
+        else "Uninstall the extra copies (check the user site, "
+        + ("%APPDATA%\\Python" if windows(m) else "~/.local")
+        + ", and PYTHONPATH; `PYTHONNOUSERSITE=1` isolates a venv), then reinstall torch once."
+    )
+    yield rule.finding(
+        "torch",
+        f"{len(trees)} torch trees on sys.path: {listing}. {first}; anything installed against another one "
+        "breaks.",
+        remedy[:1].upper() + remedy[1:] + ("" if remedy.endswith(".") else "."),
+        target=", ".join(trees),
+        severity="warning" if keep == 0 else None,
+    )
+
+
+def _parent(path: str) -> str:
+    """The folder that holds ``path`` (either separator: a Windows manifest read anywhere)."""
+    cut = max(path.rstrip("/\\").rfind("/"), path.rstrip("/\\").rfind("\\"))
+    return path[:cut] if cut > 0 else path
+
+
+def _name(path: str) -> str:
+    cut = max(path.rfind("/"), path.rfind("\\"))
+    return path[cut + 1 :]
 
 
 @single_rule(
@@ -358,7 +405,11 @@ def torch_trees(rule: Rule, m: Manifest) -> Iterator[Finding]:
     family=FAMILY,
     severity="error",
     title="a distribution is installed twice and one copy shadows the other",
-    why="pip reports one version while Python imports another; the loser's native files still sit there.",
+    why=(
+        "Python imports the first copy on sys.path while pip, extensions and native files may belong to "
+        "the other; the loser's native files still sit there. A venv's own copy ahead of the base "
+        "interpreter's (--system-site-packages) is normal, and one folder twice on sys.path is one copy."
+    ),
     fm=("FM-25",),
     evidence=("cloveranon/Clover-Edition#128",),
 )
@@ -367,16 +418,105 @@ def shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
         if not dist.shadowed:
             continue
         winner = pkg(m, dist.name)
+        if winner is None:
+            continue
+        yield from _shadow(rule, m, winner, dist)
+
+
+def _shadow(rule: Rule, m: Manifest, winner: Distribution, loser: Distribution) -> Iterator[Finding]:
+    from envcheck.diff.rules._provenance import origin, own, same_folder, take_off, where
+
+    name = winner.name
+    torchish = canon(name).startswith("torch")
+    if same_folder(m, winner.location, loser.location):
+        if not winner.metadata_dir or _name(winner.metadata_dir) == _name(loser.metadata_dir):
+            return  # one folder on sys.path twice (an older manifest): one copy, listed twice
         yield rule.finding(
-            dist.name,
-            f"{dist.name} {dist.version} is shadowed by "
-            + (f"{winner.version} " if winner else "")
-            + "found earlier on sys.path; tools that read metadata and the interpreter disagree.",
-            f"Remove the extra copy of {dist.name} (`pip uninstall` it from the shadowed location) so one "
-            "version remains.",
-            target=dist.version,
-            severity="error" if dist.name.lower().startswith("torch") else "warning",
+            name,
+            f"{name} has two metadata folders in {winner.location}: {_name(winner.metadata_dir)} and "
+            f"{_name(loser.metadata_dir)}; one is left over from an install or an uninstall that did not "
+            "finish, and tools may read either.",
+            "Reinstall it once: "
+            + pip_install([(name, winner.version)], source=m, on=m, options="--force-reinstall --no-deps")
+            + f", then delete {loser.metadata_dir} if it is still there.",
+            target=f"{winner.version}, {loser.version}",
+            severity="warning",
         )
+        return
+    w_from, l_from = origin(m, winner.location), origin(m, loser.location)
+    both = (
+        f"{name} {winner.version} in {where(m, winner.location)} shadows {name} {loser.version} in "
+        f"{where(m, loser.location)}"
+    )
+    if own(w_from) and l_from is not None and l_from.origin == "base-site":
+        if winner.version != loser.version:
+            yield rule.finding(
+                name,
+                f"{both}: normal in a venv made with --system-site-packages; the venv's copy is the one "
+                "imported and the venv's pip manages it.",
+                "Nothing to do; to stop seeing the base interpreter's packages, recreate the venv without "
+                "--system-site-packages.",
+                target=loser.version,
+                severity="info",
+            )
+        return
+    if own(w_from):
+        fix = take_off(m, loser.location, name, loser.metadata_dir)
+        yield rule.finding(
+            name,
+            f"{both}: the environment's own copy is imported; the other one is not, yet tools that read "
+            "every folder on sys.path see it.",
+            (fix[:1].upper() + fix[1:] + ".")
+            if fix
+            else f"Take {loser.location} off sys.path, or delete its copy of {name} if nothing uses it.",
+            target=loser.version,
+            severity="warning",
+        )
+        return
+    if own(l_from):
+        fix = take_off(m, winner.location, name, winner.metadata_dir)
+        consequence = (
+            f"{both}: the environment's own copy, the one its pip installed and manages, is not the one "
+            "imported."
+        )
+        remedy = (
+            fix[:1].upper() + fix[1:] + f", so that {name} is imported from {loser.location}."
+            if fix
+            else (
+                "Put the environment's own site-packages first: find what adds "
+                f"{winner.location} ahead of it (never uninstall from the base interpreter: other "
+                "environments use it)."
+                if w_from is not None and w_from.origin == "base-site"
+                else _generic(m, name, winner, loser)
+            )
+        )
+    else:
+        fixes = [f for f in (take_off(m, winner.location, name, winner.metadata_dir),) if f]
+        consequence = (
+            f"{both}: Python imports the first copy while pip, extensions and native files may belong "
+            "to the other."
+        )
+        remedy = (
+            f"Keep one copy: {fixes[0]}, or reinstall {name} into the environment once."
+            if fixes
+            else _generic(m, name, winner, loser)
+        )
+    yield rule.finding(
+        name,
+        consequence,
+        remedy,
+        target=loser.version,
+        severity="error" if torchish else "warning",
+    )
+
+
+def _generic(m: Manifest, name: str, winner: Distribution, loser: Distribution) -> str:
+    """The remedy when the manifest does not say how the copies got onto sys.path (recorded before)."""
+    return (
+        f"Keep one copy of {name}: find what puts {winner.location} ahead of {loser.location} on sys.path "
+        "(PYTHONPATH, a .pth file in site-packages, the user site: `PYTHONNOUSERSITE=1` keeps it off), "
+        "take it off, then reinstall it once into the environment."
+    )
 
 
 @single_rule(

@@ -1,0 +1,171 @@
+"""Where each copy of a distribution comes from.
+
+Two facts of a manifest say it: a distribution's source, from the ``direct_url.json`` pip writes for a
+direct install (PEP 610: an editable checkout, a local folder or archive, a VCS commit, an archive URL; an
+install from an index or a find-links folder writes none), and how the ``sys.path`` entry it lives in got
+there (``python.path_origins``: PYTHONPATH, the user site, a ``.pth`` file, the environment's own or the
+base interpreter's site-packages). Pure: the rules that report them read these helpers, never a file.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
+
+from envcheck.diff.rules.base import view, windows
+from envcheck.manifest.identity import aliases, canonical
+from envcheck.manifest.model import Distribution, Manifest, PathEntry
+from envcheck.redact import redact_text
+
+# Sources whose code is a published release: what an index serves (no direct_url.json) or an archive URL.
+RELEASED = frozenset({"release", "url"})
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A distribution's source: ``kind`` (``release``, ``url``, ``editable``, ``local``, ``vcs``), how a
+    person reads it (credentials redacted), and the VCS commit."""
+
+    kind: str
+    shown: str
+    commit: str | None = None
+
+    @property
+    def released(self) -> bool:
+        return self.kind in RELEASED
+
+
+def _text(value: object, limit: int = 300) -> str:
+    """A string of a manifest, bounded and with credentials redacted (reports escape it for their
+    medium); "" for anything else."""
+    return redact_text(value[:limit]) if isinstance(value, str) else ""
+
+
+def _file_path(url: str) -> str:
+    """The local path of a ``file:`` URL (``file:///srv/pkg`` → ``/srv/pkg``; ``file:///C:/x`` → ``C:/x``)."""
+    path = unquote(urlsplit(url).path) if url.startswith("file:") else url
+    return path[1:] if len(path) > 2 and path[0] == "/" and path[2] == ":" else path
+
+
+def source(dist: Distribution) -> Source:
+    """Where ``dist`` was installed from, read from its ``direct_url.json`` (untrusted: any shape)."""
+    direct = dist.direct_url
+    if not isinstance(direct, dict):
+        return Source("release", "a release from an index")
+    raw = direct.get("url")
+    url = _text(raw)
+    vcs = direct.get("vcs_info")
+    if isinstance(vcs, dict):
+        tool = _text(vcs.get("vcs"), 20) or "vcs"
+        commit = _text(vcs.get("commit_id"), 80) or None
+        return Source("vcs", f"vcs: {tool}+{url} @ {commit or 'an unrecorded commit'}", commit)
+    info = direct.get("dir_info")
+    if isinstance(info, dict):
+        if info.get("editable") is True:
+            return Source("editable", f"editable: {_file_path(url)}")
+        return Source("local", f"local: {url}")
+    if url.startswith("file:"):
+        return Source("local", f"local: {url}")
+    return Source("url", f"url: {url}")
+
+
+# --- sys.path origins ---------------------------------------------------------------------------------------
+
+
+def origins(m: Manifest) -> dict[str, PathEntry]:
+    """The recorded origin of each ``sys.path`` entry of ``m`` by canonical folder (the first entry of a
+    folder wins, as Python's import does); empty when the manifest recorded none."""
+    return view(m).memo("path-origins", lambda: _origins(m))  # type: ignore[return-value]
+
+
+def _origins(m: Manifest) -> dict[str, PathEntry]:
+    table = aliases(m)
+    out: dict[str, PathEntry] = {}
+    for entry in m.python.path_origins or ():
+        out.setdefault(canonical(entry.path, table), entry)
+    return out
+
+
+def origin(m: Manifest, folder: str) -> PathEntry | None:
+    """How ``folder`` (a distribution's location, a torch tree's parent) got onto ``sys.path``, or None
+    when not recorded."""
+    return origins(m).get(canonical(folder, aliases(m)))
+
+
+def same_folder(m: Manifest, a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` name one folder of ``m`` (spelling, a trailing slash, recorded links)."""
+    table = aliases(m)
+    return canonical(a, table) == canonical(b, table)
+
+
+_OTHER = "code run at start-up (an `import` line of a .pth file, sitecustomize) or by the program"
+
+
+def describe(entry: PathEntry | None) -> str:
+    """How a folder got onto sys.path, for people (empty when not recorded)."""
+    if entry is None:
+        return ""
+    return {
+        "pythonpath": "PYTHONPATH",
+        "user-site": "the user site",
+        "site": "the environment's own site-packages",
+        "base-site": "the base interpreter's site-packages (a venv made with --system-site-packages)",
+        "pth": f"the .pth file {_text(entry.pth)}",
+        "stdlib": "the standard library's folders",
+    }.get(entry.origin, _OTHER)
+
+
+def where(m: Manifest, folder: str) -> str:
+    """``folder`` and how it got onto sys.path: ``/srv/lib (PYTHONPATH)``."""
+    how = describe(origin(m, folder))
+    return f"{folder} ({how})" if how else folder
+
+
+def own(entry: PathEntry | None) -> bool:
+    """Whether the folder is the environment's own site-packages (what its pip installs into)."""
+    return entry is not None and entry.origin == "site"
+
+
+def take_off(m: Manifest, folder: str, name: str, metadata_dir: str | None = None) -> str | None:
+    """The pasteable way to take the copy in ``folder`` off ``sys.path`` by its origin, or None when the
+    origin is not recorded or is the environment's own (never a removal from the base interpreter)."""
+    entry = origin(m, folder)
+    if entry is None:
+        return None
+    if entry.origin == "pythonpath":
+        return _drop_from_pythonpath(m, folder)
+    if entry.origin == "pth":
+        return (
+            f"edit {_text(entry.pth)}: delete its line that adds {folder} (or delete the file if that is all "
+            "it does)"
+        )
+    if entry.origin == "user-site":
+        files = f" ({metadata_dir} and the files its RECORD lists)" if metadata_dir else ""
+        return (
+            "keep the user site off this environment: "
+            + ("`$env:PYTHONNOUSERSITE = 1`" if windows(m) else "`export PYTHONNOUSERSITE=1`")
+            + f" (or run `python -s`); or delete the user site's copy of {name}{files} if nothing else "
+            "uses it"
+        )
+    if entry.origin == "other":
+        return (
+            f"find the code that adds {folder} to sys.path at start-up (sitecustomize, an `import` line of a "
+            ".pth file in site-packages) and remove it"
+        )
+    return None
+
+
+def _drop_from_pythonpath(m: Manifest, folder: str) -> str:
+    """``export PYTHONPATH=...`` without ``folder`` (``unset`` when nothing is left), from the value the
+    target recorded; a plain instruction when it did not record one."""
+    value = m.env.get("PYTHONPATH")
+    win = windows(m)
+    if value is None or "<redacted>" in value:
+        return f"remove {folder} from PYTHONPATH"
+    separator = ";" if win else ":"
+    kept = [p for p in value.split(separator) if p and not same_folder(m, p, folder)]
+    if win:
+        rest = separator.join(kept)
+        return "`$env:PYTHONPATH = " + (f'"{rest}"`' if kept else "$null`")
+    return f"`export PYTHONPATH={shlex.quote(':'.join(kept))}`" if kept else "`unset PYTHONPATH`"
