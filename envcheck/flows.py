@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from envcheck.fleet import Fleet
     from envcheck.manifest.model import Manifest
     from envcheck.manifest.verify import VerifySection
+    from envcheck.verify.imports import AppImports
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -184,12 +185,23 @@ def doctor(name: str, manifest: Manifest, policy: Policy) -> Report:
 
 
 def verify(
-    against: str | None, golden: VerifySection | None, current: VerifySection, policy: Policy, *, strict: bool
+    against: str | None,
+    golden: VerifySection | None,
+    current: VerifySection,
+    policy: Policy,
+    *,
+    strict: bool,
+    imports: AppImports | None = None,
 ) -> Report:
-    """``envcheck verify``: the suite's outcomes, compared with ``golden`` when there is one."""
+    """``envcheck verify``: the suite's outcomes, compared with ``golden`` when there is one, and what the
+    application's ``imports`` did (``envcheck.verify.imports``)."""
     from envcheck.verify.compare import compare, outcomes
 
     findings = compare(golden, current) if golden is not None else outcomes(current)
+    if imports is not None:
+        from envcheck.verify.imports import import_findings
+
+        findings += import_findings(imports)
     title = "envcheck verify" + (f" against {against}" if against is not None else "")
     return finish(title, findings, policy, rules=rule_ids("verify"), strict=strict)
 
@@ -203,9 +215,11 @@ def gate(
     *,
     strict: bool,
     live_name: str = "this machine",
+    imports: AppImports | None = None,
 ) -> Report:
-    """``envcheck gate``: this machine (``live``, named ``live_name`` in the title) against ``base``, and
-    the suite against its goldens."""
+    """``envcheck gate``: this machine (``live``, named ``live_name`` in the title) against ``base``, the
+    suite against its goldens, and what the application's ``imports`` did (a NumPy ABI break under the
+    base-to-live NumPy change)."""
     from envcheck.diff import engine
     from envcheck.diff.rules.base import views
     from envcheck.verify.compare import compare, outcomes
@@ -226,6 +240,10 @@ def gate(
                 remedy="Record the manifest with `envcheck snapshot` (without --no-verify).",
             )
         )
+    if imports is not None:
+        from envcheck.verify.imports import import_findings
+
+        findings += import_findings(imports, base=base, target=live)
     return finish(
         f"envcheck gate: {live_name} against {manifest_name}",
         findings,

@@ -45,6 +45,15 @@ def snapshot(
     no_verify: Annotated[
         bool, typer.Option("--no-verify", help="Do not run the smoke suite (no goldens in the manifest).")
     ] = False,
+    import_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--import",
+            help="An entry module of your application (repeatable), recorded in the manifest: verify "
+            "--against and gate import it in the target.",
+            show_default=False,
+        ),
+    ] = None,
     timeout: TimeoutOption = 120.0,
     quiet: QuietOption = False,
 ) -> None:
@@ -54,6 +63,10 @@ def snapshot(
     from envcheck.outputs import destination
 
     target = destination(output)  # a bad -o fails now, not after the snapshot's seconds of work
+    if import_:
+        from envcheck.commands.verify import app_modules
+
+        imports = app_modules(("--import", import_))  # a bad name fails now too
     options = SnapshotOptions(
         python=python,
         label=label,
@@ -74,6 +87,13 @@ def snapshot(
         from envcheck.native import scan_for_snapshot
 
         manifest = record(options, native=scan_for_snapshot, probes=probes, checks_file=checks, progress=step)
+    if import_:
+        import dataclasses
+
+        from envcheck.manifest.verify import VerifySection
+
+        section = manifest.verify or VerifySection()
+        manifest = manifest.replace(verify=dataclasses.replace(section, imports=imports))
     from envcheck.manifest.io import dumps
     from envcheck.report.summary import summary
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from envcheck.flows import Report
     from envcheck.manifest.model import Manifest
     from envcheck.manifest.verify import VerifySection
+    from envcheck.verify.imports import AppImports
 
 ChecksOption = Annotated[
     Path | None,
@@ -55,19 +57,78 @@ CompileOption = Annotated[
     bool,
     typer.Option("--compile", help="Also run the torch.compile check (15-35 s on 2 cores: opt-in)."),
 ]
+ImportOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--import",
+        help="An entry module of your application to import in the target (repeatable), after every "
+        "installed module with native code; its import runs your code.",
+        show_default=False,
+    ),
+]
+NoImportsOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-imports",
+        help="Do not import the installed modules with native code nor the application's (--import).",
+    ),
+]
+
+
+def app_modules(*sources: tuple[str, Sequence[str] | None]) -> list[str]:
+    """The application's entry modules from each ``(where, names)`` source in order (the manifest's
+    recorded ones, the policy's, --import's), each once. Raises ``UsageError`` naming a bad name."""
+    from envcheck.verify.imports import check_module_names
+
+    out: list[str] = []
+    for where, names in sources:
+        problems = check_module_names(list(names or ()), where)
+        if problems:
+            raise UsageError(problems[0], tip="Name a module as Python imports it: --import myapp.main")
+        out += [n for n in names or () if n not in out]
+    return out
 
 
 def _run(
-    python: str | None, timeout: float, checks: Path | None, compile_: bool, progress: Step | None
-) -> VerifySection:
-    """The suite's results. Raises ``UsageError`` (file:line) when the checks file could not be loaded."""
+    python: str | None,
+    timeout: float,
+    checks: Path | None,
+    compile_: bool,
+    progress: Step | None,
+    imports: tuple[Sequence[str], Sequence[str]] | None = None,
+    imports_progress: Step | None = None,
+) -> tuple[VerifySection, AppImports | None]:
+    """The suite's results and, unless ``imports`` is None, the application's imports (``(modules,
+    not_imported)``, ``envcheck.verify.imports``) run beside it (told to ``imports_progress``). Raises
+    ``UsageError`` (file:line) when the checks file could not be loaded."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from envcheck.verify.checks_file import raise_load_failure
     from envcheck.verify.runner import run_suite
 
-    section = run_suite(python, timeout=timeout, checks_file=checks, progress=progress, compile=compile_)
+    if imports is None:
+        section = run_suite(python, timeout=timeout, checks_file=checks, progress=progress, compile=compile_)
+        found = None
+    else:
+        from envcheck.verify.imports import run_imports
+
+        modules, not_imported = imports
+        with ThreadPoolExecutor(1) as pool:
+            job = pool.submit(
+                run_imports,
+                python,
+                timeout=timeout,
+                modules=modules,
+                not_imported=not_imported,
+                progress=imports_progress,
+            )
+            section = run_suite(
+                python, timeout=timeout, checks_file=checks, progress=progress, compile=compile_
+            )
+            found = job.result()
     if checks is not None:
         raise_load_failure(section, checks)
-    return section
+    return section, found
 
 
 def _tally(section: VerifySection, golden: VerifySection | None = None) -> str:
@@ -87,12 +148,18 @@ def _tally(section: VerifySection, golden: VerifySection | None = None) -> str:
     return f"{len(section.results) + absent} checks{wall}: {', '.join(parts)}"
 
 
-def _say_counts(golden: VerifySection | None, current: VerifySection, report: Report) -> None:
-    """On stderr: how the checks ended (the same checks the report's VERIFY findings are about), and how
-    many outputs matched the goldens."""
+def _say_counts(
+    golden: VerifySection | None, current: VerifySection, report: Report, imports: AppImports | None = None
+) -> None:
+    """On stderr: how the checks ended (the same checks the report's VERIFY findings are about), how the
+    application's imports ended, and how many outputs matched the goldens."""
     from envcheck.verify.compare import output_counts
 
     typer.echo(_tally(current, golden), err=True)
+    if imports is not None:
+        from envcheck.verify.imports import tally
+
+        typer.echo(tally(imports), err=True)
     if golden is not None:
         n = output_counts(golden, current, list(report.findings))
         typer.echo(
@@ -112,6 +179,8 @@ def verify(
     ] = None,
     checks: ChecksOption = None,
     compile_: CompileOption = False,
+    import_: ImportOption = None,
+    no_imports: NoImportsOption = False,
     strict: StrictOption = False,
     fmt: FormatOption = ReportFormatChoice.text,
     output: OutputOption = None,
@@ -135,6 +204,10 @@ def verify(
     `ctx.skip(reason)` when it cannot run. Optional attributes: `check_NAME.tolerance = {"rtol": ..,
     "atol": ..}`, `check_NAME.exact = True`. Goldens are recorded by `envcheck snapshot` like the rest.
 
+    The application's imports: every installed module with native code, then the modules named with
+    --import (and `imports = [...]` in the policy), each imported alone in a fresh process, then all in
+    one process (two OpenMP runtimes are named with the import that loaded each); --no-imports skips them.
+
     Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     """
     from envcheck import flows
@@ -146,6 +219,7 @@ def verify(
     rules_policy = load_rules_policy(policy, no_policy)
     if checks is not None:
         compile_checks_file(checks)  # a syntax error is an input error before anything runs
+    modules = app_modules(("policy imports", rules_policy.imports), ("--import", import_))
     golden = None
     against_name = None
     if against is not None:
@@ -157,10 +231,22 @@ def verify(
                 f"{against} holds no verify goldens",
                 tip="Record them with `envcheck snapshot` (without --no-verify) on the reference machine.",
             )
+    if against is not None and reference.verify is not None:
+        recorded = app_modules((f"{against}: verify.imports", reference.verify.imports))
+        modules = list(dict.fromkeys([*recorded, *modules]))
+    imports = None if no_imports else (modules, rules_policy.not_imported)
     with progress("verify", quiet=quiet) as step:
-        current = _run(python, timeout, checks, compile_, step)
-    report = flows.verify(against_name, golden, current, rules_policy, strict=strict)
-    _say_counts(golden, current, report)
+        current, found = _run(
+            python,
+            timeout,
+            checks,
+            compile_,
+            step if imports is None else _prefixed(step, "smoke suite: "),
+            imports,
+            _prefixed(step, "imports: "),
+        )
+    report = flows.verify(against_name, golden, current, rules_policy, strict=strict, imports=found)
+    _say_counts(golden, current, report, found)
     report_findings(
         report,
         fmt=fmt,
@@ -179,6 +265,8 @@ def gate(
     ],
     checks: ChecksOption = None,
     compile_: CompileOption = False,
+    import_: ImportOption = None,
+    no_imports: NoImportsOption = False,
     strict: StrictOption = False,
     fmt: FormatOption = ReportFormatChoice.text,
     output: OutputOption = None,
@@ -192,6 +280,10 @@ def gate(
     quiet: QuietOption = False,
 ) -> None:
     """The deployment gate: diff this machine against MANIFEST and verify against its goldens, one report.
+
+    The application's imports are part of it: every installed module with native code, then the modules
+    MANIFEST recorded (`snapshot --import`), the policy's `imports` and --import's, each imported alone,
+    then all in one process (--no-imports skips them).
 
     Findings are ranked errors first, so the top of the report is what to fix first. Exit codes: 0 clean,
     1 findings at or above --fail-on, 2 usage or input error.
@@ -207,7 +299,7 @@ def gate(
         compile_checks_file(checks)  # a syntax error is an input error before anything runs
     base = load(manifest)
     with progress("gate", quiet=quiet) as step:
-        report, current = run_gate(
+        report, current, found = run_gate_with_imports(
             manifest,
             base,
             rules_policy,
@@ -217,8 +309,10 @@ def gate(
             compile_=compile_,
             strict=strict,
             step=step,
+            imports=import_ or (),
+            app_imports=not no_imports,
         )
-    _say_counts(flows.goldens(base), current, report)
+    _say_counts(flows.goldens(base), current, report, found)
     report_findings(
         report,
         fmt=fmt,
@@ -242,22 +336,60 @@ def run_gate(
     strict: bool = False,
     step: Step | None = None,
 ) -> tuple[Report, VerifySection]:
-    """The gate's work, for ``envcheck gate`` and the pytest plugin: this machine's snapshot and the smoke
-    suite (separate target processes, run side by side), then the one gate flow. Returns the report and
-    the suite's results."""
+    """The gate's work, for ``envcheck gate`` and the pytest plugin: this machine's snapshot, the smoke
+    suite and the application's imports (separate target processes, run side by side), then the one gate
+    flow. Returns the report and the suite's results."""
+    report, current, _ = run_gate_with_imports(
+        manifest, base, policy, python, timeout, checks=checks, compile_=compile_, strict=strict, step=step
+    )
+    return report, current
+
+
+def run_gate_with_imports(
+    manifest: Path,
+    base: Manifest,
+    policy: Policy,
+    python: str | None,
+    timeout: float,
+    *,
+    checks: Path | None = None,
+    compile_: bool = False,
+    strict: bool = False,
+    step: Step | None = None,
+    imports: Sequence[str] = (),
+    app_imports: bool = True,
+) -> tuple[Report, VerifySection, AppImports | None]:
+    """``run_gate``, with the application's entry modules given (``imports``: after the manifest's
+    recorded ones and the policy's) and the imports' own results returned too (None: ``app_imports``
+    off). Raises ``UsageError`` for a module name that is not one (the manifest's included)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from envcheck import flows
 
+    recorded = base.verify.imports if base.verify is not None else None
+    modules = app_modules(
+        (f"{manifest}: verify.imports", recorded), ("policy imports", policy.imports), ("--import", imports)
+    )
+    wanted = (modules, policy.not_imported) if app_imports else None
     with ThreadPoolExecutor(1) as pool:
         live_job = pool.submit(snapshot_this_machine, python, timeout, _prefixed(step, "snapshot: "))
-        current = _run(python, timeout, checks, compile_, _prefixed(step, "smoke suite: "))
+        current, found = _run(
+            python,
+            timeout,
+            checks,
+            compile_,
+            _prefixed(step, "smoke suite: "),
+            wanted,
+            _prefixed(step, "imports: "),
+        )
         if step is not None and not live_job.done():
             step("snapshot: finishing")
         live = live_job.result()
     live_name = f"this machine ({python})" if python else "this machine"
-    report = flows.gate(name(manifest, base), base, live, current, policy, strict=strict, live_name=live_name)
-    return report, current
+    report = flows.gate(
+        name(manifest, base), base, live, current, policy, strict=strict, live_name=live_name, imports=found
+    )
+    return report, current, found
 
 
 def _prefixed(step: Step | None, prefix: str) -> Step | None:

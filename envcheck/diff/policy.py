@@ -16,6 +16,9 @@ A TOML file given with ``--policy PATH``, or the ``[tool.envcheck]`` table of th
     machine = "prod-*"         # optional glob (fleet reports)
     reason = "prod is CPU-only by design"
 
+    imports = ["myapp.main"]          # the application's entry modules: verify and gate import them
+    not_imported = ["somepkg"]        # installed modules verify and gate must not import
+
 An intended finding stays in every report, marked with its reason, and never fails the gate.
 
 A policy is untrusted input (DESIGN §5.11): a ``pyproject.toml`` in the current folder applies itself
@@ -104,6 +107,10 @@ class Policy:
     ignore: tuple[Selector, ...] = ()
     severity: tuple[tuple[Selector, Severity], ...] = ()
     intended: tuple[Intended, ...] = field(default=())
+    # The application's entry modules (``imports``) and installed modules never to import
+    # (``not_imported``): what verify and gate import in the target (``envcheck.verify.imports``).
+    imports: tuple[str, ...] = ()
+    not_imported: tuple[str, ...] = ()
 
     def apply(self, findings: Iterable[Finding]) -> list[Finding]:
         """Drop ignored findings, re-grade (first matching entry wins), mark intended ones with the reason."""
@@ -382,8 +389,23 @@ def parse_policy(table: Mapping[str, Any], *, source: str) -> Policy:
             return None
         return Selector(rule=rule, subject=subject_glob, machine=machine_glob)
 
-    for key in sorted(set(table) - {"ignore", "severity", "intended"}):
-        problems.append(f"{key}: unknown key (expected ignore, severity, intended)")
+    for key in sorted(set(table) - {"ignore", "severity", "intended", "imports", "not_imported"}):
+        problems.append(f"{key}: unknown key (expected ignore, severity, intended, imports, not_imported)")
+
+    modules: dict[str, tuple[str, ...]] = {}
+    for key in ("imports", "not_imported"):
+        if key not in table:
+            continue
+        raw_modules = table[key]
+        if not isinstance(raw_modules, list):
+            problems.append(f"{key}: expected an array of module names, got {_kind(raw_modules)}")
+            continue
+        from envcheck.verify.imports import check_module_names
+
+        found = check_module_names(raw_modules, key)
+        problems += found
+        if not found:
+            modules[key] = tuple(raw_modules)
 
     ignore: list[Selector] = []
     raw_ignore = table.get("ignore", [])
@@ -452,7 +474,14 @@ def parse_policy(table: Mapping[str, Any], *, source: str) -> Policy:
         more = f" (and {len(problems) - _SHOWN_PROBLEMS} more)" if len(problems) > _SHOWN_PROBLEMS else ""
         tip = "`envcheck rules` lists every rule id; the policy format is in `envcheck diff --help`."
         raise UsageError(f"policy {source}: {shown}{more}", tip=tip)
-    return Policy(source=source, ignore=tuple(ignore), severity=tuple(severities), intended=tuple(intended))
+    return Policy(
+        source=source,
+        ignore=tuple(ignore),
+        severity=tuple(severities),
+        intended=tuple(intended),
+        imports=modules.get("imports", ()),
+        not_imported=modules.get("not_imported", ()),
+    )
 
 
 def _severity(value: str) -> Severity:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from envcheck.manifest.codec import JsonValue, volatile
+from envcheck.manifest.codec import JsonValue, omitted_when_default, volatile
 
 CheckStatus = Literal["passed", "failed", "error", "crashed", "timeout", "skipped"]
 
@@ -84,6 +84,8 @@ class VerifySection:
 
     ``skipped`` says why the suite did not run (``--no-verify``); ``results`` are in suite order.
     ``options`` records what changes the check list (``compile``, ``checks_file``), ``wall_s`` the time.
+    ``imports``: the application's entry modules (``snapshot --import``) that verify and gate import after
+    the installed modules with native code (None: none recorded).
     """
 
     skipped: str | None = None
@@ -91,6 +93,8 @@ class VerifySection:
     results: list[CheckResult] = field(default_factory=list)
     options: dict[str, JsonValue] = field(default_factory=dict)
     wall_s: float | None = volatile(None)
+    # Written only when set: every manifest from before round-trips byte for byte.
+    imports: list[str] | None = omitted_when_default(None)  # noqa: RUF009
 
     def result(self, name: str) -> CheckResult | None:
         """The result named ``name``, or None."""

@@ -108,3 +108,28 @@ _verify(
     "if the application wants the mode, record the goldens with it on.",
     ("FM-18",),
 )
+_verify(
+    "VERIFY-IMPORT",
+    "error",
+    "A module the application imports fails to import",
+    "verify and gate import every installed module with native code, and the application's own entry "
+    "modules (--import), each in a process of its own: one that raises here breaks the application at "
+    "start-up, whatever the smoke suite says. An extension compiled against NumPy 1.x under NumPy 2 (or "
+    "the reverse) fails this way ('numpy.dtype size changed', 'compiled using NumPy 1.x cannot be run in "
+    "NumPy 2'): in a gate whose base had the other NumPy major, it is a consequence of ENV-NUMPY-MAJOR.",
+    "Read the error; for a NumPy ABI break install the NumPy major the module was built for, or a release "
+    "of the module built for the installed one. A module the application never imports can be skipped "
+    'with `not_imported = ["name"]` in the policy.',
+    ("FM-08",),
+)
+_verify(
+    "VERIFY-IMPORT-OPENMP",
+    "error",
+    "The application's imports load two OpenMP runtimes",
+    "Imported together, in order, the application's modules bring a second OpenMP runtime beside torch's "
+    "(Intel's libiomp5 from an MKL build beside GNU libgomp): the probe, which imports torch alone, never "
+    "sees it. Two runtimes in one process crash, deadlock or abort ('OMP: Error #15'); two GNU copies "
+    "oversubscribe the CPU (a warning).",
+    "Keep one OpenMP family in the process; the finding names the import that loaded each runtime.",
+    ("FM-04", "FM-14"),
+)

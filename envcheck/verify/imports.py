@@ -1,0 +1,590 @@
+"""The application's imports, part of ``verify`` and ``gate``: every installed module with native code, and
+the application's own entry modules (``--import``, ``imports = [...]`` in the policy), imported in the
+target interpreter.
+
+Three steps, all under the command's ``--timeout`` (one ``Deadline``), each target process killed with its
+whole session at its deadline (``envcheck.probe.runner``):
+
+1. **Plan** (one process, imports nothing): the top-level modules that hold each distribution's native
+   files (``RECORD``), sorted by module. The order of the imports is that plan, minus what the policy
+   declares ``not_imported``, capped at ``MAX_APP_IMPORTS``, then the application's modules in the order
+   given (the manifest's recorded ones first).
+2. **Each import alone**, in a fresh process (``ISOLATED_WORKERS`` at a time), with at most
+   ``IMPORT_TIMEOUT_SHARE`` of ``--timeout`` each: a crash, a hang or an error is that import's own.
+3. **All of them in one process**, in order (those that passed alone): after each import, the shared
+   libraries it added to the process; at the end, the thread pools. Two OpenMP runtimes brought in by the
+   application's imports are a finding naming the import that loaded each.
+
+Findings: ``VERIFY-IMPORT`` (an import raised; a NumPy ABI break says so, and in a gate whose base had
+another NumPy major it is a consequence of ``ENV-NUMPY-MAJOR``), ``VERIFY-CRASH`` / ``VERIFY-TIMEOUT`` (an
+import killed its process or hung), ``VERIFY-IMPORT-OPENMP`` (two OpenMP runtimes). An import runs the
+module's code: its side effects are the application's (docs/guarantees.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import envcheck.verify.rules  # noqa: F401 - registers the VERIFY-* rules
+from envcheck.findings import Finding, Rule, get_rule
+from envcheck.probe.runner import Deadline, TargetRun, run_target
+from envcheck.target.copying import PACKAGE as TARGET_PACKAGE
+
+if TYPE_CHECKING:
+    from envcheck.manifest.model import Manifest
+
+APP_IMPORTS_MODULE = f"{TARGET_PACKAGE}.app_imports"
+# At most this many imports per command (the plan's modules are cut first, the application's never):
+# each costs a process start and its import; a venv with hundreds of native distributions is not
+# imported whole by default, and the report says how many were left out.
+MAX_APP_IMPORTS = 64
+# One import alone may take at most this share of --timeout (30 s of the default 120 s), so that one hang
+# leaves time for the others and for the imports all together.
+IMPORT_TIMEOUT_SHARE = 0.25
+# Imports alone run this many at a time (each is its own process).
+ISOLATED_WORKERS = 2
+# The plan reads metadata only: when it needs more than this, something is wrong.
+PLAN_TIMEOUT = 60.0
+# A module name as Python spells one: dotted identifiers.
+MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+MAX_MODULE_NAME = 200
+# What an extension built against one NumPy ABI says when it is imported under the other.
+_NUMPY_ABI = re.compile(
+    r"numpy\.dtype size changed|numpy\.core\.multiarray failed to import|numpy\.core\._multiarray_umath "
+    r"failed to import|compiled using NumPy 1\.x cannot be run in|_ARRAY_API not found",
+    re.IGNORECASE,
+)
+
+ImportStatus = Literal["passed", "error", "crashed", "timeout", "skipped"]
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ImportResult:
+    """One import, alone in its process. ``distribution``/``version``: the distribution whose native files
+    the module holds (None for the application's own module). ``skipped``: ``reason`` says why."""
+
+    module: str
+    distribution: str | None = None
+    version: str | None = None
+    status: ImportStatus = "passed"
+    error: str | None = None
+    traceback: str | None = None
+    stderr_tail: str | None = None
+    signal: str | None = None
+    exit_code: int | None = None
+    timeout_s: float | None = None
+    reason: str | None = None
+    duration_s: float | None = None
+
+    @property
+    def who(self) -> str:
+        """``import h5py`` (h5py 3.10.0), as a report names it."""
+        owner = f" ({self.distribution} {self.version})" if self.distribution else ""
+        return f"`import {self.module}`{owner}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Together:
+    """The imports that passed alone, all in one process, in order: the libraries each one added to the
+    process, the thread pools at the end, what raised there, and how the process ended (``status`` as a
+    ``ProbeOutcome``'s; ``current``: the import it died in)."""
+
+    modules: tuple[str, ...]
+    loaded: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    threadpools: tuple[tuple[str, str], ...] = ()
+    failed: tuple[tuple[str, str], ...] = ()
+    status: str = "ok"
+    current: str | None = None
+    signal: str | None = None
+    exit_code: int | None = None
+    stderr_tail: str | None = None
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AppImports:
+    """What the application's imports did in the target. ``order``: every import planned, in order;
+    ``over_cap``: modules left out by ``MAX_APP_IMPORTS``; ``plan_error``: why no plan was made."""
+
+    results: tuple[ImportResult, ...] = ()
+    together: Together | None = None
+    over_cap: tuple[str, ...] = ()
+    versions: dict[str, str] = field(default_factory=dict)
+    plan_error: str | None = None
+    wall_s: float | None = None
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        return tuple(r.module for r in self.results)
+
+
+def check_module_names(names: Sequence[str], where: str) -> list[str]:
+    """Problems with module names given by a user (``--import``, the policy's ``imports``): each must be
+    a dotted Python name, at most ``MAX_APP_IMPORTS`` of them."""
+    problems = []
+    if len(names) > MAX_APP_IMPORTS:
+        problems.append(f"{where}: {len(names)} modules, more than the {MAX_APP_IMPORTS} allowed")
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or len(name) > MAX_MODULE_NAME or not MODULE_NAME.match(name):
+            shown = name if isinstance(name, str) and len(name) <= 40 else f"{str(name)[:37]}..."
+            problems.append(f"{where}[{i}]: {shown!r} is not a Python module name (e.g. myapp.main)")
+    return problems
+
+
+def plan_order(
+    found: Sequence[tuple[str, str | None, str | None]],
+    modules: Sequence[str],
+    not_imported: Sequence[str],
+    limit: int = MAX_APP_IMPORTS,
+) -> tuple[list[ImportResult], list[str]]:
+    """The imports in order: the plan's modules (``found``: module, distribution, version), then the
+    application's ``modules`` (each once, first mention kept); a module (or a package above it) that the
+    policy declares ``not_imported`` is a ``skipped`` result. Returns them and the plan's modules left out
+    by ``limit`` (the application's modules always count first)."""
+
+    def excluded(module: str) -> bool:
+        return any(module == n or module.startswith(n + ".") for n in not_imported)
+
+    own = list(dict.fromkeys(modules))
+    room = max(0, limit - len(own))
+    planned: list[ImportResult] = []
+    over: list[str] = []
+    taken = 0
+    for module, dist, version in found:
+        if module in own:
+            continue
+        if excluded(module):
+            planned.append(_skipped(module, dist, version))
+            continue
+        if taken >= room:
+            over.append(module)
+            continue
+        taken += 1
+        planned.append(ImportResult(module=module, distribution=dist, version=version))
+    for module in own:
+        planned.append(_skipped(module, None, None) if excluded(module) else ImportResult(module=module))
+    return planned, over
+
+
+def _skipped(module: str, dist: str | None, version: str | None) -> ImportResult:
+    return ImportResult(
+        module=module,
+        distribution=dist,
+        version=version,
+        status="skipped",
+        reason="the policy declares it not imported (not_imported)",
+    )
+
+
+def run_imports(
+    python: str | None,
+    *,
+    timeout: float,
+    modules: Sequence[str] = (),
+    not_imported: Sequence[str] = (),
+    deadline: Deadline | None = None,
+    env: dict[str, str] | None = None,
+    progress: Progress | None = None,
+    limit: int = MAX_APP_IMPORTS,
+) -> AppImports:
+    """Plan, import each module alone, then all together (see the module's docstring), all within
+    ``timeout`` seconds (and ``deadline`` when given). Raises ``ProbeError`` only when the interpreter
+    cannot be started; every other end is a result."""
+    started = time.monotonic()
+    ends = Deadline.after(timeout) if deadline is None else deadline.earliest(Deadline.after(timeout))
+    say = progress or (lambda line: None)
+    say("listing the modules with native code")
+    plan = run_target(
+        python,
+        module=APP_IMPORTS_MODULE,
+        args=[json.dumps({"mode": "plan"})],
+        deadline=ends.earliest(Deadline.after(PLAN_TIMEOUT)),
+        env=env,
+    )
+    found = _found(plan.data.get("found"))
+    if plan.outcome.status != "ok" or found is None:
+        o = plan.outcome
+        why = {"timeout": f"did not finish within {o.timeout_s} s", "crashed": "crashed"}.get(
+            o.status, o.exception or "gave no list"
+        )
+        return AppImports(plan_error=why, wall_s=round(time.monotonic() - started, 3))
+    versions = {dist: version for _, dist, version in found if dist and version}
+    planned, over = plan_order(found, modules, not_imported, limit)
+    cwd = str(Path.cwd())
+    alone_s = max(1.0, ends.seconds * IMPORT_TIMEOUT_SHARE)
+    todo = [r for r in planned if r.status != "skipped"]
+
+    def alone(result: ImportResult) -> ImportResult:
+        if ends.expired():
+            return _replace(result, status="timeout", timeout_s=ends.seconds)
+        say(f"import {result.module}")
+        run = run_target(
+            python,
+            module=APP_IMPORTS_MODULE,
+            args=[json.dumps({"mode": "one", "module": result.module, "path": cwd})],
+            deadline=ends.earliest(Deadline.after(alone_s)),
+            env=env,
+        )
+        return _alone_result(result, run)
+
+    with ThreadPoolExecutor(ISOLATED_WORKERS) as pool:
+        done = dict(zip([r.module for r in todo], pool.map(alone, todo), strict=True))
+    results = tuple(done.get(r.module, r) for r in planned)
+    passed = tuple(r.module for r in results if r.status == "passed")
+    together = None
+    if passed and not ends.expired():
+        say("all imports in one process")
+        run = run_target(
+            python,
+            module=APP_IMPORTS_MODULE,
+            args=[json.dumps({"mode": "all", "modules": list(passed), "path": cwd})],
+            deadline=ends,
+            env=env,
+        )
+        together = _together(passed, run)
+    return AppImports(
+        results=results,
+        together=together,
+        over_cap=tuple(over),
+        versions=versions,
+        wall_s=round(time.monotonic() - started, 3),
+    )
+
+
+def _found(raw: object) -> list[tuple[str, str | None, str | None]] | None:
+    """The plan's ``[module, distribution, version]`` rows, well-formed ones only (None: no list)."""
+    if not isinstance(raw, list):
+        return None
+    out = []
+    for row in raw:
+        if isinstance(row, list) and len(row) == 3 and isinstance(row[0], str) and MODULE_NAME.match(row[0]):
+            dist = row[1] if isinstance(row[1], str) else None
+            version = row[2] if isinstance(row[2], str) else None
+            out.append((row[0], dist, version))
+    return out
+
+
+def _replace(result: ImportResult, **changes: object) -> ImportResult:
+    import dataclasses
+
+    return dataclasses.replace(result, **changes)  # type: ignore[arg-type]
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _alone_result(result: ImportResult, run: TargetRun) -> ImportResult:
+    o = run.outcome
+    data = run.data
+    duration = data.get("duration_s")
+    duration_s = float(duration) if isinstance(duration, int | float) else None
+    if o.status == "ok":
+        error = _text(data.get("error"))
+        if error is None:
+            return _replace(result, status="passed", duration_s=duration_s)
+        return _replace(
+            result,
+            status="error",
+            error=error,
+            traceback=_text(data.get("traceback")),
+            stderr_tail=o.stderr_tail,
+            duration_s=duration_s,
+        )
+    if o.status == "timeout":
+        return _replace(result, status="timeout", timeout_s=o.timeout_s, stderr_tail=o.stderr_tail)
+    return _replace(
+        result,
+        status="crashed",
+        error=o.exception,
+        signal=o.signal,
+        exit_code=o.exit_code,
+        stderr_tail=o.stderr_tail,
+    )
+
+
+def _together(modules: tuple[str, ...], run: TargetRun) -> Together:
+    data = run.data
+    loaded = []
+    for row in data.get("loaded") or []:
+        if isinstance(row, list) and len(row) == 2 and isinstance(row[0], str) and isinstance(row[1], list):
+            loaded.append((row[0], tuple(p for p in row[1] if isinstance(p, str))))
+    pools = []
+    for pool in data.get("threadpools") or []:
+        if isinstance(pool, dict) and isinstance(pool.get("filepath"), str):
+            pools.append((str(pool.get("user_api")), pool["filepath"]))
+    failed = []
+    for row in data.get("failed") or []:
+        if isinstance(row, list) and len(row) == 2 and all(isinstance(x, str) for x in row):
+            failed.append((row[0], row[1]))
+    o = run.outcome
+    return Together(
+        modules=modules,
+        loaded=tuple(loaded),
+        threadpools=tuple(pools),
+        failed=tuple(failed),
+        status=o.status,
+        current=_text(data.get("current")),
+        signal=o.signal,
+        exit_code=o.exit_code,
+        stderr_tail=o.stderr_tail if o.status != "ok" else None,
+        timeout_s=o.timeout_s,
+    )
+
+
+# --------------------------------------------------------------------------------------------- findings
+
+
+def import_findings(
+    run: AppImports, *, base: Manifest | None = None, target: Manifest | None = None
+) -> list[Finding]:
+    """The findings of the application's imports. ``base``/``target``: the gate's two manifests (a NumPy
+    ABI break is then a consequence of their NumPy major change, when there is one)."""
+    findings: list[Finding] = []
+    if run.plan_error is not None:
+        findings.append(
+            _rule("VERIFY-IMPORT").finding(
+                "app imports",
+                f"the installed modules with native code could not be listed: the target {run.plan_error}",
+                "Run `envcheck doctor` on this interpreter; rerun with a larger --timeout if it was slow.",
+            )
+        )
+    for result in run.results:
+        findings += _result_findings(result, run, base, target)
+    if run.together is not None:
+        findings += _together_findings(run.together, run)
+    if run.over_cap:
+        shown = ", ".join(run.over_cap[:8]) + (" ..." if len(run.over_cap) > 8 else "")
+        findings.append(
+            _rule("VERIFY-IMPORT").finding(
+                "app imports",
+                f"{len(run.over_cap)} modules with native code were not imported, over the cap of "
+                f"{MAX_APP_IMPORTS} imports: {shown}",
+                "Name the modules your application imports with --import (or `imports = [...]` in the "
+                "policy), and skip others with `not_imported = [...]`.",
+                severity="info",
+            )
+        )
+    return findings
+
+
+def _rule(rule_id: str) -> Rule:
+
+    rule = get_rule(rule_id)
+    assert rule is not None, rule_id
+    return rule
+
+
+def _result_findings(
+    result: ImportResult, run: AppImports, base: Manifest | None, target: Manifest | None
+) -> list[Finding]:
+    subject = f"import {result.module}"
+    tail = f"\n{result.stderr_tail}" if result.stderr_tail else ""
+    match result.status:
+        case "passed" | "skipped":
+            return []
+        case "timeout":
+            return [
+                _rule("VERIFY-TIMEOUT").finding(
+                    subject,
+                    f"{result.who} did not finish within {result.timeout_s} s; its process session was "
+                    f"killed{tail}",
+                    "Rerun with a larger --timeout to tell slow from hung; a hang at import is often a "
+                    "deadlock between two OpenMP runtimes or a network call at import time. Skip a module "
+                    'the application never imports with `not_imported = ["' + result.module + '"]`.',
+                )
+            ]
+        case "crashed":
+            how = result.signal or f"exit code {result.exit_code}"
+            return [
+                _rule("VERIFY-CRASH").finding(
+                    subject,
+                    f"{result.who} killed its process ({how}){tail}",
+                    "Run `envcheck doctor`: two OpenMP runtimes, a CPU without the instructions the build "
+                    "needs, or a foreign library loaded in place of the wheel's.",
+                )
+            ]
+    text = " ".join(x for x in (result.error, result.traceback, result.stderr_tail) if x)
+    if _NUMPY_ABI.search(text):
+        return [_numpy_abi(result, run, base, target)]
+    where = _last_frame(result.traceback)
+    return [
+        _rule("VERIFY-IMPORT").finding(
+            subject,
+            f"{result.who} raised {result.error}" + (f" ({where})" if where else ""),
+            _import_remedy(result),
+        )
+    ]
+
+
+def _import_remedy(result: ImportResult) -> str:
+    if result.error and result.error.startswith("ModuleNotFoundError") and result.distribution is None:
+        return (
+            f"Install the package that provides `{result.module}` in this environment, or run from the "
+            "folder that holds it (the current folder is searched last); check the --import name."
+        )
+    if result.distribution:
+        return (
+            "Reinstall it: `pip install --force-reinstall --no-deps "
+            f"'{result.distribution}=={result.version}'`; the error names a missing library or a "
+            "version the module needs."
+        )
+    return "Fix what the exception names, at the innermost frame shown."
+
+
+def _numpy_abi(
+    result: ImportResult, run: AppImports, base: Manifest | None, target: Manifest | None
+) -> Finding:
+    from envcheck.diff.rules.base import major, pip_install, pkg
+
+    numpy_here = run.versions.get("numpy")
+    if target is not None and pkg(target, "numpy") is not None:
+        numpy_here = pkg(target, "numpy").version  # type: ignore[union-attr]
+    numpy_base = pkg(base, "numpy") if base is not None else None
+    here_major = major(numpy_here)
+    what = result.distribution or result.module
+    built_for = "1.x" if here_major not in (None, "0", "1") else "2.x"
+    other = "'numpy<2'" if built_for == "1.x" else "'numpy>=2'"
+    head = (
+        f"{result.who} fails: a NumPy ABI break: it was compiled against NumPy {built_for} and NumPy "
+        f"{numpy_here or '?'} is installed here ({result.error})"
+    )
+    upgrade = f"`pip install --upgrade '{what}'` (a release of {what} built for NumPy {here_major or '?'}.x)"
+    if numpy_base is not None and target is not None and major(numpy_base.version) != here_major:
+        return _rule("VERIFY-IMPORT").finding(
+            f"import {result.module}",
+            head + f"; the base has NumPy {numpy_base.version}, which it works with",
+            f"On the target: {pip_install([('numpy', numpy_base.version)], on=target)}, or {upgrade}.",
+            base=numpy_base.version,
+            target=numpy_here,
+            caused_by="ENV-NUMPY-MAJOR:numpy",
+        )
+    return _rule("VERIFY-IMPORT").finding(
+        f"import {result.module}",
+        head,
+        f"Either `pip install {other}`, or {upgrade}.",
+        target=numpy_here,
+    )
+
+
+def _base(path: str) -> str:
+    """The file name of a path from the target, whatever its separators."""
+    return re.split(r"[\\/]", path)[-1]
+
+
+def _last_frame(traceback: str | None) -> str | None:
+    if not traceback:
+        return None
+    frames = re.findall(r'File "([^"]+)", line (\d+)', traceback)
+    if not frames:
+        return None
+    path, line = frames[-1]
+    return f"{_base(path)}:{line}"
+
+
+def _together_findings(together: Together, run: AppImports) -> list[Finding]:
+    findings: list[Finding] = []
+    owners = {r.module: r for r in run.results}
+    if together.status in ("crashed", "timeout", "error") and together.current:
+        index = together.modules.index(together.current) if together.current in together.modules else 0
+        before = together.modules[:index]
+        after = ", ".join(f"`{m}`" for m in before[-5:]) or "nothing"
+        who = owners[together.current].who if together.current in owners else f"`import {together.current}`"
+        tail = f"\n{together.stderr_tail}" if together.stderr_tail else ""
+        if together.status == "timeout":
+            findings.append(
+                _rule("VERIFY-TIMEOUT").finding(
+                    f"import {together.current}",
+                    f"{who} passes alone but did not finish after {after} in the same process, within "
+                    f"{together.timeout_s} s{tail}",
+                    "A deadlock between libraries the imports load (two OpenMP runtimes, two thread "
+                    "pools): run `envcheck doctor` and import the modules in the application's order.",
+                )
+            )
+        else:
+            how = together.signal or f"exit code {together.exit_code}"
+            findings.append(
+                _rule("VERIFY-CRASH").finding(
+                    f"import {together.current}",
+                    f"{who} passes alone but killed the process ({how}) after {after}{tail}",
+                    "Two libraries that cannot share a process (two OpenMP runtimes: 'OMP: Error #15'): "
+                    "run `envcheck doctor`, and keep one OpenMP family in the environment.",
+                )
+            )
+    for module, error in together.failed:
+        who = owners[module].who if module in owners else f"`import {module}`"
+        findings.append(
+            _rule("VERIFY-IMPORT").finding(
+                f"import {module}",
+                f"{who} passes alone but raised {error} after the imports before it in one process",
+                "Two modules that cannot be imported together: import them in the application's order "
+                "and read the error.",
+            )
+        )
+    findings += _openmp(together, owners)
+    return findings
+
+
+def _openmp(together: Together, owners: dict[str, ImportResult]) -> list[Finding]:
+    """Two OpenMP runtimes in the process after the application's imports, each named with the import
+    that loaded it."""
+    from envcheck.diff.rules.openmp import omp_family
+
+    by: dict[str, tuple[str, str]] = {}
+    for module, paths in together.loaded:
+        for path in paths:
+            family = omp_family(path)
+            if family and path not in by:
+                by[path] = (family, module)
+    for api, path in together.threadpools:
+        family = omp_family(path)
+        if api == "openmp" and family and path not in by:
+            by[path] = (family, "?")
+    if len(by) < 2:
+        return []
+    families = sorted({family for family, _ in by.values()})
+    only_gnu = families == ["GNU"]
+    parts = []
+    for path, (family, module) in by.items():
+        owner = owners.get(module)
+        dist = f", {owner.distribution}'s" if owner is not None and owner.distribution else ""
+        parts.append(f"{_base(path)} ({family}{dist}) loaded by `import {module}`")
+    consequence = (
+        "two GNU runtimes each start a thread pool: oversubscription and slowdowns."
+        if only_gnu
+        else "mixing them initialises OpenMP twice in one process: crashes, deadlocks or 'OMP: Error #15'."
+    )
+    return [
+        _rule("VERIFY-IMPORT-OPENMP").finding(
+            "OpenMP (app imports)",
+            f"{len(by)} OpenMP runtimes in one process after the application's imports: "
+            + "; ".join(parts)
+            + f": {consequence}",
+            "Keep one OpenMP family in the process: install the packages built with the OpenMP torch uses "
+            "(pip's torch brings GNU libgomp; do not mix it with Intel's libiomp5 from MKL builds), or "
+            "import the module that brings the other one in a separate process. Never ship "
+            "KMP_DUPLICATE_LIB_OK=TRUE.",
+            target=", ".join(sorted(by)),
+            severity="warning" if only_gnu else None,
+        )
+    ]
+
+
+def tally(run: AppImports) -> str:
+    """One line for stderr: how the imports ended (``12 imports in 4.1 s: 11 passed, 1 error``)."""
+    counts: dict[str, int] = {}
+    for r in run.results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    parts = [f"{n} {status}" for status, n in sorted(counts.items())]
+    if run.over_cap:
+        parts.append(f"{len(run.over_cap)} over the cap")
+    wall = f" in {run.wall_s:.1f} s" if run.wall_s is not None else ""
+    return f"{len(run.results)} imports{wall}: {', '.join(parts) or 'none'}"
