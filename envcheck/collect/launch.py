@@ -22,6 +22,9 @@ class SnapshotOptions:
     timeout: float = 120.0
     redact_paths: bool = False
     verify_files: bool = False
+    # Every RECORD-listed native file checked against its RECORD sha256 through the hash cache: on in the
+    # live snapshots of gate, doctor and diff (``commands._common.snapshot_this_machine``).
+    integrity: bool = False
     verify: bool = True
 
 

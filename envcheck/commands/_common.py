@@ -103,13 +103,18 @@ def snapshot_this_machine(
     python: str | None, timeout: float, progress: Callable[[str], None] | None = None
 ) -> Manifest:
     """A fresh snapshot (no smoke suite) of ``python`` or this interpreter: what diff, doctor, gate check.
-    ``progress`` is told each step (``envcheck.commands.progress``)."""
+    ``progress`` is told each step (``envcheck.commands.progress``). Every native file a RECORD lists is
+    checked against its RECORD sha256 (through the hash cache: cheap once warm) unless
+    ``ENVCHECK_INTEGRITY`` is ``0``."""
     from envcheck.collect.launch import SnapshotOptions
     from envcheck.collect.snapshot import take_snapshot
     from envcheck.native import scan_for_snapshot
 
+    integrity = os.environ.get("ENVCHECK_INTEGRITY", "").strip().lower() not in ("0", "false", "no", "off")
     return take_snapshot(
-        SnapshotOptions(python=python, timeout=timeout), native=scan_for_snapshot, progress=progress
+        SnapshotOptions(python=python, timeout=timeout, integrity=integrity),
+        native=scan_for_snapshot,
+        progress=progress,
     )
 
 

@@ -60,6 +60,8 @@ DependencyKind = Literal[
 ]
 
 Integrity = Literal["record", "computed", "verified", "modified", "foreign", "unhashed"]
+# ``NativeNode.error`` of a file a distribution's RECORD lists that is not on disk (deleted after install).
+RECORD_FILE_ABSENT = "listed in RECORD but not on disk"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -35,20 +35,22 @@ def scan_for_snapshot(manifest: Manifest, options: SnapshotOptions) -> NativeSec
     """The ``native`` section of a snapshot: every native file every distribution's RECORD lists, plus the
     interpreter's shared library, through the transitive closure into system libraries, resolved by the
     loader of this machine with the target's environment variables (``manifest.env``). With
-    ``options.verify_files`` every RECORD-listed file is re-hashed (``modified`` when it differs) and the
-    folders holding them are searched for native files no RECORD lists (``foreign``).
+    ``options.integrity`` every RECORD-listed file is checked against its RECORD sha256 through the hash
+    cache (``verified``, or ``modified`` when it differs; ``envcheck.native.hashing``); with
+    ``options.verify_files`` every one is re-hashed and the folders holding them are searched for native
+    files no RECORD lists (``foreign``).
 
     Never raises: a scanner failure becomes ``NativeSection(skipped=reason)``.
     """
     from envcheck.manifest.native import NativeSection
 
     try:
-        return _snapshot_tree(manifest, verify_files=options.verify_files)
+        return _snapshot_tree(manifest, verify_files=options.verify_files, integrity=options.integrity)
     except Exception as e:  # partial failure is data (STYLE 6): the snapshot goes on
         return NativeSection(skipped=f"native scan failed: {type(e).__name__}: {e}")
 
 
-def _snapshot_tree(manifest: Manifest, *, verify_files: bool) -> NativeSection:
+def _snapshot_tree(manifest: Manifest, *, verify_files: bool, integrity: bool = False) -> NativeSection:
     from envcheck.files import is_inside
     from envcheck.manifest.native import RefusedFile
     from envcheck.native.tree import Catalog, RootFile, Walker, is_extension
@@ -83,6 +85,7 @@ def _snapshot_tree(manifest: Manifest, *, verify_files: bool) -> NativeSection:
                 owner=dist.name,
                 role="extension" if is_extension(full) else "library",
                 record_sha256=f.sha256,
+                record_size=f.size,
             )
             catalog.add(root)
             roots.append(root)
@@ -103,7 +106,7 @@ def _snapshot_tree(manifest: Manifest, *, verify_files: bool) -> NativeSection:
     system = manifest.platform.system if manifest.platform else platform.system()
     walker = Walker(catalog, {}, host=True, executable=_executable(python.executable), refused=refused)
     walker.resolvers = _host_resolvers(system, manifest, walker.probe)
-    return walker.walk(roots, verify_files=verify_files)
+    return walker.walk(roots, verify_files=verify_files, integrity=integrity)
 
 
 def _environment_roots(manifest: Manifest) -> list[str]:

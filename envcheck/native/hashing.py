@@ -1,23 +1,40 @@
-"""File identities for files no RECORD vouches for: sha256, hashed in background threads while the walk
-goes on, and remembered between runs.
+"""File identities: sha256 hashed in background threads while the walk goes on, and remembered between runs.
 
-The cache (``$ENVCHECK_CACHE_DIR`` or ``$XDG_CACHE_HOME/envcheck`` or ``~/.cache/envcheck``,
-``file-hashes.json``) keys a digest by path, device, inode, size, mtime and ctime, so a file that changed
-in any way is hashed again. ``--verify-files`` never reads the cache: it re-hashes. A cache that cannot be
-read or written is ignored. Measured: the interpreter's 23 MB libpython alone took ~70 ms of a 200 ms
-walk of the torch venv before the cache.
+The cache (``HashCache``) is one file, ``file-hashes.json``, in ``cache_dir()``: ``$ENVCHECK_CACHE_DIR``
+(an absolute folder; any other value turns the cache off), else ``$XDG_CACHE_HOME/envcheck`` (when absolute),
+else ``~/.cache/envcheck``. It maps a path to ``[stamp, digest]``; the stamp is the file's device, inode,
+size, mtime and ctime, so a file that changed in any way is hashed again. A byte flip with its mtime put back
+(``os.utime``) still changes the ctime, which no user can set, and a file replaced by a rename changes the
+inode. A file whose ctime is less than ``RACY_NS`` old is neither served from nor stored in the cache: file
+times tick coarsely (a clock tick), and a change in the same tick as the stamp would keep it.
+
+The cache is untrusted input: read only when it is a regular file owned by this user and writable by no one
+else (never through a link, a FIFO or a device: ``O_NOFOLLOW`` and ``fstat`` of the opened descriptor), at
+most ``MAX_CACHE_BYTES``, every entry checked; anything else is ignored and rebuilt. It is written atomically
+(a temporary file in its folder, then a rename, which replaces a planted link rather than writing through
+it), keeps at most ``MAX_CACHE_ENTRIES`` entries (the least recently used go first, and entries of files
+gone since), and a folder that cannot be written leaves the run without a cache, never with an error.
+
+``--verify-files`` never reads the cache (it re-hashes every file) and refreshes it.
+Measured: the interpreter's 23 MB libpython alone took ~70 ms of a 200 ms walk of the torch venv before the
+cache; checking the 283 native files of the torch 2.13.0 CPU venv (561 MB) against RECORD costs about one
+``import torch`` cold and a few milliseconds warm (``ci/bench.py``).
 """
 
-# ruff: noqa: PTH116, PTH110
+# ruff: noqa: PTH105, PTH108, PTH116, PTH117
 # Paths stay strings (os.path / posixpath): the walk touches thousands of them per snapshot, and a tree
 # may come from another platform, whose paths a host-flavoured pathlib.Path would misread.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import re
+import stat
 import tempfile
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -26,11 +43,22 @@ from envcheck.files import NotOpened, open_regular
 
 # Hashing a file that RECORD does not cover is bounded: a multi-GB library must not stall a snapshot.
 MAX_HASH_BYTES = 512 * 1024 * 1024
+# A file checked against its RECORD is hashed whole once its size is RECORD's (a CUDA library is ~1 GB),
+# up to this bound (a RECORD claiming more is not believed).
+MAX_RECORD_HASH_BYTES = 8 * 1024**3
 MAX_CACHE_ENTRIES = 20_000
+MAX_CACHE_BYTES = 8 * 1024 * 1024
+RACY_NS = 2_000_000_000
+CACHE_NAME = "file-hashes.json"
+_FORMAT = "envcheck-file-hashes/2"
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_STAMP = re.compile(r"\d+:\d+:\d+:-?\d+:-?\d+")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | _NOFOLLOW
 
 
-def file_sha256(path: str, *, inside: Sequence[str] | None = None) -> str | None:
-    """``sha256:<hex>`` of a regular file; None when it is unreadable, over ``MAX_HASH_BYTES``, or not a
+def file_sha256(path: str, *, inside: Sequence[str] | None = None, limit: int = MAX_HASH_BYTES) -> str | None:
+    """``sha256:<hex>`` of a regular file; None when it is unreadable, over ``limit`` bytes, or not a
     regular file. A target may report ``/dev/zero`` or a FIFO as loaded (``collect.snapshot._identities``
     hashes what it reports): those are never read, since reading either never ends (``safe.open_regular``
     decides on the opened descriptor). With ``inside`` (a scanned tree's real paths), a file whose real
@@ -41,11 +69,11 @@ def file_sha256(path: str, *, inside: Sequence[str] | None = None) -> str | None
         return None
     try:
         with os.fdopen(fd, "rb") as f:
-            if os.fstat(f.fileno()).st_size > MAX_HASH_BYTES:
+            if os.fstat(f.fileno()).st_size > limit:
                 return None
             digest = hashlib.sha256()
             # Bounded even if the file grows while it is read (a log being appended to).
-            left = MAX_HASH_BYTES
+            left = limit
             while left > 0 and (chunk := f.read(min(1 << 20, left))):
                 digest.update(chunk)
                 left -= len(chunk)
@@ -54,91 +82,178 @@ def file_sha256(path: str, *, inside: Sequence[str] | None = None) -> str | None
         return None
 
 
-def cache_dir() -> Path:
+def cache_dir() -> Path | None:
+    """Where the hash cache lives, or None when it is turned off (``ENVCHECK_CACHE_DIR`` set to anything
+    but an absolute folder, or no home folder to put it in)."""
     explicit = os.environ.get("ENVCHECK_CACHE_DIR")
     if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "envcheck"
+        return Path(explicit) if os.path.isabs(explicit) else None
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "envcheck"
+    try:
+        return Path.home() / ".cache" / "envcheck"
+    except (RuntimeError, KeyError, OSError):
+        return None
 
 
-def _stamp(path: str) -> str | None:
+def stamp(path: str) -> str | None:
+    """The cache key of ``path``'s current state (device, inode, size, mtime, ctime), or None when it
+    cannot be stated or changed too recently to be told apart from a change in the same clock tick."""
     try:
         st = os.stat(path)
-    except OSError:
+    except (OSError, ValueError):
+        return None
+    if time.time_ns() - st.st_ctime_ns < RACY_NS:
         return None
     return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
-class Hasher:
-    """Background sha256 of files; ``use_cache`` false forces real reads (``--verify-files``)."""
+def _private(st: os.stat_result) -> bool:
+    """A cache file this user owns and no one else may write (POSIX); anything goes where there are no
+    owners to compare (Windows)."""
+    geteuid = getattr(os, "geteuid", None)
+    if geteuid is None:
+        return True
+    return st.st_uid == geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
-    def __init__(self, *, use_cache: bool, inside: Sequence[str] | None = None) -> None:
-        self.use_cache = use_cache
+
+class HashCache:
+    """The digests of earlier runs (see the module's docstring); ``folder`` None: no cache."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+        self._entries: dict[str, tuple[str, str]] = self._load() if folder is not None else {}
+        self._used: set[str] = set()
+        self._dirty = False
+
+    def get(self, path: str, key: str | None) -> str | None:
+        entry = self._entries.get(path)
+        if key is None or entry is None or entry[0] != key:
+            return None
+        self._used.add(path)
+        return entry[1]
+
+    def put(self, path: str, key: str, digest: str) -> None:
+        self._used.add(path)
+        if self._entries.get(path) != (key, digest):
+            self._entries[path] = (key, digest)
+            self._dirty = True
+
+    def _load(self) -> dict[str, tuple[str, str]]:
+        assert self.folder is not None
+        try:
+            fd = os.open(self.folder / CACHE_NAME, _READ)
+        except (OSError, ValueError):
+            return {}
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_CACHE_BYTES or not _private(st):
+                return {}
+            raw = os.read(fd, MAX_CACHE_BYTES + 1)
+        except OSError:
+            return {}
+        finally:
+            os.close(fd)
+        if len(raw) > MAX_CACHE_BYTES:
+            return {}
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError):
+            return {}
+        if not isinstance(data, dict) or data.get("format") != _FORMAT:
+            return {}
+        entries = data.get("entries")
+        if not isinstance(entries, dict):
+            return {}
+        out: dict[str, tuple[str, str]] = {}
+        for path, value in entries.items():
+            if (
+                isinstance(value, list)
+                and len(value) == 2
+                and isinstance(value[0], str)
+                and isinstance(value[1], str)
+                and _STAMP.fullmatch(value[0])
+                and _DIGEST.fullmatch(value[1])
+                and os.path.isabs(path)
+                and "\0" not in path
+            ):
+                out[path] = (value[0], value[1])
+        return out
+
+    def save(self) -> None:
+        """Write the cache back when this run learnt something. Never raises."""
+        if not self._dirty or self.folder is None:
+            return
+        # Least recently used first, so the cap drops them; entries of files gone since are dropped.
+        old = [(p, e) for p, e in self._entries.items() if p not in self._used and os.path.lexists(p)]
+        new = [(p, e) for p, e in self._entries.items() if p in self._used]
+        kept = (old + new)[-MAX_CACHE_ENTRIES:]
+        while True:
+            text = json.dumps({"format": _FORMAT, "entries": {p: list(e) for p, e in kept}})
+            if len(text) <= MAX_CACHE_BYTES or not kept:
+                break
+            kept = kept[len(kept) // 4 + 1 :]  # over the cap (very long paths): the oldest quarter goes
+        tmp: str | None = None
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd, tmp = tempfile.mkstemp(prefix=".file-hashes.", suffix=".tmp", dir=self.folder)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, self.folder / CACHE_NAME)
+            tmp = None
+        except (OSError, ValueError):
+            return
+        finally:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+
+
+class Hasher:
+    """Background sha256 of files through the cache. ``use_cache`` false: no cache at all; ``refresh``:
+    every file is read again (``--verify-files``) and the cache learns the results."""
+
+    def __init__(
+        self, *, use_cache: bool = True, refresh: bool = False, inside: Sequence[str] | None = None
+    ) -> None:
         self._inside = inside
+        self._refresh = refresh
         self._pool = ThreadPoolExecutor(max_workers=4)  # hashlib releases the GIL
         self._futures: dict[str, Future[str | None]] = {}
         self._stamps: dict[str, str | None] = {}
-        self._cache: dict[str, list[str]] = self._load() if use_cache else {}
-        self._dirty = False
+        self._hits: set[str] = set()
+        self._cache = HashCache(cache_dir() if use_cache else None)
 
-    def submit(self, path: str) -> None:
+    def submit(self, path: str, *, limit: int = MAX_HASH_BYTES) -> None:
         if path in self._futures:
             return
-        stamp = _stamp(path) if self.use_cache else None
-        self._stamps[path] = stamp
-        cached = self._cache.get(path)
-        if stamp is not None and cached is not None and cached[0] == stamp:
+        key = stamp(path) if self._cache.folder is not None else None
+        self._stamps[path] = key
+        cached = None if self._refresh else self._cache.get(path, key)
+        if cached is not None:
             done: Future[str | None] = Future()
-            done.set_result(cached[1])
+            done.set_result(cached)
             self._futures[path] = done
+            self._hits.add(path)
             return
-        self._futures[path] = self._pool.submit(file_sha256, path, inside=self._inside)
+        self._futures[path] = self._pool.submit(self.read, path, limit)
+
+    def read(self, path: str, limit: int) -> str | None:
+        """Hash ``path`` for real (a cache miss)."""
+        return file_sha256(path, inside=self._inside, limit=limit)
 
     def result(self, path: str) -> str | None:
         self.submit(path)
         digest = self._futures[path].result()
-        stamp = self._stamps.get(path)
-        fresh = [stamp, digest]
-        if self.use_cache and stamp is not None and digest is not None and self._cache.get(path) != fresh:
-            self._cache[path] = fresh  # type: ignore[assignment]
-            self._dirty = True
+        key = self._stamps.get(path)
+        if path in self._hits:
+            return digest
+        # Stored only when the file is as it was before it was read: a change while hashing is not kept.
+        if key is not None and digest is not None and stamp(path) == key:
+            self._cache.put(path, key, digest)
         return digest
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
-        if self._dirty:
-            self._save()
-
-    def _file(self) -> Path:
-        return cache_dir() / "file-hashes.json"
-
-    def _load(self) -> dict[str, list[str]]:
-        try:
-            data = json.loads(self._file().read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        if not isinstance(data, dict):
-            return {}
-        return {
-            k: v
-            for k, v in data.items()
-            if isinstance(k, str)
-            and isinstance(v, list)
-            and len(v) == 2
-            and all(isinstance(x, str) for x in v)
-        }
-
-    def _save(self) -> None:
-        # Entries of files gone since (temporary folders, uninstalled packages) are dropped when saving.
-        items = [(k, v) for k, v in self._cache.items() if k in self._futures or os.path.exists(k)]
-        items = items[-MAX_CACHE_ENTRIES:]
-        target = self._file()
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".file-hashes.", dir=target.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(dict(items), f)
-            Path(tmp).replace(target)
-        except OSError:
-            return
+        self._cache.save()

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal, NamedTuple, cast
 
 from envcheck.manifest.native import (
+    RECORD_FILE_ABSENT,
     DependencyKind,
     Integrity,
     MissingChain,
@@ -31,7 +32,7 @@ from envcheck.manifest.native import (
 )
 from envcheck.native.binary import BinaryError, BinaryInfo, read_binary
 from envcheck.native.elf import version_key
-from envcheck.native.hashing import Hasher
+from envcheck.native.hashing import MAX_RECORD_HASH_BYTES, Hasher
 from envcheck.native.interface import Found, Image, Resolver
 from envcheck.native.oslibs import classify_name, openmp_family
 from envcheck.target import names as target_names
@@ -63,6 +64,7 @@ class RootFile(NamedTuple):
     role: Role
     record_sha256: str | None = None
     foreign: bool = False
+    record_size: int | None = None
 
 
 class Catalog:
@@ -134,6 +136,7 @@ class _Node:
     """A file during the walk (mutable: its headers, error and dependencies are filled in)."""
 
     __slots__ = (
+        "absent",
         "deps",
         "error",
         "foreign",
@@ -142,12 +145,21 @@ class _Node:
         "owner",
         "path",
         "record_sha256",
+        "record_size",
         "refused",
+        "resized",
         "role",
     )
 
     def __init__(
-        self, key: str, path: str, owner: str, role: Role, record_sha256: str | None, foreign: bool
+        self,
+        key: str,
+        path: str,
+        owner: str,
+        role: Role,
+        record_sha256: str | None,
+        foreign: bool,
+        record_size: int | None = None,
     ) -> None:
         self.key = key
         self.path = path
@@ -155,10 +167,13 @@ class _Node:
         self.role = role
         self.record_sha256 = record_sha256
         self.foreign = foreign
+        self.record_size = record_size
         self.info: BinaryInfo | None = None
         self.error: str | None = None
         self.refused: str | None = None
         self.deps: list[NativeDependency] = []
+        self.absent = False  # not on disk
+        self.resized: int | None = None  # its size on disk, when it is not the size RECORD promises
 
 
 class Walker:
@@ -204,13 +219,19 @@ class Walker:
         info = self.read(path)
         return info if isinstance(info, BinaryInfo) else None
 
-    def walk(self, roots: Iterable[RootFile], *, verify_files: bool) -> NativeSection:
+    def walk(
+        self, roots: Iterable[RootFile], *, verify_files: bool, integrity: bool = False
+    ) -> NativeSection:
         """Resolve the closure of ``roots`` into a ``NativeSection`` (never raises for a bad file: the
-        reason is recorded on its node)."""
+        reason is recorded on its node). ``integrity``: every file RECORD lists is checked against its
+        RECORD sha256 (``verified`` / ``modified``) through the hash cache; ``verify_files`` does the same
+        reading every file again."""
         ordered = sorted(roots, key=lambda r: r.key)
         self._verify = verify_files
-        # Files without a RECORD digest are hashed in the background while the walk reads headers.
-        self._hasher = Hasher(use_cache=not verify_files, inside=self.inside)
+        self._integrity = integrity or verify_files
+        # Files without a RECORD digest (and with ``integrity`` every file) are hashed in the background
+        # while the walk reads headers.
+        self._hasher = Hasher(refresh=verify_files, inside=self.inside)
         nodes: dict[str, _Node] = {}
         by_path: dict[str, str] = {}
         queue: deque[tuple[str, tuple[Image, ...], Image | None]] = deque()
@@ -218,7 +239,9 @@ class Walker:
         for root in ordered:
             if _norm(root.path) in by_path:
                 continue
-            node = _Node(root.key, root.path, root.owner, root.role, root.record_sha256, root.foreign)
+            node = _Node(
+                root.key, root.path, root.owner, root.role, root.record_sha256, root.foreign, root.record_size
+            )
             nodes[root.key] = node
             by_path[_norm(root.path)] = root.key
             info = self._load(node)
@@ -303,9 +326,8 @@ class Walker:
 
     def _load(self, node: _Node) -> BinaryInfo | None:
         if not os.path.lexists(node.path):
-            node.error = (
-                "listed in RECORD but not on disk" if node.record_sha256 is not None else "not on disk"
-            )
+            node.error = RECORD_FILE_ABSENT if node.record_sha256 is not None else "not on disk"
+            node.absent = True
             return None
         info = self.read(node.path)
         if isinstance(info, BinaryError) and info.refused is not None:
@@ -316,13 +338,24 @@ class Walker:
             node.error = str(info)
             # A file that is no binary is hashed only to check it against its RECORD: its digest would say
             # nothing about a library, and it may be any file a link named like one leads to.
-            if self._verify and node.record_sha256:
-                self._hasher.submit(node.path)
+            if self._integrity and node.record_sha256:
+                self._check_record(node)
             return None
-        if not node.record_sha256 or self._verify:
+        if node.record_sha256 and self._integrity:
+            self._check_record(node)
+        elif not node.record_sha256:
             self._hasher.submit(node.path)
         node.info = info
         return info
+
+    def _check_record(self, node: _Node) -> None:
+        """Hash a RECORD-listed file to compare it with RECORD, unless its size already differs from
+        RECORD's (then it is ``modified`` without reading it)."""
+        size = _size(node.path)
+        if node.record_size is not None and size is not None and size != node.record_size:
+            node.resized = size
+            return
+        self._hasher.submit(node.path, limit=MAX_RECORD_HASH_BYTES)
 
     def _edge(
         self, name: str, delay: bool, weak: bool, found: Found, importer: _Node, info: BinaryInfo
@@ -470,11 +503,18 @@ class Walker:
         for n in nodes:
             if n.refused is not None or (n.info is None and not n.record_sha256):
                 continue
-            if n.record_sha256 and not self._verify:
+            if n.record_sha256 and (not self._integrity or n.absent):
                 out[n.key] = (f"sha256:{n.record_sha256}", "record", _size(n.path))
+                continue
+            if n.resized is not None:
+                out[n.key] = (None, "modified", n.resized)
                 continue
             digest = self._hasher.result(n.path)
             integrity: Integrity
+            if digest is None and n.record_sha256:
+                # Unreadable (permissions, a link to a FIFO) or over the bound: RECORD's word is all there is.
+                out[n.key] = (f"sha256:{n.record_sha256}", "unhashed", _size(n.path))
+                continue
             if digest is None:
                 integrity = "unhashed"
             elif n.foreign:

@@ -171,6 +171,18 @@ def hand_copied_dll(d: dict[str, Any]) -> None:
     node["identity"] = "sha256:" + "1" * 64
 
 
+def gomp_deleted(d: dict[str, Any]) -> None:
+    # What a snapshot records once torch/lib/libgomp.so.1 is deleted: the loader cache finds the OS's copy.
+    os_gomp = "/lib/x86_64-linux-gnu/libgomp.so.1"
+    node = next(n for n in d["native"]["nodes"] if n["key"] == "torch:torch/lib/libgomp.so.1")
+    d["native"]["nodes"].append({**node, "key": os_gomp, "path": os_gomp, "owner": "system"})
+    node.update(error="listed in RECORD but not on disk", format=None, soname=None, dependencies=None)
+    for n in d["native"]["nodes"]:
+        for dep in n.get("dependencies") or []:
+            if dep["name"] == "libgomp.so.1":
+                dep.update(target=os_gomp, how="ld-so-cache", kind="redistributable", via=None)
+
+
 def record_escape(d: dict[str, Any]) -> None:
     d["native"]["refused"] = [
         {
@@ -243,6 +255,7 @@ TRIGGERS: dict[str, tuple[str, tuple[Edit, ...], Severity, str]] = {
     "ENV-PYTHON-LIBPYTHON": ("dev-cpu", (foreign_libpython,), "error", "libpython3.11.so.1.0"),
     "ENV-PYTHON-STDLIB": ("dev-cpu", (ssl_broken,), "warning", "python stdlib"),
     "ENV-NATIVE-TAMPERED": ("dev-cpu", (hand_copied_dll,), "error", "torch:torch/lib/libgomp.so.1"),
+    "ENV-NATIVE-FILE-MISSING": ("dev-cpu", (gomp_deleted,), "error", "torch:torch/lib/libgomp.so.1"),
     "ENV-FTZ-DAZ": ("dev-cpu", (fast_math,), "warning", "floating-point mode"),
     "ENV-NATIVE-RECORD-ESCAPE": ("dev-cpu", (record_escape,), "error", "torch:../../../../../etc/libx.so"),
     "ENV-GLIBC-TOO-OLD": ("dev-cpu", (old_glibc,), "error", "torch"),

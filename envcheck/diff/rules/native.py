@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from envcheck.diff.rules.base import canon, difference_rule, pip_install, pkg, single_rule
 from envcheck.findings import Finding, Rule, Severity
 from envcheck.manifest.identity import Aliases, aliases, canonical, folder_entries, foreign_libpython
-from envcheck.manifest.model import Distribution, LoadedLibrary, Manifest
-from envcheck.manifest.native import NativeNode
+from envcheck.manifest.model import Distribution, LoadedLibrary, Manifest, NativeFile
+from envcheck.manifest.native import RECORD_FILE_ABSENT, NativeNode
 
 FAMILY = "native tree"
 
@@ -707,6 +707,7 @@ def native_shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
     if m.native is None:
         return
     reported: set[str] = set()
+    absent = absent_files(m)
     for shadow in _static_shadows(m):
         reported.add(shadow.name.lower())
         needers = _list(sorted(shadow.needers), 3)
@@ -716,6 +717,19 @@ def native_shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
             "default-dirs": " from the default folders",
         }.get(shadow.how, "")
         loaded = " The process loaded that copy." if shadow.loaded else ""
+        if shadow.shipped in absent and shadow.how != "ld-library-path":
+            # Nothing shadows it: the wheel's own file is gone and the loader searched on.
+            yield rule.finding(
+                shadow.name,
+                f"{shadow.owner}'s own {shadow.name} ({shadow.shipped}) is not on disk, so its {needers} "
+                f"resolve it to {shadow.resolved}{through}.{loaded}",
+                f"Reinstall {_owner_release(m, shadow.owner)}: {_reinstall_owner(m, shadow.owner)}.",
+                base=shadow.shipped,
+                target=shadow.resolved,
+                severity=None if not _is_wheel(shadow.resolved_owner) else "warning",
+                caused_by=f"ENV-NATIVE-FILE-MISSING:{shadow.shipped}",
+            )
+            continue
         yield rule.finding(
             shadow.name,
             f"{shadow.owner} ships {shadow.name} ({shadow.shipped}), but its {needers} resolve it to "
@@ -831,6 +845,7 @@ def _nodes_changed(
             base=old.identity,
             target=node.identity,
             severity=severity,
+            caused_by=f"ENV-NATIVE-TAMPERED:{node.key}" if node.integrity == "modified" else None,
         )
 
 
@@ -924,14 +939,21 @@ def native_tampered(rule: Rule, m: Manifest) -> Iterator[Finding]:
         return
     for node in sorted(m.native.nodes or [], key=lambda n: n.key):
         if node.integrity == "modified":
+            record = _record_entry(m, node)
+            resized = node.identity is None and node.size is not None and record is not None
+            differs = (
+                f"is {node.size:,} bytes where its RECORD says {record.size:,}"  # type: ignore[union-attr]
+                if resized and record.size is not None  # type: ignore[union-attr]
+                else "differs from the sha256 its RECORD promises"
+            )
             yield rule.finding(
                 node.key,
-                f"{node.path} differs from the sha256 its RECORD promises: it was replaced or patched after "
-                f"{node.owner} was installed.",
-                f"`pip install --force-reinstall --no-deps {node.owner}` and find out who replaced the file "
-                f"(never take {'DLLs' if _is_windows(m) else 'libraries'} from download sites).",
+                f"{node.path} {differs}: it was replaced or patched after {node.owner} was installed.",
+                f"Reinstall {_owner_release(m, node.owner)}: {_reinstall_owner(m, node.owner)}, and find out "
+                f"who replaced the file (never take {'DLLs' if _is_windows(m) else 'libraries'} from "
+                "download sites).",
                 base="RECORD",
-                target=node.identity,
+                target=node.identity or (f"{node.size} bytes" if node.size is not None else "modified"),
             )
         elif node.owner == "unowned":
             yield rule.finding(
@@ -943,6 +965,146 @@ def native_tampered(rule: Rule, m: Manifest) -> Iterator[Finding]:
                 target=node.path,
                 severity="warning",
             )
+
+
+def _record_entry(m: Manifest, node: NativeNode) -> NativeFile | None:
+    """What the RECORD of ``node``'s owner says about it (``owner:relative/path`` keys)."""
+    dist = pkg(m, node.owner)
+    rel = node.key.split(":", 1)[1] if ":" in node.key else None
+    if dist is None or rel is None:
+        return None
+    return next((f for f in dist.native_files if f.path == rel), None)
+
+
+def _owner_release(m: Manifest, owner: str) -> str:
+    dist = pkg(m, owner)
+    return f"{owner} {dist.version}" if dist is not None else owner
+
+
+def _reinstall_owner(m: Manifest, owner: str) -> str:
+    """The pasteable reinstall of ``owner`` at its exact version, local label and index kept."""
+    dist = pkg(m, owner)
+    if dist is None:  # a node's owner is one of the manifest's distributions; an edited manifest may lie
+        return "reinstall it at the version it had, with --force-reinstall --no-deps"
+    return reinstall(m, [dist])
+
+
+def absent_files(m: Manifest) -> dict[str, NativeNode]:
+    """Node key -> node of every native file a distribution's RECORD lists that is not on disk."""
+    nodes = (m.native.nodes if m.native is not None else None) or []
+    return {n.key: n for n in nodes if n.error == RECORD_FILE_ABSENT and _is_wheel(n.owner)}
+
+
+@single_rule(
+    "ENV-NATIVE-FILE-MISSING",
+    family=FAMILY,
+    severity="error",
+    title="a native file a distribution's RECORD lists is not on disk",
+    why=(
+        "A library deleted after install (a clean-up script, a slimmed image, a half-done upgrade) does not "
+        "always fail the import: the loader searches on and finds another copy (the OS's libgomp or "
+        "libstdc++, an older VC++ runtime), so the process runs another build than the wheel shipped and "
+        "was tested with."
+    ),
+    fm=("FM-02", "FM-03", "FM-14"),
+    static_facts=True,
+)
+def native_file_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    native = m.native
+    if native is None:
+        return
+    # A file no other copy replaces, whose absence fails an import: ENV-NATIVE-MISSING reports that import
+    # with the chain and the same reinstall.
+    failing = {c.missing.lower() for c in native.missing or [] if c.from_extension}
+    nodes = native.nodes or []
+    by_key = {n.key: n for n in nodes}
+    runtimes = {r.name.lower(): r.runtime for r in native.requires or [] if r.runtime}
+    for key, node in sorted(absent_files(m).items()):
+        rel = key.split(":", 1)[1]
+        name = rel.rsplit("/", 1)[-1]
+        instead, needers = _loads_instead(nodes, key, name)
+        other = by_key.get(instead) if instead is not None else None
+        loaded, same = _loaded_instead(m, name, other)
+        if instead is None and loaded is None and name.lower() in failing:
+            continue
+        if instead is not None:
+            where = other.path if other is not None else instead
+            owner = other.owner if other is not None else "system"
+            what = runtimes.get(name.lower()) or "copy"
+            label = (
+                f"the OS's {what}"
+                if owner == "system"
+                else "a copy no package lists"
+                if owner == "unowned"
+                else f"{owner}'s {what}"
+            )
+            seen = (
+                " The process loaded it."
+                if same
+                else f" The process loaded {loaded}."
+                if loaded is not None
+                else ""
+            )
+            message = (
+                f"{rel} is missing: {where} loads instead, {label}, for {_list(needers, 3)}.{seen} "
+                f"{node.owner}'s files were built and tested with their own copy."
+            )
+            target = where
+        elif loaded is not None:
+            message = f"{rel} is missing: the process loaded {loaded} instead."
+            target = loaded
+        else:
+            message = (
+                f"{rel} is missing; no file of the tree links it by name, so whatever opens it (an import, "
+                "a dlopen) fails."
+            )
+            target = "missing"
+        yield rule.finding(
+            key,
+            message,
+            f"Reinstall {_owner_release(m, node.owner)}: {_reinstall_owner(m, node.owner)}, and find out "
+            "what deleted the file.",
+            base=f"RECORD: {rel}",
+            target=target,
+        )
+
+
+def _loads_instead(nodes: list[NativeNode], key: str, name: str) -> tuple[str | None, list[str]]:
+    """The node the loader resolves ``name`` to now that ``key`` is gone (the one most of its needers get),
+    and those needers."""
+    wanted = library_key(name).lower()
+    targets: dict[str, list[str]] = {}
+    for n in nodes:
+        for d in n.dependencies or []:
+            if d.target is not None and d.target != key and library_key(d.name).lower() == wanted:
+                targets.setdefault(d.target, []).append(n.key)
+    if not targets:
+        return None, []
+    best = max(sorted(targets), key=lambda t: len(targets[t]))
+    return best, sorted(set(targets[best]))
+
+
+def _loaded_instead(m: Manifest, name: str, static: NativeNode | None) -> tuple[str | None, bool]:
+    """The file of that name the live process mapped (``runtimes.loaded``), and whether it is ``static``
+    (the file the loader resolves it to: same identity, or path): that file when it was mapped, else one
+    whose name starts with ``name`` (``libgomp.so.1.0.0``)."""
+    if m.runtimes is None:
+        return None, False
+    loaded = m.runtimes.loaded
+    if static is not None:
+        hit = next(
+            (
+                lib.path
+                for lib in loaded
+                if lib.path == static.path or (static.identity and lib.identity == static.identity)
+            ),
+            None,
+        )
+        if hit is not None:
+            return hit, True
+    wanted = library_key(name).lower()
+    hit = next((lib.path for lib in loaded if library_key(lib.path).lower().startswith(wanted)), None)
+    return hit, False
 
 
 _MACHINE_PROVIDED = ("redistributable", "driver")
