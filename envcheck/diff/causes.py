@@ -19,11 +19,13 @@ Three steps:
 3. **Chains are flattened**: a consequence of a consequence names the root, so reports fold one level.
 
 Before step 2, **an import of torch that failed is linked to what explains it** (``_import_causes``): the
-smoke suite's ``import_torch`` failure to the probe's (``ENV-PROBE-FAILED`` on ``import torch``: one
-failure, seen twice), and that to the first finding of ``IMPORT_CAUSES`` that explains it (another torch
-tree first on sys.path; a native library of the import that is missing, too old or replaced and that the
-error names). The checks the failure kept from running are one finding already, caused by it
-(``envcheck.verify.compare.not_run_finding``), so a report shows one root for one broken import.
+smoke suite's ``import_torch`` failure and its ``VERIFY-IMPORT`` of torch to the probe's
+(``ENV-PROBE-FAILED`` on ``import torch``: one failure, seen three times), and that to the first finding
+of ``IMPORT_CAUSES`` that explains it (another torch tree first on sys.path; a native library of the
+import that is missing, too old or replaced and that the error names). A ``VERIFY-FP-MODE`` that names a
+start-up module is linked to its ``ENV-SITECUSTOMIZE``. The checks the failure kept from running are one
+finding already, caused by it (``envcheck.verify.compare.not_run_finding``), so a report shows one root
+for one broken import.
 """
 
 from __future__ import annotations
@@ -77,6 +79,8 @@ def link(findings: Sequence[Finding]) -> list[Finding]:
 # The smoke suite's findings for an ``import_torch`` that did not import, and the probe's.
 _SUITE_IMPORT_FAILED = frozenset({"VERIFY-ERROR", "VERIFY-CRASH", "VERIFY-TIMEOUT"})
 PROBE_IMPORT = ("ENV-PROBE-FAILED", "import torch")
+# The suite's import check of torch alone (``VERIFY-IMPORT``): the same failure once more.
+SUITE_IMPORT = ("VERIFY-IMPORT", "import torch")
 
 # What can make ``import torch`` fail, most telling first: whether a finding of one of these explains a
 # failed import is decided by ``_explains_import``.
@@ -98,11 +102,27 @@ def _import_causes(findings: list[Finding]) -> list[Finding]:
     out = []
     for f in findings:
         cause: str | None = None
-        if f.caused_by is None and f.rule in _SUITE_IMPORT_FAILED and f.subject == "import_torch":
+        if f.caused_by is None and (
+            (f.rule in _SUITE_IMPORT_FAILED and f.subject == "import_torch")
+            or (f.rule, f.subject) == SUITE_IMPORT
+        ):
             probe = _key(*PROBE_IMPORT, f.machine)
             cause = probe if probe in by_key else _explanation(f, findings)
         elif f.caused_by is None and (f.rule, f.subject) == PROBE_IMPORT:
             cause = _explanation(f, findings)
+        elif f.caused_by is None and f.rule == "VERIFY-FP-MODE":
+            # The suite names the start-up module that set the mode (verify.fp_mode.fp_setter).
+            cause = next(
+                (
+                    c.key
+                    for c in findings
+                    if c.rule == "ENV-SITECUSTOMIZE"
+                    and c.machine == f.machine
+                    and c.target
+                    and c.target in f.message
+                ),
+                None,
+            )
         out.append(f if cause is None else dataclasses.replace(f, caused_by=cause))
     return out
 
@@ -176,7 +196,18 @@ def _explains(cause: Finding | None, consequence: Finding) -> bool:
     separators = _SEARCH_PATHS[cause.subject]
     new, old = _entries(cause.target, separators), _entries(cause.base, separators)
     wanted = moved if cause.subject == "LD_PRELOAD" else moved.rsplit("/", 1)[0]
+    if cause.subject == "LD_PRELOAD" and consequence.rule in _PRELOAD_RESOLVED:
+        # An entry may be a link to the loaded file: these rules named the variable after comparing the
+        # files its entries resolve to (``native.loader_cause``), which the shown value cannot tell.
+        return True
     return wanted in new and wanted not in old
+
+
+# Rules that name ENV-VAR-CHANGED:LD_PRELOAD only for a file an entry of the target's value resolves to
+# and the base's does not (``envcheck.diff.rules.native.loader_cause``, ``preloaded_files``).
+_PRELOAD_RESOLVED = frozenset(
+    {"ENV-NATIVE-LOADED-FROM", "ENV-NATIVE-SHADOWED", "ENV-NATIVE-RESOLVED-ELSEWHERE", "ENV-PYTHON-LIBPYTHON"}
+)
 
 
 def _entries(shown: str | None, separators: str) -> set[str]:

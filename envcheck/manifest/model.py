@@ -96,6 +96,34 @@ class PathEntry:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class CustomizeModule:
+    """A ``sitecustomize`` or ``usercustomize`` module, which ``site`` imports when the interpreter starts:
+    its path and which of ``envcheck/target/startup.py``'s ``MENTIONS`` (``torch``, ``set_flush_denormal``,
+    ``set_num_threads``, …) its source names (read as text, never run; ``read``: False when it could not be
+    read, ``truncated``: only its first 256 KiB were)."""
+
+    name: Literal["sitecustomize", "usercustomize"]
+    path: str
+    mentions: list[str] = field(default_factory=list)
+    read: bool = True
+    truncated: bool = False
+
+    @property
+    def changes_numerics(self) -> list[str]:
+        """The calls it names that change how torch computes (all but a plain mention of torch)."""
+        return [m for m in self.mentions if m != "torch"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Startup:
+    """What runs at start-up: the customize modules found, and each LD_PRELOAD entry that is a link (or a
+    relative path) -> the file it resolves to, which is what the loader maps."""
+
+    customize: list[CustomizeModule] = field(default_factory=list)
+    preload: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class PythonInfo:
     """The target interpreter: version, where it lives, what kind of environment, which wheels it takes."""
 
@@ -128,6 +156,8 @@ class PythonInfo:
     path_aliases: dict[str, str] | None = None
     # How each ``sys_path`` entry got there, in order (``PathEntry``); None: not recorded (before).
     path_origins: list[PathEntry] | None = omitted_when_default(None)  # noqa: RUF009
+    # What runs before the application (``envcheck/target/startup.py``); None: not recorded.
+    startup: Startup | None = omitted_when_default(None)  # noqa: RUF009
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -226,7 +256,8 @@ class FpControl:
     (already on before ``import torch``: a preloaded library, one the interpreter links, a module ``site``
     imported) or ``import torch``; ``None`` when off. ``fast_math_libraries``: loaded libraries whose symbol
     tables name GCC's ``set_fast_math`` (``-ffast-math``'s constructor that turns both on);
-    ``preloaded``: what LD_PRELOAD named, recorded only when the state is on.
+    ``preloaded``: what LD_PRELOAD named (a link as the file it resolves to), recorded only when the state is
+    on.
     """
 
     flush_to_zero: bool | None
@@ -235,6 +266,9 @@ class FpControl:
     fast_math_libraries: list[str] = field(default_factory=list)
     preloaded: list[str] = field(default_factory=list)
     method: str = "arithmetic"
+    # The sitecustomize / usercustomize files whose source calls a function that sets the mode
+    # (``torch.set_flush_denormal``), recorded only when the state is on; None: not recorded.
+    customize: list[str] | None = omitted_when_default(None)  # noqa: RUF009
 
     @property
     def flushes(self) -> bool:

@@ -76,7 +76,7 @@ def fp_control(loaded):
     if on:
         # Only when it is on: reading symbol tables costs, and an off state needs no culprit.
         libraries = [p for p in (loaded or []) if _has_fast_math_symbol(p)]
-    return {
+    out = {
         "flush_to_zero": now["flush_to_zero"],
         "denormals_are_zero": now["denormals_are_zero"],
         "set_when": set_when,
@@ -84,14 +84,21 @@ def fp_control(loaded):
         "preloaded": _preloaded() if on else [],
         "method": "arithmetic",
     }
+    if on:
+        from .startup import customize_files
+
+        # A start-up module that calls torch.set_flush_denormal: read as text, never run.
+        out["customize"] = [c["path"] for c in customize_files() if "set_flush_denormal" in c["mentions"]]
+    return out
 
 
 def _preloaded():
-    """The libraries LD_PRELOAD names (Linux, glibc: separated by spaces or colons)."""
+    """The libraries LD_PRELOAD names (Linux, glibc: separated by spaces or colons), an entry that is a link
+    as the file it resolves to: what the loader maps, and so what ``fast_math_libraries`` names."""
     if not sys.platform.startswith("linux"):
         return []
     value = os.environ.get("LD_PRELOAD") or ""
-    return [p for p in value.replace(":", " ").split() if p]
+    return [os.path.realpath(p) if "/" in p else p for p in value.replace(":", " ").split() if p]
 
 
 def _has_fast_math_symbol(path):

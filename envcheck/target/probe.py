@@ -42,6 +42,7 @@ class Probe(object):
         from .environment import collect_env
         from .host import platform_facts
         from .interpreter import libpython_facts, python_facts
+        from .startup import startup_facts
         from .torch_static import torch_static
 
         self.stage("python", keep=False)
@@ -55,6 +56,8 @@ class Probe(object):
         self.stage("torch version file", keep=False)
         self.result["torch"] = torch_static()
         self.result["env"] = collect_env()
+        self.stage("start-up files", keep=False)
+        self.result["python"]["startup"] = startup_facts()
 
     def runtime(self):
         import importlib.util

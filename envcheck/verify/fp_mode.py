@@ -21,7 +21,17 @@ def describe_fp_mode(mode: FpControl) -> str:
 
 
 def fp_setter(mode: FpControl) -> tuple[str, str]:
-    """Who set the mode, as far as the record tells, and what to do about it."""
+    """Who set the mode, as far as the record tells, and what to do about it. A start-up module
+    (sitecustomize) that calls torch.set_flush_denormal is named before any library: a library's
+    ``set_fast_math`` symbol says it could set the mode, not that it did."""
+    if mode.customize:
+        files = ", ".join(mode.customize)
+        return (
+            f"set at start-up by {files}, which calls torch.set_flush_denormal (Python's site module runs "
+            "it before the application)",
+            f"Remove the torch.set_flush_denormal call from {files} (or the file itself), or record the "
+            "goldens with the mode on if the application wants it.",
+        )
     preloaded = [p for p in mode.fast_math_libraries if p in mode.preloaded]
     if preloaded:
         libs = ", ".join(preloaded)

@@ -4,19 +4,48 @@ distribution ships). Real venvs (tests/venvs.py), real gates."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import json
 import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from diffdata import manifest, raw
 from remedycheck import assert_no_unset_variable_remedies
+from venvs import HAS_TORCH, clone_site_packages, make_venv, venv_site
 
+import envcheck.target
+from envcheck import flows
+from envcheck.collect.launch import SnapshotOptions
+from envcheck.collect.snapshot import take_snapshot
 from envcheck.commands.verify import run_gate
+from envcheck.diff.engine import doctor
 from envcheck.diff.policy import Policy
+from envcheck.errors import ManifestError
+from envcheck.findings import Finding
 from envcheck.flows import Report
-from envcheck.manifest.io import load
+from envcheck.manifest.codec import decode
+from envcheck.manifest.io import dumps, load, loads
+from envcheck.manifest.model import FpControl, Manifest
+from envcheck.native import scan_for_snapshot
 from envcheck.report.interface import groups
+from envcheck.verify.fp_mode import fp_setter
 
 DEV_CPU = Path(__file__).resolve().parents[1] / "data" / "manifests" / "dev-cpu.json"
+# The target package's folder's parent: ``python -S -c STARTUP_PROBE SITE`` imports the start-up facts
+# without site (so a customize module in SITE is only found on sys.path, never run by site).
+TARGET_PARENT = Path(envcheck.target.__file__).resolve().parents[1]
+STARTUP_PROBE = (
+    "import json, sys; sys.path.insert(0, sys.argv[1]); "
+    "from envcheck.target.startup import startup_facts; print(json.dumps(startup_facts()))"
+)
 
 
 def gate(python: Path) -> Report:
@@ -48,3 +77,240 @@ def test_a_failed_import_is_one_root_cause(broken_torch_python: Path) -> None:
     assert "OS packages" not in group.root.remedy and "operating system" not in group.root.remedy
     assert "--force-reinstall --no-deps 'torch==2.13.0+cpu' --index-url" in group.root.remedy
     assert_no_unset_variable_remedies(report.findings, os.environ)  # the target inherits this environment
+
+
+def snapshot(python: Path | str) -> Manifest:
+    return take_snapshot(
+        SnapshotOptions(python=str(python), verify=False, timeout=120), native=scan_for_snapshot
+    )
+
+
+def rules_of(findings: list[Finding]) -> set[str]:
+    return {f.rule for f in findings}
+
+
+@pytest.fixture(scope="module")
+def other_torch_first(venv_factory: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the test venv with a .pth whose import line puts another torch tree (a CUDA build whose
+    import fails) first on sys.path."""
+    if not HAS_TORCH:
+        pytest.skip("torch is not installed in the test environment")
+    python = venv_factory("other-torch-first")
+    site = clone_site_packages(python)
+    other = tmp_path_factory.mktemp("other-tree")
+    (other / "torch").mkdir()
+    (other / "torch" / "__init__.py").write_text(
+        "raise ImportError('libcudart.so.12: cannot open shared object file: No such file or directory')\n",
+        encoding="utf-8",
+    )
+    (other / "torch" / "version.py").write_text(
+        "__version__ = '2.12.0+cu126'\ngit_version = 'abc'\ncuda = '12.6'\nhip = None\ndebug = False\n",
+        encoding="utf-8",
+    )
+    (site / "zz-other-torch.pth").write_text(
+        f"import sys; sys.path.insert(0, {str(other)!r})\n", encoding="utf-8"
+    )
+    return python
+
+
+@pytest.mark.slow
+def test_another_torch_tree_first_is_the_first_root_cause(other_torch_first: Path) -> None:
+    target = snapshot(other_torch_first)
+    report = flows.diff("dev-cpu", manifest("dev-cpu"), [("target", target)], Policy())
+    found = groups(report.findings)
+    assert found[0].root.rule == "ENV-TORCH-TREES"
+    under = {f.rule for f in found[0].consequences}
+    # The version and variant are the other tree's, and its import is what failed: all under the tree.
+    assert {"ENV-TORCH-VERSION", "ENV-TORCH-VARIANT", "ENV-PROBE-FAILED"} <= under
+    assert [g.root.rule for g in found if g.severity == "error"] == ["ENV-TORCH-TREES"]
+    assert_no_unset_variable_remedies(report.findings, target.env)
+
+
+def test_import_failure_causes_rank_first_within_a_severity() -> None:
+    def f(rule: str, subject: str = "x") -> Finding:
+        return Finding(rule=rule, severity="error", subject=subject, message="", remedy="")
+
+    ordered = sorted(
+        [f("ENV-CUDA-NO-DRIVER"), f("ENV-PROBE-FAILED"), f("ENV-NATIVE-MISSING"), f("ENV-TORCH-TREES")],
+        key=Finding.sort_key,
+    )
+    assert [x.rule for x in ordered] == [
+        "ENV-TORCH-TREES",
+        "ENV-NATIVE-MISSING",
+        "ENV-PROBE-FAILED",
+        "ENV-CUDA-NO-DRIVER",
+    ]
+    warning = dataclasses.replace(f("ENV-TORCH-TREES"), severity="warning")
+    assert sorted([warning, f("ENV-CUDA-NO-DRIVER")], key=Finding.sort_key)[0].rule == "ENV-CUDA-NO-DRIVER"
+
+
+@pytest.fixture(scope="module")
+def sitecustomize_python(venv_factory: Callable[[str], Path]) -> Path:
+    """A copy of the test venv whose site-packages holds a sitecustomize.py that turns flush-to-zero on."""
+    if not HAS_TORCH:
+        pytest.skip("torch is not installed in the test environment")
+    python = venv_factory("sitecustomize")
+    site = clone_site_packages(python)
+    (site / "sitecustomize.py").write_text("import torch\ntorch.set_flush_denormal(True)\n", encoding="utf-8")
+    return python
+
+
+@pytest.mark.slow
+def test_a_sitecustomize_that_sets_flush_to_zero_is_named_not_a_fast_math_library(
+    sitecustomize_python: Path,
+) -> None:
+    m = snapshot(sitecustomize_python)
+    assert m.python.startup is not None
+    (module,) = m.python.startup.customize
+    assert module.name == "sitecustomize" and module.path.endswith("site-packages/sitecustomize.py")
+    assert module.mentions == ["torch", "set_flush_denormal"] and module.read and not module.truncated
+    runtime = m.torch.runtime
+    assert runtime is not None and runtime.fp_control is not None
+    assert runtime.fp_control.customize == [module.path]
+    found = {f.rule: f for f in flows.doctor("sitecustomize", m, Policy()).findings}
+    site = found["ENV-SITECUSTOMIZE"]
+    assert (site.subject, site.target, site.severity) == ("sitecustomize", module.path, "warning")
+    assert "set_flush_denormal" in site.message
+    ftz = found["ENV-FTZ-DAZ"]
+    assert ftz.caused_by == site.key and module.path in ftz.message
+    assert not [f.key for f in found.values() if "fast-math" in f.message + f.remedy]
+    # The suite's own record says the same (its import_torch check runs in a fresh interpreter).
+    mode = fp_mode_of(sitecustomize_python)
+    who, _ = fp_setter(mode)
+    assert module.path in who and "fast-math" not in who
+
+
+def fp_mode_of(python: Path) -> FpControl:
+    """The floating-point record the target's ``fp_control`` makes in ``python`` after importing torch (the
+    suite's import_torch check records the same)."""
+    code = (
+        "import json, torch; from envcheck.target.fp_control import fp_control; "
+        "print(json.dumps(fp_control([])))"
+    )
+    out = subprocess.run(
+        [str(python), "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(TARGET_PARENT)},
+        timeout=120,
+    )
+    return decode(FpControl, json.loads(out.stdout), source="fp_control")
+
+
+def test_a_plain_venv_records_no_start_up_module(tmp_path: Path) -> None:
+    python = make_venv(tmp_path / "plain")
+    m = take_snapshot(SnapshotOptions(python=str(python), probe=False, verify=False))
+    assert m.python.startup is not None and m.python.startup.customize == []
+    assert "ENV-SITECUSTOMIZE" not in {f.rule for f in doctor(m)}
+
+
+def test_a_start_up_module_is_read_bounded_and_never_run(tmp_path: Path) -> None:
+    python = make_venv(tmp_path / "hostile")
+    site = venv_site(python)
+    marker = tmp_path / "ran"
+    # Running it would create the marker; huge and not UTF-8 past the first bytes.
+    body = f"open({str(marker)!r}, 'w').close()\n# torch.set_num_threads(1)\n".encode() + b"\xff" * (
+        300 * 1024
+    )
+    (site / "usercustomize.py").write_bytes(body)
+    out = subprocess.run(
+        [str(python), "-S", "-c", STARTUP_PROBE, str(site)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(TARGET_PARENT), "LD_PRELOAD": ""},
+    )
+    assert not marker.exists()
+    facts = json.loads(out.stdout)
+    (found,) = facts["customize"]
+    assert found["name"] == "usercustomize" and found["truncated"] is True
+    assert found["mentions"] == ["torch", "set_num_threads"]
+
+
+@pytest.mark.slow
+def test_a_second_libgomp_on_ld_library_path_is_not_a_second_runtime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "gomp"
+    folder.mkdir()
+    system = Path("/lib/x86_64-linux-gnu/libgomp.so.1")
+    if not system.exists():
+        pytest.skip("no OS libgomp.so.1 at the Debian/Ubuntu path")
+    shutil.copy(system, folder / "libgomp.so.1")
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(folder))
+    m = snapshot(sys.executable)
+    assert m.native is not None and m.native.openmp is not None and len(m.native.openmp) == 2  # two files
+    live = doctor(m)
+    assert "ENV-OPENMP-MULTIPLE" not in rules_of(live)
+    # The probe not finishing leaves the static tree's inventory: still one runtime.
+    static = doctor(dataclasses.replace(m, runtimes=None))
+    assert "ENV-OPENMP-MULTIPLE" not in rules_of(static)
+    # What is said is which file loads: the copy on LD_LIBRARY_PATH, shadowing torch's own.
+    (shadow,) = [f for f in live if f.rule == "ENV-NATIVE-SHADOWED" and f.subject == "libgomp.so.1"]
+    assert shadow.target == f"{folder}/libgomp.so.1" and "The process loaded that copy." in shadow.message
+    assert f"Remove {folder} from LD_LIBRARY_PATH" in shadow.remedy
+    assert_no_unset_variable_remedies(live, m.env)
+
+
+@pytest.mark.slow
+def test_ld_preload_naming_a_link_is_linked_to_the_library_it_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    system = Path("/lib/x86_64-linux-gnu/libgomp.so.1")
+    if not system.exists():
+        pytest.skip("no OS libgomp.so.1 at the Debian/Ubuntu path")
+    link = tmp_path / "preload" / "libgomp.so.1"
+    link.parent.mkdir()
+    link.symlink_to(system)
+    monkeypatch.setenv("LD_PRELOAD", str(link))
+    monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
+    m = snapshot(sys.executable)
+    assert m.python.startup is not None and m.python.startup.preload == {str(link): os.path.realpath(system)}
+    report = flows.diff("dev-cpu", manifest("dev-cpu"), [("target", m)], Policy())
+    found = {f.key: f for f in report.findings}
+    shadow = found["ENV-NATIVE-SHADOWED:libgomp.so.1"]
+    assert shadow.target == os.path.realpath(system)
+    assert shadow.caused_by == "ENV-VAR-CHANGED:LD_PRELOAD"
+    assert "out of LD_PRELOAD" in shadow.remedy
+    assert_no_unset_variable_remedies(report.findings, m.env)
+
+
+def test_manifests_without_the_start_up_fields_are_written_without_them() -> None:
+    for name in ("dev-cpu", "cuda", "twin-a"):
+        text = (DEV_CPU.parent / f"{name}.json").read_text(encoding="utf-8")
+        m = loads(text, source=name)
+        assert m.python.startup is None
+        written = dumps(m)  # the recorded files predate other optional fields, written as null
+        assert '"startup"' not in written and dumps(loads(written)) == written
+        assert [line for line in written.splitlines() if "customize" in line] == []
+
+
+@pytest.mark.parametrize(
+    ("startup", "where"),
+    [
+        ({"customize": [{"name": "evilcustomize", "path": "/x.py"}]}, "python.startup.customize[0].name"),
+        ({"customize": [{"name": "sitecustomize", "path": 3}]}, "python.startup.customize[0].path"),
+        ({"preload": {"/a": ["/b"]}}, "python.startup.preload"),
+        ({"customize": "sitecustomize"}, "python.startup.customize"),
+    ],
+)
+def test_a_malformed_start_up_record_is_refused_with_its_place(startup: dict[str, Any], where: str) -> None:
+    data = copy.deepcopy(raw("dev-cpu"))
+    data["python"]["startup"] = startup
+    with pytest.raises(ManifestError, match=re.escape(where)):
+        loads(json.dumps(data), source="hostile")
+
+
+def test_fp_mode_blames_a_library_only_when_no_start_up_module_set_it() -> None:
+    by_site = FpControl(
+        flush_to_zero=True,
+        denormals_are_zero=True,
+        set_when="start-up",
+        fast_math_libraries=["/usr/lib/libfast.so"],
+        customize=["/venv/site-packages/sitecustomize.py"],
+    )
+    who, remedy = fp_setter(by_site)
+    assert "/venv/site-packages/sitecustomize.py" in who and "fast-math" not in who + remedy
+    by_library = dataclasses.replace(by_site, customize=None)
+    assert "-ffast-math" in fp_setter(by_library)[0]

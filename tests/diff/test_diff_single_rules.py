@@ -223,6 +223,18 @@ def fast_math(d: dict[str, Any]) -> None:
     }
 
 
+def sitecustomize(d: dict[str, Any]) -> None:
+    d["python"]["startup"] = {
+        "customize": [
+            {
+                "name": "sitecustomize",
+                "path": "/srv/venv/sitecustomize.py",
+                "mentions": ["torch", "set_num_threads"],
+            }
+        ]
+    }
+
+
 # rule id -> (manifest, edits, expected severity, expected subject)
 TRIGGERS: dict[str, tuple[str, tuple[Edit, ...], Severity, str]] = {
     "ENV-TORCH-TREES": ("dev-cpu", (second_torch_tree,), "error", "torch"),
@@ -270,6 +282,7 @@ TRIGGERS: dict[str, tuple[str, tuple[Edit, ...], Severity, str]] = {
     "ENV-THREADS-OVER-QUOTA": ("dev-cpu", (cpu_quota,), "warning", "torch.get_num_threads()"),
     "ENV-PROBE-FAILED": ("dev-cpu", (probe_crashed,), "error", "import torch"),
     "ENV-SHM-SMALL": ("dev-cpu", (docker_shm,), "warning", "/dev/shm"),
+    "ENV-SITECUSTOMIZE": ("dev-cpu", (sitecustomize,), "warning", "sitecustomize"),
 }
 
 

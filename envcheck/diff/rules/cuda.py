@@ -83,8 +83,12 @@ def cuda_libs(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]
             yield rule.finding(
                 f"torch {name}",
                 f"torch uses {name} {b} on the base and {t} on the target.",
-                f"Install the same torch build and nvidia-* wheels on both sides; keep system {name} out of "
-                "LD_LIBRARY_PATH.",
+                "Install the same torch build and nvidia-* wheels on both sides"
+                + (
+                    f"; keep system {name} out of LD_LIBRARY_PATH."
+                    if target.env.get("LD_LIBRARY_PATH")
+                    else "."
+                ),
                 base=str(b),
                 target=str(t),
                 caused_by=build_cause(base, target, cuda_stack=True) if moved else None,

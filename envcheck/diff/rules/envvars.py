@@ -66,11 +66,32 @@ def var_changed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
         yield rule.finding(
             name,
             f"{name} is {_show(bv)} on the base and {_show(tv)} on the target.",
-            f"Set {name} the same way in the target's service environment, or remove it from both.",
+            _remedy(name, bv, tv),
             base=_show(bv),
             target=_show(tv),
             severity=_severity(name),
         )
+
+
+# Search paths: a value the target does not set is nothing to change there; what the base's value made
+# the base load is named by the findings about those libraries or packages.
+_SEARCH_PATHS = frozenset(
+    {"LD_LIBRARY_PATH", "LD_PRELOAD", "DYLD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES", "PYTHONPATH"}
+)
+
+
+def _remedy(name: str, base: str | None, target: str | None) -> str:
+    """What to do about ``name`` differing; never "set it" or "remove it" on a side that does not set it."""
+    if target is None and name in _SEARCH_PATHS:
+        return (
+            "Nothing to change on the target, which does not set it; if the target lacks something the "
+            "base's value gave the base, the findings about those libraries or packages name what to install."
+        )
+    if base is None:
+        return (
+            f"Unset {name} in the target's service environment (the base runs without it), or set it on both."
+        )
+    return f"Set {name} the same way in the target's service environment, or remove it from both."
 
 
 def _show(value: str | None) -> str:

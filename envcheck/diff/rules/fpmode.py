@@ -34,9 +34,19 @@ def ftz_daz(rule: Rule, manifest: Manifest) -> Iterator[Finding]:
     who, remedy = fp_setter(mode)
     state = describe_fp_mode(mode)
     both = mode.flush_to_zero and mode.denormals_are_zero
+    startup = manifest.python.startup
+    setter = next(
+        (
+            c.name
+            for c in (startup.customize if startup is not None else [])
+            if c.path in (mode.customize or [])
+        ),
+        None,
+    )
     yield rule.finding(
         "floating-point mode",
         f"{state} {'are' if both else 'is'} on after import torch, {who}: subnormal floats become zero.",
         remedy,
         target=state,
+        caused_by=f"ENV-SITECUSTOMIZE:{setter}" if setter else None,  # the start-up module that set it
     )

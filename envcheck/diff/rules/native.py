@@ -194,6 +194,16 @@ def _tree_names(m: Manifest) -> frozenset[str]:
     return frozenset(names)
 
 
+def preloaded_files(m: Manifest) -> set[str]:
+    """The files LD_PRELOAD makes the loader map on ``m``, canonical: an entry that is a link counts as the
+    file it resolves to (recorded by the probe, ``python.startup.preload``), which is what the process's
+    loaded-library list shows."""
+    table = aliases(m)
+    resolved = m.python.startup.preload if m.python.startup is not None else {}
+    entries = (m.env.get("LD_PRELOAD") or "").replace(":", " ").split()
+    return {canonical(resolved.get(e, e), table) for e in entries if e}
+
+
 def loader_cause(m: Manifest, folder: str, path: str, other: Manifest | None = None) -> str | None:
     """The key of the variable finding that explains a library coming from ``folder`` (``path``) on
     ``m``: ``ENV-VAR-CHANGED:LD_PRELOAD`` when LD_PRELOAD names the file, ``…:LD_LIBRARY_PATH`` when
@@ -203,10 +213,8 @@ def loader_cause(m: Manifest, folder: str, path: str, other: Manifest | None = N
     other_table = aliases(other) if other is not None else ()
     preload = m.env.get("LD_PRELOAD")
     if preload:
-        files = {canonical(e, table) for e in preload.replace(":", " ").split() if e}
-        was = set()
-        if other is not None and other.env.get("LD_PRELOAD"):
-            was = {canonical(e, other_table) for e in other.env["LD_PRELOAD"].replace(":", " ").split()}
+        files = preloaded_files(m)
+        was = preloaded_files(other) if other is not None else set()
         if path in files and path not in was:
             return "ENV-VAR-CHANGED:LD_PRELOAD"
     folders = folder_entries(m.env.get("LD_LIBRARY_PATH"), table)
@@ -260,8 +268,7 @@ def loaded_from(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
             key,
             f"{key} comes from {bp.where} ({bp.owner}) on the base and from {tp.where} ({tp.owner}) on the "
             "target" + (": a system copy replaces the one the wheel ships." if to_system else "."),
-            f"Remove the other copy's folder from {_loader_variable(target)} for this application, or "
-            f"{restore}.",
+            f"{_sentence(loader_fix(target, f'{tp.folder}/{key}'))}; or {restore}.",
             base=f"{bp.where}/{key}",
             target=f"{tp.where}/{key}",
             severity="error" if to_system else None,
@@ -269,6 +276,41 @@ def loaded_from(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
             or _libpython_cause(base, target, key)
             or (version_cause(base, target, tp.owner) if bp.owner == tp.owner else None),
         )
+
+
+def loader_fix(m: Manifest, path: str, how: str | None = None) -> str:
+    """What to do on ``m`` so that the loader stops taking ``path`` (a canonical library path), in words
+    that fit a sentence ("remove … from LD_LIBRARY_PATH for this application"). Only a variable the machine
+    sets is named: an LD_PRELOAD entry that loads the file, or the folder in the loader's search variable;
+    otherwise the loader found it in the loader cache or a system folder, and the fix is there. ``how``:
+    the static tree's ``ld-so-cache`` / ``default-dirs`` / ``ld-library-path`` when it knows."""
+    folder = path.rsplit("/", 1)[0] or "/"
+    variable = _loader_variable(m)
+    if _is_windows(m):
+        return f"remove {folder} from {variable} for this application"
+    table = aliases(m)
+    if path in preloaded_files(m):
+        return f"take {path} (or the link to it) out of LD_PRELOAD for this application"
+    if folder in folder_entries(m.env.get(variable), table):
+        return f"remove {folder} from {variable} for this application"
+    if how == "default-dirs" or folder in _DEFAULT_DIRS:
+        return (
+            f"the loader takes it from the system folder {folder} ({variable} is unset): uninstall the OS "
+            "package that put it there if nothing else needs it, or make the wheel's copy load first"
+        )
+    return (
+        f"the loader finds {folder} through its cache ({variable} is unset): remove the file of "
+        f"/etc/ld.so.conf.d that names it (`grep -rl {folder} /etc/ld.so.conf /etc/ld.so.conf.d`) and run "
+        "`sudo ldconfig`"
+    )
+
+
+# The folders glibc's loader searches without being told (besides its cache).
+_DEFAULT_DIRS = frozenset({"/lib", "/lib64", "/usr/lib", "/usr/lib64"}) | {
+    f"{prefix}/{arch}-linux-gnu"
+    for prefix in ("/lib", "/usr/lib")
+    for arch in ("x86_64", "aarch64", "powerpc64le", "s390x", "i386", "arm")
+}
 
 
 def _loader_variable(m: Manifest) -> str:
@@ -511,8 +553,8 @@ def cuda_lib_shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
         yield rule.finding(
             key,
             f"{key} is loaded from {lib.path}, not from {shipped[key]}, which ships it.",
-            "Remove the system CUDA folders from LD_LIBRARY_PATH for this application (and from "
-            "/etc/ld.so.conf.d if they do not belong there), or uninstall the conflicting copy.",
+            _sentence(loader_fix(m, canonical(lib.path, aliases(m))))
+            + "; or uninstall the conflicting copy.",
             base=shipped[key],
             target=lib.path,
         )
@@ -734,8 +776,8 @@ def native_shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
             shadow.name,
             f"{shadow.owner} ships {shadow.name} ({shadow.shipped}), but its {needers} resolve it to "
             f"{shadow.resolved}{through}.{loaded}",
-            f"Remove {shadow.resolved.rsplit('/', 1)[0]} from {_loader_variable(m)} for this application, so "
-            f"that {shadow.owner}'s own {shadow.name} is found first.",
+            f"{_sentence(loader_fix(m, shadow.resolved, shadow.how))}, so that {shadow.owner}'s own "
+            f"{shadow.name} is found first.",
             base=shadow.shipped,
             target=shadow.resolved,
             severity=None if not _is_wheel(shadow.resolved_owner) else "warning",
@@ -752,8 +794,8 @@ def native_shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
             item.name,
             f"{item.name} was loaded from {item.loaded} ({item.loaded_owner}); the native tree resolves it "
             f"to {expected}.",
-            f"Remove the other copy's folder from {_loader_variable(m)} for this application, or uninstall "
-            "the stray copy, so the wheel's own file is loaded.",
+            f"{_sentence(loader_fix(m, path))}; or uninstall the stray copy, so the wheel's own file is "
+            "loaded.",
             base=expected,
             target=item.loaded,
             severity=None if from_system else "warning",
@@ -1184,6 +1226,10 @@ def native_requires(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Fi
                 else variant_cause(base, target, [n.split(":", 1)[0] for n in req.needed_by])
             ),
         )
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _is_windows(m: Manifest) -> bool:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from envcheck.diff.rules.base import difference_rule, single_rule
 from envcheck.diff.rules.native import library_key
 from envcheck.findings import Finding, Rule
+from envcheck.manifest.identity import aliases, canonical
 from envcheck.manifest.model import Manifest
 
 FAMILY = "OpenMP and BLAS runtimes"
@@ -30,19 +31,35 @@ def omp_family(path: str) -> str | None:
 
 
 def openmp_runtimes(m: Manifest) -> dict[str, str]:
-    """Distinct OpenMP runtime files in the process -> family, from threadpoolctl or from the loaded list."""
+    """Distinct OpenMP runtimes in the process -> family, from threadpoolctl or from the loaded list: one
+    per loaded file, told apart by identity (its content hash) or else by its canonical path, so that one
+    file seen under two spellings (a symlink, a merged /usr) is one runtime, named by its first path."""
     if m.runtimes is None:
         return {}
-    found: dict[str, str] = {}
-    for pool in m.runtimes.threadpools:
-        family = omp_family(pool.filepath)
-        if pool.user_api == "openmp" and family:
-            found[pool.filepath] = family
-    for lib in m.runtimes.loaded:
-        family = omp_family(lib.path)
-        if family:
-            found.setdefault(lib.path, family)
-    return found
+    table = aliases(m)
+    identity = {canonical(lib.path, table): lib.identity for lib in m.runtimes.loaded if lib.identity}
+    found: dict[str, tuple[str, str]] = {}
+    paths = [(pool.filepath, pool.user_api == "openmp") for pool in m.runtimes.threadpools]
+    for path, openmp in [*paths, *((lib.path, True) for lib in m.runtimes.loaded)]:
+        family = omp_family(path)
+        if openmp and family:
+            where = canonical(path, table)
+            found.setdefault(identity.get(where, where), (path, family))
+    return dict(found.values())
+
+
+def _static_runtimes(m: Manifest) -> dict[str, str]:
+    """The native tree's OpenMP runtimes -> family, one per file name: two files of one name (torch's
+    libgomp.so.1 and a copy on LD_LIBRARY_PATH) are one runtime, since the loader loads one file of a name;
+    the one named is the file the tree's libraries resolve that name to (the loader's pick)."""
+    assert m.native is not None and m.native.openmp
+    names = {"gnu": "GNU", "intel": "Intel", "llvm": "LLVM", "msvc": "MSVC"}
+    resolved = {dep.target for n in m.native.nodes or [] for dep in n.dependencies or [] if dep.target}
+    by_name: dict[str, list[tuple[bool, str, str]]] = {}
+    for o in m.native.openmp:
+        # The file the tree resolves the name to sorts first; then by path (deterministic).
+        by_name.setdefault(library_key(o.path).lower(), []).append((o.key not in resolved, o.path, o.family))
+    return {path: names[family] for _, path, family in (min(files) for files in by_name.values())}
 
 
 @single_rule(
@@ -68,8 +85,7 @@ def openmp_multiple(rule: Rule, m: Manifest) -> Iterator[Finding]:
     if m.runtimes is None and m.native is not None and m.native.openmp:
         # No live process to ask (the probe crashed, often of this very abort): the native tree's inventory
         # says which runtimes the closure would load.
-        names = {"gnu": "GNU", "intel": "Intel", "llvm": "LLVM", "msvc": "MSVC"}
-        runtimes = {o.path: names[o.family] for o in m.native.openmp}
+        runtimes = _static_runtimes(m)
         static = True
     if len(runtimes) < 2:
         return

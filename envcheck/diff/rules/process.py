@@ -198,3 +198,35 @@ def shm_small(rule: Rule, m: Manifest) -> Iterator[Finding]:
         "Start the container with `--shm-size=2g` (or `--ipc=host`), or use num_workers=0.",
         target=f"{p.shm_bytes // (1024 * 1024)} MiB",
     )
+
+
+@single_rule(
+    "ENV-SITECUSTOMIZE",
+    family=FAMILY,
+    severity="warning",
+    title="a sitecustomize or usercustomize module imports torch or changes its numerics at start-up",
+    why=(
+        "Python's site module runs sitecustomize.py (and usercustomize.py) in every process before the "
+        "application: a torch.set_flush_denormal(True), set_default_dtype, set_num_threads or TF32 switch "
+        "there changes every result and no application code shows it."
+    ),
+    fm=("FM-18",),
+)
+def sitecustomize(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    startup = m.python.startup
+    for module in startup.customize if startup is not None else []:
+        calls = module.changes_numerics
+        if not calls and "torch" not in module.mentions:
+            continue
+        what = (
+            f"calls {', '.join(calls)}: torch computes differently in every process of this interpreter"
+            if calls
+            else "imports torch (or names it) in every process of this interpreter, before the application"
+        )
+        yield rule.finding(
+            module.name,
+            f"{module.path} runs at start-up and {what}.",
+            f"Move what {module.path} does to torch into the application where it is wanted (or delete the "
+            "file), so that every machine runs the same code.",
+            target=module.path,
+        )

@@ -42,6 +42,19 @@ def installed_version(m: Manifest) -> str | None:
 
 _torch_version = installed_version
 
+TREES_KEY = "ENV-TORCH-TREES:torch"
+
+
+def other_tree_cause(m: Manifest) -> str | None:
+    """``ENV-TORCH-TREES``'s key when ``m`` has several torch trees and the one Python imports (the static
+    facts' tree) is not the installed torch distribution's: what ``m`` says of torch's version and build
+    is then the other tree's, a consequence of that tree coming first."""
+    static, dist = m.torch.static, pkg(m, "torch")
+    if len(m.torch.trees) < 2 or static is None or dist is None:
+        return None
+    own = dist.location.replace("\\", "/").rstrip("/") + "/torch"
+    return TREES_KEY if static.location.replace("\\", "/").rstrip("/") != own else None
+
 
 def full_version(m: Manifest) -> str | None:
     """torch's version with the build's local label even where pip's metadata lacks one (the default
@@ -151,6 +164,7 @@ def torch_version(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Find
         _family_install(base, target, full_version(base) or b) + f" Or re-validate the model on {t_release}.",
         base=b,
         target=t,
+        caused_by=other_tree_cause(target),
     )
 
 
@@ -206,6 +220,7 @@ def torch_variant(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Find
         + " Or declare the difference intended in the policy if the target is meant to differ.",
         base=bs.variant,
         target=ts.variant,
+        caused_by=other_tree_cause(target),
     )
 
 
