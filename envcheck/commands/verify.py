@@ -121,6 +121,8 @@ def _run(
                 modules=modules,
                 not_imported=not_imported,
                 progress=imports_progress,
+                # The suite's first check imports torch alone, in a process of its own.
+                alone_elsewhere={"torch": "the smoke suite's import_torch check"},
             )
             section = run_suite(
                 python, timeout=timeout, checks_file=checks, progress=progress, compile=compile_

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,10 +194,13 @@ def run_imports(
     env: dict[str, str] | None = None,
     progress: Progress | None = None,
     limit: int = MAX_APP_IMPORTS,
+    alone_elsewhere: Mapping[str, str] | None = None,
 ) -> AppImports:
     """Plan, import each module alone, then all together (see the module's docstring), all within
-    ``timeout`` seconds (and ``deadline`` when given). Raises ``ProbeError`` only when the interpreter
-    cannot be started; every other end is a result."""
+    ``timeout`` seconds (and ``deadline`` when given). ``alone_elsewhere``: modules the caller imports
+    alone in another process (torch: the smoke suite's ``import_torch`` check, which reports its failure)
+    -> where; they are not imported alone again, only together with the others. Raises ``ProbeError``
+    only when the interpreter cannot be started; every other end is a result."""
     started = time.monotonic()
     ends = Deadline.after(timeout) if deadline is None else deadline.earliest(Deadline.after(timeout))
     say = progress or (lambda line: None)
@@ -220,7 +223,12 @@ def run_imports(
     planned, over = plan_order(found, modules, not_imported, limit)
     cwd = str(Path.cwd())
     alone_s = max(1.0, ends.seconds * IMPORT_TIMEOUT_SHARE)
-    todo = [r for r in planned if r.status != "skipped"]
+    elsewhere = dict(alone_elsewhere or {})
+    planned = [
+        _replace(r, reason=f"imported alone by {elsewhere[r.module]}") if r.module in elsewhere else r
+        for r in planned
+    ]
+    todo = [r for r in planned if r.status != "skipped" and r.module not in elsewhere]
 
     def alone(result: ImportResult) -> ImportResult:
         if ends.expired():
@@ -498,12 +506,13 @@ def _together_findings(together: Together, run: AppImports) -> list[Finding]:
         before = together.modules[:index]
         after = ", ".join(f"`{m}`" for m in before[-5:]) or "nothing"
         who = owners[together.current].who if together.current in owners else f"`import {together.current}`"
+        alone = _alone(owners.get(together.current))
         tail = f"\n{together.stderr_tail}" if together.stderr_tail else ""
         if together.status == "timeout":
             findings.append(
                 _rule("VERIFY-TIMEOUT").finding(
                     f"import {together.current}",
-                    f"{who} passes alone but did not finish after {after} in the same process, within "
+                    f"{who} {alone} did not finish after {after} in the same process, within "
                     f"{together.timeout_s} s{tail}",
                     "A deadlock between libraries the imports load (two OpenMP runtimes, two thread "
                     "pools): run `envcheck doctor` and import the modules in the application's order.",
@@ -514,23 +523,31 @@ def _together_findings(together: Together, run: AppImports) -> list[Finding]:
             findings.append(
                 _rule("VERIFY-CRASH").finding(
                     f"import {together.current}",
-                    f"{who} passes alone but killed the process ({how}) after {after}{tail}",
+                    f"{who} {alone} killed the process ({how}) after {after}{tail}",
                     "Two libraries that cannot share a process (two OpenMP runtimes: 'OMP: Error #15'): "
                     "run `envcheck doctor`, and keep one OpenMP family in the environment.",
                 )
             )
     for module, error in together.failed:
         who = owners[module].who if module in owners else f"`import {module}`"
+        alone = _alone(owners.get(module))
         findings.append(
             _rule("VERIFY-IMPORT").finding(
                 f"import {module}",
-                f"{who} passes alone but raised {error} after the imports before it in one process",
+                f"{who} {alone} raised {error} after the imports before it in one process",
                 "Two modules that cannot be imported together: import them in the application's order "
                 "and read the error.",
             )
         )
     findings += _openmp(together, owners)
     return findings
+
+
+def _alone(result: ImportResult | None) -> str:
+    """How the import went alone, for a finding about it among the others."""
+    if result is not None and result.reason and result.status == "passed":
+        return f"({result.reason}; here among the others)"
+    return "passes alone but"
 
 
 def _openmp(together: Together, owners: dict[str, ImportResult]) -> list[Finding]:

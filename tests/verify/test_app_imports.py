@@ -250,6 +250,17 @@ def test_two_imports_that_pass_alone_but_not_together(bare: Path, project: Path)
 
 
 @pytest.mark.slow
+def test_a_module_imported_alone_elsewhere_is_imported_only_together(bare: Path, project: Path) -> None:
+    log = project / "imported"
+    _module(project, "counted", f"with open({str(log)!r}, 'a') as f:\n    f.write('x')\n")
+    run = run_imports(str(bare), timeout=30, modules=["counted"], alone_elsewhere={"counted": "the suite"})
+    (result,) = run.results
+    assert result.status == "passed" and result.reason == "imported alone by the suite"
+    assert run.together is not None and run.together.modules == ("counted",)
+    assert log.read_text(encoding="utf-8") == "x"  # once: in the process that imports them all
+
+
+@pytest.mark.slow
 def test_the_cli_reports_a_missing_module_and_refuses_a_bad_name(bare: Path, project: Path) -> None:
     _module(project, "skipped_one", f"open({str(project / 'imported')!r}, 'w').close()\n")
     (project / "pyproject.toml").write_text(
