@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """envcheck's speed budgets (DESIGN §6), measured against the anchors in the same run.
 
-    python ci/bench.py [--python TARGET] [-n 5] [--check]
+    python ci/bench.py [--python TARGET] [-n 5] [--check] [--only NAME ...]
 
 Runs N alternating repetitions of each command (alternating, so a noisy neighbour hurts all of them alike)
 in the target environment, prints the median wall time of each, and the ratios the budgets are written in:
@@ -10,9 +10,12 @@ in the target environment, prints the median wall time of each, and the ratios t
     predict (warm cache)     <= 1.50 x  pip install --dry-run --report of the same set
     snapshot --no-probe      <= 0.80 x  pip freeze
     diff (500 pkgs, 500 libs) <= 0.25 s (CLI start included)
-    verify (CPU suite)       <= import torch + 5 s
+    verify (CPU suite)       <= import torch + 5 s   (--no-imports; the default, with the imports: reported)
+    gate (default: the app's imports too)   reported as a ratio to import torch, and the imports' share
     fleet diff (1,000 x 500/500, 90% identical) per manifest <= 0.10 x  diff 500/500;
         peak memory of its whole process tree < 300 MB
+    RECORD check of the live snapshot (doctor, gate) with a warm hash cache <= 0.05 x  import torch of extra
+        time (cold, no cache: reported)
 
 Absolute times are noisy on shared machines; quote the ratios. ``--check`` exits 1 when a budget is missed.
 The target interpreter needs torch; envcheck runs from the interpreter running this script.
@@ -131,6 +134,18 @@ def predict_cold(work: Path, ec: Sequence[str]) -> float:
     return time.perf_counter() - start
 
 
+def integrity_commands(work: Path, ec: Sequence[str], py: str) -> dict[str, list[str]]:
+    """The live snapshot's RECORD check (gate, doctor and diff do it by default), timed through ``doctor``:
+    without it (``ENVCHECK_INTEGRITY=0``), with no hash cache (every RECORD-listed native file hashed: the
+    cold cost) and with a warm one (the warm-up run fills it)."""
+    doctor = [*ec, "doctor", "--python", py]
+    return {
+        "doctor, no integrity": ["env", "ENVCHECK_INTEGRITY=0", *doctor],
+        "doctor, integrity cold": ["env", "ENVCHECK_CACHE_DIR=off", *doctor],
+        "doctor, integrity warm": ["env", f"ENVCHECK_CACHE_DIR={work / 'hash-cache'}", *doctor],
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -139,6 +154,9 @@ def main() -> int:
     parser.add_argument("-n", type=int, default=5, help="repetitions of each command")
     parser.add_argument("--check", action="store_true", help="exit 1 when a budget is missed")
     parser.add_argument("--skip", action="append", default=[], help="skip a command by name")
+    parser.add_argument(
+        "--only", action="append", default=[], help="run only these commands by name (and the anchors)"
+    )
     parser.add_argument("--fleet", type=int, default=1000, help="manifests in the fleet diff (0: skip it)")
     args = parser.parse_args()
 
@@ -187,10 +205,22 @@ def main() -> int:
             commands["fleet diff"] = [*fleet_argv, "--format", "json", "-o", str(work / "fleet.json")]
     except ImportError as e:
         print(f"note: diff benchmark skipped ({e})", file=sys.stderr)
-    commands["verify (CPU)"] = [*ec, "verify", "--python", py]
+    # The suite's budget is for the suite: the application's imports are measured apart, in the gate.
+    commands["verify (CPU)"] = [*ec, "verify", "--python", py, "--no-imports"]
+    commands["verify + imports"] = [*ec, "verify", "--python", py]
+    # The gate against goldens of this same environment, as CI runs it: by default it also imports every
+    # installed module with native code (each alone, then all together); --no-imports is that step's cost.
+    gate_ref = work / "gate-ref.json"
+    subprocess.run([*ec, "snapshot", "--python", py, "-o", str(gate_ref)], check=True, capture_output=True)
+    commands["gate"] = [*ec, "gate", str(gate_ref), "--python", py]
+    commands["gate --no-imports"] = [*ec, "gate", str(gate_ref), "--python", py, "--no-imports"]
     commands.update(predict_commands(work, ec))
+    commands.update(integrity_commands(work, ec, py))
     for name in args.skip:
         commands.pop(name, None)
+    if args.only:
+        keep = {*args.only, "import torch"}
+        commands = {name: argv for name, argv in commands.items() if name in keep}
 
     times: dict[str, list[float]] = {name: [] for name in commands}
     for argv in commands.values():  # warm-up: page cache, .pyc files
@@ -244,6 +274,23 @@ def main() -> int:
     if "verify (CPU)" in medians and "import torch" in medians:
         extra = medians["verify (CPU)"] - medians["import torch"]
         budgets.append(("verify - import torch (seconds)", extra, 5.0, "s"))
+    if "verify + imports" in medians and "import torch" in medians:
+        extra = medians["verify + imports"] - medians["import torch"]
+        budgets.append(("verify + imports - import torch (s)", extra, float("inf"), "s"))
+    if "gate" in medians and "import torch" in medians:
+        budgets.append(("gate / import torch", medians["gate"] / medians["import torch"], float("inf"), "x"))
+    if "gate" in medians and "gate --no-imports" in medians:
+        extra = medians["gate"] - medians["gate --no-imports"]
+        budgets.append(("gate: the app's imports (seconds)", extra, float("inf"), "s"))
+
+    if "doctor, no integrity" in medians and "import torch" in medians:
+        for label, name, limit in (
+            ("RECORD check, cold / import torch", "doctor, integrity cold", float("inf")),
+            ("RECORD check, warm / import torch", "doctor, integrity warm", 0.05),
+        ):
+            if name in medians:
+                extra = medians[name] - medians["doctor, no integrity"]
+                budgets.append((label, extra / medians["import torch"], limit, "x"))
 
     if "predict (warm)" in medians and "predict (cold)" not in args.skip:
         print(f"\npredict (cold cache, once): {predict_cold(work, ec):.3f} s")
