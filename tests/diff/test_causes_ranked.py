@@ -314,3 +314,55 @@ def test_fp_mode_blames_a_library_only_when_no_start_up_module_set_it() -> None:
     assert "/venv/site-packages/sitecustomize.py" in who and "fast-math" not in who + remedy
     by_library = dataclasses.replace(by_site, customize=None)
     assert "-ffast-math" in fp_setter(by_library)[0]
+
+
+def _libpython_through_the_cache(d: dict[str, Any]) -> None:
+    # An --enable-shared interpreter without an rpath: the loader cache finds the OS's libpython.
+    d["env"].pop("LD_LIBRARY_PATH", None)
+    d["python"].update(
+        version="3.11.2",
+        build_version="3.11.7",
+        own_library="/root/.pyenv/versions/3.11.7/lib/libpython3.11.so.1.0",
+        loaded_library="/opt/python/lib/libpython3.11.so.1.0",
+    )
+
+
+def _gomp_through_the_cache(d: dict[str, Any]) -> None:
+    # torch's own libraries resolve libgomp.so.1 to a copy the loader cache names, LD_LIBRARY_PATH unset.
+    d["env"].pop("LD_LIBRARY_PATH", None)
+    for n in d["native"]["nodes"]:
+        for dep in n.get("dependencies") or []:
+            if dep["name"] == "libgomp.so.1" and n["owner"] == "torch":
+                dep.update(target="/opt/gomp/libgomp.so.1", how="ld-so-cache", kind="redistributable")
+
+
+def test_remedies_with_ld_library_path_unset_name_the_loader_cache() -> None:
+    for edit in (_libpython_through_the_cache, _gomp_through_the_cache):
+        target = manifest("dev-cpu", edit)
+        assert "LD_LIBRARY_PATH" not in target.env
+        report = flows.diff("dev-cpu", manifest("dev-cpu"), [("target", target)], Policy())
+        assert_no_unset_variable_remedies(report.findings, target.env)
+        doctored = flows.doctor("target", target, Policy()).findings
+        assert_no_unset_variable_remedies(doctored, target.env)
+        named = [f for f in doctored if f.rule in ("ENV-PYTHON-LIBPYTHON", "ENV-NATIVE-SHADOWED")]
+        assert named, edit.__name__
+        assert all("ldconfig" in f.remedy and "/etc/ld.so.conf.d" in f.remedy for f in named)
+
+
+def test_a_variable_unset_on_the_target_is_nothing_to_change_there() -> None:
+    base = manifest(
+        "dev-cpu", lambda d: d["env"].update(LD_LIBRARY_PATH="/opt/cuda/lib64", PYTHONPATH="/src")
+    )
+    target = manifest("dev-cpu")
+    found = [
+        f
+        for f in flows.diff("base", base, [("target", target)], Policy()).findings
+        if f.rule == "ENV-VAR-CHANGED"
+    ]
+    assert {f.subject for f in found} >= {"LD_LIBRARY_PATH", "PYTHONPATH"}
+    assert_no_unset_variable_remedies(found, target.env)
+    assert all(
+        f.remedy.startswith("Nothing to change on the target")
+        for f in found
+        if f.subject in ("LD_LIBRARY_PATH", "PYTHONPATH")
+    )

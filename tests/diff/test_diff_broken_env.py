@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from diffdata import manifest
+from remedycheck import assert_no_unset_variable_remedies
 
 from envcheck.collect.launch import SnapshotOptions
 from envcheck.collect.snapshot import take_snapshot
@@ -25,6 +26,8 @@ def test_a_venv_missing_libc10(broken_torch_python: Path) -> None:
     assert probe.severity == "error" and probe.subject == "import torch"
     missing = [f for f in doctor(broken) if f.rule == "ENV-NATIVE-MISSING" and f.severity == "error"]
     assert missing and all("libc10.so" in (f.target or "") for f in missing)
+    assert_no_unset_variable_remedies(doctor(broken), broken.env)
+    assert_no_unset_variable_remedies(diff(manifest("dev-cpu"), broken), broken.env)
     # Against the healthy venv it came from: what the crashed probe could not see is unknown, not lost.
     rules = {f.rule for f in diff(manifest("dev-cpu"), broken)}
     assert not {"ENV-NATIVE-LOST", "ENV-NATIVE-ADDED", "ENV-TORCH-VERSION"} & rules

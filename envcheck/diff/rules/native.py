@@ -295,11 +295,11 @@ def loader_fix(m: Manifest, path: str, how: str | None = None) -> str:
         return f"remove {folder} from {variable} for this application"
     if how == "default-dirs" or folder in _DEFAULT_DIRS:
         return (
-            f"the loader takes it from the system folder {folder} ({variable} is unset): uninstall the OS "
+            f"the loader takes it from the system folder {folder}: uninstall the OS "
             "package that put it there if nothing else needs it, or make the wheel's copy load first"
         )
     return (
-        f"the loader finds {folder} through its cache ({variable} is unset): remove the file of "
+        f"the loader finds {folder} through its cache: remove the file of "
         f"/etc/ld.so.conf.d that names it (`grep -rl {folder} /etc/ld.so.conf /etc/ld.so.conf.d`) and run "
         "`sudo ldconfig`"
     )

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator
 
 from envcheck.diff.rules.base import difference_rule, release, single_rule
-from envcheck.diff.rules.native import loader_cause
+from envcheck.diff.rules.native import loader_cause, loader_fix
 from envcheck.findings import Finding, Rule
 from envcheck.manifest.identity import aliases, canonical, foreign_libpython
 from envcheck.manifest.model import Manifest
@@ -100,11 +100,11 @@ def python_library(rule: Rule, m: Manifest) -> Iterator[Finding]:
         else ""
     )
     path = canonical(loaded, aliases(m))
+    fix = loader_fix(m, path).replace("for this application", "for this interpreter")
     yield rule.finding(
         name,
         f"{py.executable} runs {loaded}{own}{versions}.{broken}",
-        f"Remove {loaded.rsplit('/', 1)[0]} from LD_LIBRARY_PATH for this interpreter (or run the "
-        "interpreter whose library that is).",
+        fix[:1].upper() + fix[1:] + " (or run the interpreter whose library that is).",
         base=py.own_library or py.build_version,
         target=loaded,
         caused_by=loader_cause(m, path.rsplit("/", 1)[0], path),
