@@ -95,8 +95,9 @@ def path_origins(entries):
     ``site`` (the environment's own site-packages), ``base-site`` (the base interpreter's site-packages,
     in a venv made with ``--system-site-packages``), ``pth`` (a path line of the ``.pth`` file named by
     ``pth``, in a site folder), ``stdlib`` (the standard library), ``other`` (code that ran at start-up: an
-    ``import`` line of a .pth, sitecustomize; or the program). The .pth files are parsed as site.py
-    parses them, never executed: ``import`` lines are skipped."""
+    ``import`` line of a .pth that names no path, sitecustomize; or the program). The .pth files are parsed
+    as site.py parses them, never executed: an ``import`` line counts for the absolute paths its string
+    literals name (``import sys; sys.path.insert(0, "/opt/x")``)."""
     import site
 
     pythonpath = set()
@@ -154,7 +155,8 @@ def path_origins(entries):
 def pth_entries(site_dirs, wanted):
     """``{entry key: .pth file}`` for the entries of ``wanted`` that a path line of a .pth file in
     ``site_dirs`` names (the first file that names one, in site.py's order: folders in order, files sorted
-    by name). Only regular files are read, each up to ``MAX_PTH_BYTES``; lines are parsed, not run."""
+    by name). Only regular files are read, each up to ``MAX_PTH_BYTES``; lines are parsed, not run
+    (``code_paths``)."""
     import stat
 
     found = {}
@@ -184,12 +186,39 @@ def pth_entries(site_dirs, wanted):
             for number, line in enumerate(text.splitlines()):
                 if number >= MAX_PTH_LINES:
                     break
-                if line.startswith(("#", "import ", "import\t")) or not line.strip():
+                if line.startswith("#") or not line.strip():
                     continue
-                key = _key(os.path.join(folder, line.rstrip()))
-                if key is not None and key in wanted and key not in found:
-                    found[key] = path
+                if line.startswith(("import ", "import\t")):
+                    named = code_paths(line)  # site.py runs it; here it is only parsed
+                else:
+                    named = [os.path.join(folder, line.rstrip())]
+                for candidate in named:
+                    key = _key(candidate)
+                    if key is not None and key in wanted and key not in found:
+                        found[key] = path
     return found
+
+
+MAX_CODE_LINE = 4096
+
+
+def code_paths(line):
+    """The absolute paths an ``import`` line of a .pth file names as string literals (``import sys;
+    sys.path.insert(0, "/opt/x")``): parsed with ``ast``, never run. A long line is not parsed."""
+    import ast
+
+    if len(line) > MAX_CODE_LINE:
+        return []
+    try:
+        tree = ast.parse(line)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    out = []
+    for node in ast.walk(tree):
+        value = getattr(node, "value", None) if isinstance(node, ast.Constant) else None
+        if isinstance(value, str) and os.path.isabs(value):
+            out.append(value)
+    return out
 
 
 def wheel_tags(limit=12):

@@ -67,6 +67,8 @@ def source(dist: Distribution) -> Source:
         return Source("local", f"local: {url}")
     if url.startswith("file:"):
         return Source("local", f"local: {url}")
+    if not url:
+        return Source("local", "a direct reference (its direct_url.json names no URL)")
     return Source("url", f"url: {url}")
 
 

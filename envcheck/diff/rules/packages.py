@@ -663,4 +663,5 @@ def pkg_direct(rule: Rule, m: Manifest) -> Iterator[Finding]:
             + pip_install([(dist.name, dist.version)], source=m, on=m, options="--force-reinstall --no-deps")
             + ".",
             target=where.shown,
+            caused_by=f"ENV-PKG-SOURCE:{dist.name}",  # in a diff that reports it (dropped where absent)
         )

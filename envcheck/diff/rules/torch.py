@@ -350,7 +350,7 @@ def _gpu_build(backends: Backends) -> bool:
     why=(
         "Python imports the first tree while pip, extensions or native libraries may belong to the other: "
         "'undefined symbol', wrong versions, leftover DLLs. The venv's own torch ahead of the base "
-        "interpreter's, in a venv made with --system-site-packages, is normal."
+        "interpreter's, in a venv made with --system-site-packages, is normal: not reported."
     ),
     fm=("FM-25",),
     evidence=("pytorch/pytorch#29544", "pytorch/pytorch#56126", "patientx-cfz/comfyui-rocm#131"),
@@ -368,16 +368,8 @@ def torch_trees(rule: Rule, m: Manifest) -> Iterator[Finding]:
     froms = [origin(m, parent) for parent in parents]
     listing = ", ".join(where(m, parent) + " → torch" for parent in parents)
     if own(froms[0]) and all(f is not None and f.origin == "base-site" for f in froms[1:]):
-        yield rule.finding(
-            "torch",
-            f"torch in the environment's own site-packages ({trees[0]}) comes before the base interpreter's "
-            f"({', '.join(trees[1:])}): normal in a venv made with --system-site-packages; the venv's torch "
-            "is the one imported.",
-            "Nothing to do; to stop seeing the base interpreter's packages, recreate the venv without "
-            "--system-site-packages.",
-            target=", ".join(trees),
-            severity="info",
-        )
+        # A venv made with --system-site-packages: its own torch is imported and its pip manages it; what
+        # the base's packages need of it is ENV-COMPANION-PIN's and ENV-PKG-UNMET's to say.
         return
     keep = next((i for i, f in enumerate(froms) if own(f)), None)
     fixes = [take_off(m, parents[i], "torch") for i in range(len(trees)) if i != keep]
@@ -464,16 +456,8 @@ def _shadow(rule: Rule, m: Manifest, winner: Distribution, loser: Distribution) 
         f"{where(m, loser.location)}"
     )
     if own(w_from) and l_from is not None and l_from.origin == "base-site":
-        if winner.version != loser.version:
-            yield rule.finding(
-                name,
-                f"{both}: normal in a venv made with --system-site-packages; the venv's copy is the one "
-                "imported and the venv's pip manages it.",
-                "Nothing to do; to stop seeing the base interpreter's packages, recreate the venv without "
-                "--system-site-packages.",
-                target=loser.version,
-                severity="info",
-            )
+        # Normal in a venv made with --system-site-packages: the venv's copy is imported and the venv's
+        # pip manages it. Where the base's packages need another version, ENV-PKG-UNMET says so.
         return
     if own(w_from):
         fix = take_off(m, loser.location, name, loser.metadata_dir)
