@@ -72,11 +72,14 @@ def python_facts():
 
 
 # Bounds of the .pth reading (site.py reads them whole at every start; a hostile one must not make the
-# probe slow or large): files per site folder, bytes per file and in all, lines per file.
+# probe slow or large): files per site folder, bytes per file and in all, lines per file (any), path or
+# code lines per file and in all. Real .pth files hold a few short lines.
 MAX_PTH_FILES = 500
 MAX_PTH_BYTES = 1 << 20
-MAX_PTH_TOTAL = 16 << 20
-MAX_PTH_LINES = 20000
+MAX_PTH_TOTAL = 4 << 20
+MAX_PTH_READ_LINES = 100000
+MAX_PTH_LINES = 1000
+MAX_PTH_TOTAL_LINES = 20000
 
 
 def _key(path):
@@ -157,10 +160,12 @@ def pth_entries(site_dirs, wanted):
     ``site_dirs`` names (the first file that names one, in site.py's order: folders in order, files sorted
     by name). Only regular files are read, each up to ``MAX_PTH_BYTES``; lines are parsed, not run
     (``code_paths``)."""
+    import io
     import stat
 
     found = {}
     budget = MAX_PTH_TOTAL
+    lines_left = MAX_PTH_TOTAL_LINES
     done = set()
     for folder in site_dirs:
         if not folder or folder in done:
@@ -171,7 +176,7 @@ def pth_entries(site_dirs, wanted):
         except (OSError, ValueError, TypeError):
             continue
         for name in names[:MAX_PTH_FILES]:
-            if budget <= 0:
+            if budget <= 0 or lines_left <= 0:
                 return found
             path = os.path.join(folder, name)
             try:
@@ -182,12 +187,22 @@ def pth_entries(site_dirs, wanted):
             except (OSError, ValueError):
                 continue
             budget -= len(data)
-            text = data.decode(sys.getfilesystemencoding() or "utf-8", "surrogateescape")
-            for number, line in enumerate(text.splitlines()):
-                if number >= MAX_PTH_LINES:
+            try:
+                text = data.decode("utf-8-sig")
+            except UnicodeDecodeError:
+                continue  # site.py cannot read it either (it stops the interpreter, or skips the file)
+            read = 0
+            # Universal newlines, as site.py's text-mode read splits them; lazily, within the bounds.
+            for number, raw in enumerate(io.StringIO(text, newline=None)):
+                if number >= MAX_PTH_READ_LINES:
                     break
+                line = raw.rstrip("\n")
                 if line.startswith("#") or not line.strip():
                     continue
+                if read >= MAX_PTH_LINES or lines_left <= 0:
+                    break
+                read += 1
+                lines_left -= 1
                 if line.startswith(("import ", "import\t")):
                     named = code_paths(line)  # site.py runs it; here it is only parsed
                 else:
