@@ -164,6 +164,22 @@ def test_gate_and_doctor_catch_a_byte_flip_with_its_mtime_restored(
     ]
 
 
+def test_doctor_of_a_manifest_recorded_with_verify_files_names_the_flip(
+    clones: dict[str, Path], tmp_path: Path, cache: Path
+) -> None:
+    out = tmp_path / "flipped.json"
+    result = CliRunner().invoke(
+        app,
+        ["snapshot", "--no-probe", "--verify-files", "--python", str(clones["flipped"]), "-o", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    code, findings, _ = _report(["doctor", str(out)])
+    assert code == 1
+    [found] = [f for f in findings if f["rule"] == "ENV-NATIVE-TAMPERED"]
+    assert found["subject"] == "torch:torch/lib/libtorch_cpu.so"
+    assert _exact_torch_install() in found["remedy"]
+
+
 def test_gate_names_the_file_that_loads_instead_of_a_deleted_bundled_libgomp(
     clones: dict[str, Path], reference: Path, cache: Path
 ) -> None:
