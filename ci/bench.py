@@ -48,12 +48,27 @@ def envcheck_cmd() -> list[str]:
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def timed(argv: Sequence[str], cwd: Path) -> float:
+# CPU seconds (user + system) of each command's whole process tree, by name: on a shared machine wall times
+# swing with the neighbours' load, the CPU a command spends much less.
+CPU: dict[str, list[float]] = {}
+
+
+def _children_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(argv: Sequence[str], cwd: Path, name: str = "") -> float:
+    cpu = _children_cpu()
     start = time.perf_counter()
     result = subprocess.run(
         argv, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False
     )
     elapsed = time.perf_counter() - start
+    if name:
+        CPU.setdefault(name, []).append(_children_cpu() - cpu)
     if result.returncode not in (0, 1):  # diff exits 1 on findings: that is its job, not a failure
         sys.exit(f"bench: {' '.join(argv)} exited {result.returncode}:\n{result.stderr.decode()[-2000:]}")
     return elapsed
@@ -264,13 +279,14 @@ def main() -> int:
                 times[name].append(seconds)
                 fleet_rss.append(peak)
             else:
-                times[name].append(timed(argv, work))
+                times[name].append(timed(argv, work, name))
     medians = {name: statistics.median(ts) for name, ts in times.items()}
 
     print(f"target: {py}\nenvcheck: {' '.join(ec)}\nrepetitions: {args.n} (alternating), medians:\n")
     for name, median in medians.items():
         spread = f"{min(times[name]):.3f}-{max(times[name]):.3f}"
-        print(f"  {name:<22} {median:7.3f} s   (range {spread})")
+        cpu = f"   cpu {statistics.median(CPU[name]):7.3f} s" if CPU.get(name) else ""
+        print(f"  {name:<22} {median:7.3f} s   (range {spread}){cpu}")
 
     budgets: list[tuple[str, float, float, str]] = []
     missed = False
@@ -313,6 +329,8 @@ def main() -> int:
     if "gate" in medians and "gate --no-imports" in medians:
         extra = medians["gate"] - medians["gate --no-imports"]
         budgets.append(("gate: the app's imports (seconds)", extra, float("inf"), "s"))
+        cpu = statistics.median(CPU["gate"]) - statistics.median(CPU["gate --no-imports"])
+        budgets.append(("gate: the app's imports (CPU s)", cpu, float("inf"), "s"))
 
     if "doctor, no integrity" in medians and "import torch" in medians:
         for label, name in (
