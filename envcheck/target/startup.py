@@ -9,6 +9,7 @@ loader maps (and ``/proc/self/maps`` lists).
 """
 
 import os
+import stat
 import sys
 
 MAX_BYTES = 256 * 1024
@@ -70,11 +71,23 @@ def _find(name):
 
 def _read(path):
     # type: (str) -> tuple
+    """The file's first ``MAX_BYTES`` as text and whether there was more; (None, False) for anything but
+    a regular file (a FIFO would block the read, a device never end) or a file that cannot be read."""
     try:
-        with open(path, "rb") as f:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None, False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, False
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
             data = f.read(MAX_BYTES + 1)
     except OSError:
         return None, False
+    finally:
+        if fd >= 0:
+            os.close(fd)
     return data[:MAX_BYTES].decode("utf-8", "replace"), len(data) > MAX_BYTES
 
 

@@ -366,3 +366,31 @@ def test_a_variable_unset_on_the_target_is_nothing_to_change_there() -> None:
         for f in found
         if f.subject in ("LD_LIBRARY_PATH", "PYTHONPATH")
     )
+
+
+def test_a_start_up_module_that_is_a_fifo_is_not_read(tmp_path: Path) -> None:
+    python = make_venv(tmp_path / "fifo")
+    site = venv_site(python)
+    os.mkfifo(site / "sitecustomize.py")  # a read would wait for a writer that never comes
+    out = subprocess.run(
+        [str(python), "-S", "-c", STARTUP_PROBE, str(site)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(TARGET_PARENT)},
+        timeout=120,
+    )
+    # Python's finder takes only regular files for modules: nothing is found, nothing waits.
+    assert json.loads(out.stdout)["customize"] == []
+
+
+def test_the_reader_takes_only_regular_files_and_caps_them(tmp_path: Path) -> None:
+    from envcheck.target import startup
+
+    os.mkfifo(tmp_path / "fifo.py")
+    assert startup._read(str(tmp_path / "fifo.py")) == (None, False)  # returns at once: no writer needed
+    assert startup._read(str(tmp_path / "absent.py")) == (None, False)
+    big = tmp_path / "big.py"
+    big.write_bytes(b"x" * (startup.MAX_BYTES + 10))
+    text, truncated = startup._read(str(big))
+    assert text is not None and len(text) == startup.MAX_BYTES and truncated
