@@ -491,7 +491,8 @@ def _base(path: str) -> str:
 def _last_frame(traceback: str | None) -> str | None:
     if not traceback:
         return None
-    frames = re.findall(r'File "([^"]+)", line (\d+)', traceback)
+    # The import system's own frames (``<frozen importlib._bootstrap>``) say nothing about the module.
+    frames = [f for f in re.findall(r'File "([^"]+)", line (\d+)', traceback) if not f[0].startswith("<")]
     if not frames:
         return None
     path, line = frames[-1]

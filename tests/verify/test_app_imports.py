@@ -280,6 +280,23 @@ def test_the_cli_reports_a_missing_module_and_refuses_a_bad_name(bare: Path, pro
     refused = CliRunner().invoke(app, ["verify", "--python", str(bare), "--import", "not a module"])
     assert refused.exit_code == 2
     assert "is not a Python module name" in refused.output and "Traceback" not in refused.output
+    refused = CliRunner().invoke(app, ["snapshot", "--python", str(bare), "--import", "-x", "-o", "-"])
+    assert refused.exit_code == 2 and "is not a Python module name" in refused.output
+
+
+def test_a_manifest_that_records_a_bad_module_name_is_refused_before_anything_runs(
+    bare: Path, project: Path
+) -> None:
+    example = Path(__file__).parents[2] / "manifests" / "examples" / "torch-2.13.0-cpu-linux.json"
+    data = json.loads(example.read_text(encoding="utf-8"))
+    data["verify"]["imports"] = ["os; rm -rf /\x1b[31m"]
+    hostile = project / "hostile.json"
+    hostile.write_text(json.dumps(data), encoding="utf-8")
+    for args in (["gate", str(hostile)], ["verify", "--against", str(hostile)]):
+        result = CliRunner().invoke(app, [*args, "--python", str(bare)])
+        assert result.exit_code == 2, result.output
+        assert "verify.imports[0]" in result.output and "is not a Python module name" in result.output
+        assert "\x1b" not in result.output and "Traceback" not in result.output
 
 
 # --------------------------------------------------------------------------- real wheels, real venvs
