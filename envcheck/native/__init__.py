@@ -64,6 +64,10 @@ def _snapshot_tree(manifest: Manifest, *, verify_files: bool, integrity: bool = 
         site = os.path.normcase(os.path.normpath(location))
         if site not in catalog.site_dirs:
             catalog.site_dirs.append(site)
+        if dist.shadowed:
+            # Never imported: an earlier copy of the same name is (a venv's own numpy ahead of the base
+            # interpreter's); its files share the first copy's keys and would stand for them in the tree.
+            continue
         for f in dist.native_files:
             full = os.path.normpath(os.path.join(location, f.path))
             # RECORD is untrusted: a native entry may name any file on the machine (``../../../etc/…``).
