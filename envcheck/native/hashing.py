@@ -5,8 +5,9 @@ The cache (``HashCache``) is one file, ``file-hashes.json``, in ``cache_dir()``:
 else ``~/.cache/envcheck``. It maps a path to ``[stamp, digest]``; the stamp is the file's device, inode,
 size, mtime and ctime, so a file that changed in any way is hashed again. A byte flip with its mtime put back
 (``os.utime``) still changes the ctime, which no user can set, and a file replaced by a rename changes the
-inode. A file whose ctime is less than ``RACY_NS`` old is neither served from nor stored in the cache: file
-times tick coarsely (a clock tick), and a change in the same tick as the stamp would keep it.
+inode (on Windows before Python 3.12, ``st_ctime`` is the creation time: there only the mtime, size and
+inode tell). A file whose ctime is less than ``RACY_NS`` old is neither served from nor stored in the
+cache: file times tick coarsely (a clock tick), and a change in the same tick as the stamp would keep it.
 
 The cache is untrusted input: read only when it is a regular file owned by this user and writable by no one
 else (never through a link, a FIFO or a device: ``O_NOFOLLOW`` and ``fstat`` of the opened descriptor), at

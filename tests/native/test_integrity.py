@@ -520,3 +520,51 @@ def test_remedies_reinstall_the_exact_build_from_its_index(version: str, expecte
         [found] = [f for f in doctor(_dev_cpu(version, edit)) if f.rule == rule]
         assert expected in found.remedy, found.remedy
         assert found.severity == "error"
+
+
+def test_a_deleted_file_nothing_replaces_is_the_failed_import_alone() -> None:
+    """libc10.so deleted: no other copy exists, the import fails, and ENV-NATIVE-MISSING says so with the
+    same reinstall; a second finding for the same file would only repeat it."""
+
+    def libc10_deleted(data: dict[str, Any]) -> None:
+        node = next(n for n in data["native"]["nodes"] if n["key"] == "torch:torch/lib/libc10.so")
+        node.update(error="listed in RECORD but not on disk", format=None, dependencies=None)
+        for n in data["native"]["nodes"]:
+            for dep in n.get("dependencies") or []:
+                if dep["name"] == "libc10.so":
+                    dep.update(target=None, how="missing", kind="missing", via=None)
+        data["native"]["missing"] = [
+            {
+                "root": "torch:torch/_C.cpython-311-x86_64-linux-gnu.so",
+                "chain": [
+                    "torch:torch/_C.cpython-311-x86_64-linux-gnu.so",
+                    "torch:torch/lib/libtorch_python.so",
+                ],
+                "missing": "libc10.so",
+                "text": "_C.cpython-311-x86_64-linux-gnu.so → libtorch_python.so → libc10.so: MISSING",
+                "from_extension": True,
+            }
+        ]
+
+    findings = doctor(_dev_cpu("2.13.0+cpu", libc10_deleted))
+    assert [f for f in findings if f.rule == "ENV-NATIVE-FILE-MISSING"] == []
+    [missing] = [f for f in findings if f.rule == "ENV-NATIVE-MISSING"]
+    assert "'torch==2.13.0+cpu'" in missing.remedy and "--force-reinstall --no-deps" in missing.remedy
+
+
+def test_a_deleted_file_no_other_file_links_is_named_without_a_replacement() -> None:
+    def plugin_deleted(data: dict[str, Any]) -> None:
+        node = next(
+            n for n in data["native"]["nodes"] if n["key"] == "torch:torch/lib/libtorch_global_deps.so"
+        )
+        node.update(error="listed in RECORD but not on disk", format=None, dependencies=None)
+        loaded = data["runtimes"]["loaded"]
+        loaded[:] = [lib for lib in loaded if not lib["path"].endswith("/libtorch_global_deps.so")]
+
+    [found] = [
+        f for f in doctor(_dev_cpu("2.13.0+cpu", plugin_deleted)) if f.rule == "ENV-NATIVE-FILE-MISSING"
+    ]
+    assert found.message.startswith(
+        "torch/lib/libtorch_global_deps.so is missing; no file of the tree links it"
+    )
+    assert "loads instead" not in found.message and found.target == "missing"

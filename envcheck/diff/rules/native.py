@@ -1066,8 +1066,8 @@ def native_file_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
         name = rel.rsplit("/", 1)[-1]
         instead, needers = _loads_instead(nodes, key, name)
         other = by_key.get(instead) if instead is not None else None
-        loaded, same = _loaded_instead(m, name, other)
-        if instead is None and loaded is None and name.lower() in failing:
+        loaded, same = _loaded_instead(m, name, other, node.path)
+        if instead is None and name.lower() in failing:
             continue
         if instead is not None:
             where = other.path if other is not None else instead
@@ -1093,7 +1093,10 @@ def native_file_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
             )
             target = where
         elif loaded is not None:
-            message = f"{rel} is missing: the process loaded {loaded} instead."
+            message = (
+                f"{rel} is missing; no file of the tree links it by name, and the running process has "
+                f"{loaded} loaded, another copy of that library."
+            )
             target = loaded
         else:
             message = (
@@ -1126,10 +1129,10 @@ def _loads_instead(nodes: list[NativeNode], key: str, name: str) -> tuple[str | 
     return best, sorted(set(targets[best]))
 
 
-def _loaded_instead(m: Manifest, name: str, static: NativeNode | None) -> tuple[str | None, bool]:
+def _loaded_instead(m: Manifest, name: str, static: NativeNode | None, gone: str) -> tuple[str | None, bool]:
     """The file of that name the live process mapped (``runtimes.loaded``), and whether it is ``static``
     (the file the loader resolves it to: same identity, or path): that file when it was mapped, else one
-    whose name starts with ``name`` (``libgomp.so.1.0.0``)."""
+    whose name starts with ``name`` (``libgomp.so.1.0.0``) other than ``gone``, the missing file itself."""
     if m.runtimes is None:
         return None, False
     loaded = m.runtimes.loaded
@@ -1145,7 +1148,10 @@ def _loaded_instead(m: Manifest, name: str, static: NativeNode | None) -> tuple[
         if hit is not None:
             return hit, True
     wanted = library_key(name).lower()
-    hit = next((lib.path for lib in loaded if library_key(lib.path).lower().startswith(wanted)), None)
+    hit = next(
+        (lib.path for lib in loaded if lib.path != gone and library_key(lib.path).lower().startswith(wanted)),
+        None,
+    )
     return hit, False
 
 
