@@ -394,3 +394,33 @@ def test_the_reader_takes_only_regular_files_and_caps_them(tmp_path: Path) -> No
     big.write_bytes(b"x" * (startup.MAX_BYTES + 10))
     text, truncated = startup._read(str(big))
     assert text is not None and len(text) == startup.MAX_BYTES and truncated
+
+
+def _gomp_twice(first: str, second: str) -> Callable[[dict[str, Any]], None]:
+    def edit(d: dict[str, Any]) -> None:
+        d["platform"]["path_aliases"] = {"/lib": "/usr/lib"}
+        d["runtimes"]["loaded"] = [x for x in d["runtimes"]["loaded"] if "gomp" not in x["path"]] + [
+            {"path": first, "owner": "system", "identity": None}
+        ]
+        d["runtimes"]["threadpools"] = [
+            {
+                "user_api": "openmp",
+                "internal_api": "openmp",
+                "filepath": second,
+                "version": None,
+                "num_threads": 2,
+                "owner": "system",
+            }
+        ]
+
+    return edit
+
+
+def test_one_loaded_file_under_two_spellings_is_one_runtime_two_files_are_two() -> None:
+    one = manifest(
+        "dev-cpu", _gomp_twice("/lib/x86_64-linux-gnu/libgomp.so.1", "/usr/lib/x86_64-linux-gnu/libgomp.so.1")
+    )
+    assert "ENV-OPENMP-MULTIPLE" not in rules_of(doctor(one))
+    two = manifest("dev-cpu", _gomp_twice("/opt/a/libgomp.so.1", "/opt/b/libgomp.so.1"))
+    (found,) = [f for f in doctor(two) if f.rule == "ENV-OPENMP-MULTIPLE"]
+    assert found.target == "/opt/a/libgomp.so.1, /opt/b/libgomp.so.1"

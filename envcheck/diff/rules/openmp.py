@@ -32,19 +32,18 @@ def omp_family(path: str) -> str | None:
 
 def openmp_runtimes(m: Manifest) -> dict[str, str]:
     """Distinct OpenMP runtimes in the process -> family, from threadpoolctl or from the loaded list: one
-    per loaded file, told apart by identity (its content hash) or else by its canonical path, so that one
-    file seen under two spellings (a symlink, a merged /usr) is one runtime, named by its first path."""
+    per loaded file by its canonical real path (both lists give real paths; the manifest's aliases join a
+    merged /usr), so one file named twice is one runtime, while two files of the same bytes both mapped
+    stay two (each has its own pool), named by the first spelling seen."""
     if m.runtimes is None:
         return {}
     table = aliases(m)
-    identity = {canonical(lib.path, table): lib.identity for lib in m.runtimes.loaded if lib.identity}
     found: dict[str, tuple[str, str]] = {}
     paths = [(pool.filepath, pool.user_api == "openmp") for pool in m.runtimes.threadpools]
     for path, openmp in [*paths, *((lib.path, True) for lib in m.runtimes.loaded)]:
         family = omp_family(path)
         if openmp and family:
-            where = canonical(path, table)
-            found.setdefault(identity.get(where, where), (path, family))
+            found.setdefault(canonical(path, table), (path, family))
     return dict(found.values())
 
 
