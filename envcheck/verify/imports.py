@@ -50,6 +50,8 @@ MAX_APP_IMPORTS = 64
 IMPORT_TIMEOUT_SHARE = 0.25
 # Imports alone run this many at a time (each is its own process).
 ISOLATED_WORKERS = 2
+# How many imports the stderr summary names, in order.
+ORDER_SHOWN = 24
 # The plan reads metadata only: when it needs more than this, something is wrong.
 PLAN_TIMEOUT = 60.0
 # A module name as Python spells one: dotted identifiers.
@@ -605,4 +607,13 @@ def tally(run: AppImports) -> str:
     if run.over_cap:
         parts.append(f"{len(run.over_cap)} over the cap")
     wall = f" in {run.wall_s:.1f} s" if run.wall_s is not None else ""
-    return f"{len(run.results)} imports{wall}: {', '.join(parts) or 'none'}"
+    line = f"{len(run.results)} imports{wall}: {', '.join(parts) or 'none'}"
+    if run.plan_error is not None:
+        return f"{line} (the modules could not be listed: {run.plan_error})"
+    order = [r.module for r in run.results if r.status != "skipped"]
+    if order:
+        shown = ", ".join(order[:ORDER_SHOWN]) + (
+            f" and {len(order) - ORDER_SHOWN} more" if len(order) > ORDER_SHOWN else ""
+        )
+        line += f"\nimported in this order: {shown}"
+    return line
