@@ -34,7 +34,11 @@ def startup_facts():
 def customize_files():
     # type: () -> list
     out = []
+    # site imports usercustomize only where the user site is enabled (never in a plain venv).
+    user_site = getattr(sys.modules.get("site"), "ENABLE_USER_SITE", False) is True
     for name in NAMES:
+        if name == "usercustomize" and not user_site:
+            continue
         path = _find(name)
         if path is None:
             continue

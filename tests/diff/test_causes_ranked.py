@@ -26,6 +26,7 @@ from envcheck import flows
 from envcheck.collect.launch import SnapshotOptions
 from envcheck.collect.snapshot import take_snapshot
 from envcheck.commands.verify import run_gate
+from envcheck.diff.causes import link
 from envcheck.diff.engine import doctor
 from envcheck.diff.policy import Policy
 from envcheck.errors import ManifestError
@@ -213,7 +214,8 @@ def test_a_start_up_module_is_read_bounded_and_never_run(tmp_path: Path) -> None
     body = f"open({str(marker)!r}, 'w').close()\n# torch.set_num_threads(1)\n".encode() + b"\xff" * (
         300 * 1024
     )
-    (site / "usercustomize.py").write_bytes(body)
+    (site / "sitecustomize.py").write_bytes(body)
+    (site / "usercustomize.py").write_bytes(b"import torch\n")  # the user site is off in a venv: never run
     out = subprocess.run(
         [str(python), "-S", "-c", STARTUP_PROBE, str(site)],
         capture_output=True,
@@ -224,7 +226,7 @@ def test_a_start_up_module_is_read_bounded_and_never_run(tmp_path: Path) -> None
     assert not marker.exists()
     facts = json.loads(out.stdout)
     (found,) = facts["customize"]
-    assert found["name"] == "usercustomize" and found["truncated"] is True
+    assert found["name"] == "sitecustomize" and found["truncated"] is True
     assert found["mentions"] == ["torch", "set_num_threads"]
 
 
@@ -424,3 +426,86 @@ def test_one_loaded_file_under_two_spellings_is_one_runtime_two_files_are_two() 
     two = manifest("dev-cpu", _gomp_twice("/opt/a/libgomp.so.1", "/opt/b/libgomp.so.1"))
     (found,) = [f for f in doctor(two) if f.rule == "ENV-OPENMP-MULTIPLE"]
     assert found.target == "/opt/a/libgomp.so.1, /opt/b/libgomp.so.1"
+
+
+def test_usercustomize_counts_only_where_the_user_site_is_on(tmp_path: Path) -> None:
+    python = make_venv(tmp_path / "user")
+    folder = tmp_path / "user-site"
+    folder.mkdir()
+    (folder / "usercustomize.py").write_text("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n")
+    code = (
+        "import json, site, sys; sys.path.insert(0, sys.argv[1]); "
+        "site.ENABLE_USER_SITE = sys.argv[2] == 'on'; "
+        "from envcheck.target.startup import customize_files; print(json.dumps(customize_files()))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(TARGET_PARENT)}
+
+    def found(user_site: str) -> list[dict[str, Any]]:
+        out = subprocess.run(
+            [str(python), "-S", "-c", code, str(folder), user_site],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        )
+        result: list[dict[str, Any]] = json.loads(out.stdout)
+        return result
+
+    assert found("off") == []
+    (user,) = found("on")
+    assert (user["name"], user["mentions"]) == ("usercustomize", ["torch", "allow_tf32"])
+
+
+def _f(rule: str, subject: str, message: str = "", **kw: Any) -> Finding:
+    return Finding(
+        rule=rule, severity=kw.pop("severity", "error"), subject=subject, message=message, remedy="", **kw
+    )
+
+
+def test_link_folds_the_suite_under_the_probe_and_the_probe_under_what_its_error_names() -> None:
+    error = "ImportError: libc10.so: cannot open shared object file"
+    findings = [
+        _f("ENV-NATIVE-MISSING", "_C.so", target="missing: libc10.so", base="torch:torch/_C.so"),
+        _f("ENV-NATIVE-MISSING", "other.so", target="missing: libfoo.so", base="other:other.so"),
+        _f("ENV-PROBE-FAILED", "import torch", f"The probe failed during import torch: {error}"),
+        _f("VERIFY-ERROR", "import_torch", f"raised {error}"),
+        _f("VERIFY-IMPORT", "import torch", f"raised {error}"),
+        _f("VERIFY-SKIPPED", "checks not run", severity="warning", caused_by="VERIFY-ERROR:import_torch"),
+    ]
+    linked = {f.key: f.caused_by for f in link(findings)}
+    root = "ENV-NATIVE-MISSING:_C.so"
+    assert linked == {
+        root: None,
+        "ENV-NATIVE-MISSING:other.so": None,
+        "ENV-PROBE-FAILED:import torch": root,
+        "VERIFY-ERROR:import_torch": root,
+        "VERIFY-IMPORT:import torch": root,
+        "VERIFY-SKIPPED:checks not run": root,
+    }
+    # Without the probe (envcheck verify): the suite's failure is the root of the checks it stopped.
+    alone = {f.key: f.caused_by for f in link(findings[3:4] + findings[5:])}
+    assert alone == {
+        "VERIFY-ERROR:import_torch": None,
+        "VERIFY-SKIPPED:checks not run": "VERIFY-ERROR:import_torch",
+    }
+    # Another tree first explains the import before any library does; another machine's findings never do.
+    tree = _f("ENV-TORCH-TREES", "torch")
+    elsewhere = dataclasses.replace(findings[0], machine="node-2")
+    relinked = {f.key: f.caused_by for f in link([elsewhere, *findings[2:3], tree])}
+    assert relinked["ENV-PROBE-FAILED:import torch"] == "ENV-TORCH-TREES:torch"
+
+
+def test_link_names_the_start_up_module_the_fp_mode_names() -> None:
+    path = "/venv/lib/python3.11/site-packages/sitecustomize.py"
+    site = _f("ENV-SITECUSTOMIZE", "sitecustomize", severity="warning", target=path)
+    mode = _f(
+        "VERIFY-FP-MODE",
+        "import_torch.fp_control",
+        f"flush-to-zero is on in this process, set at start-up by {path}",
+    )
+    other = _f(
+        "VERIFY-FP-MODE", "import_torch.fp_control", "flush-to-zero is on, set by a library", machine="m2"
+    )
+    linked = {f.key: f.caused_by for f in link([site, mode, other])}
+    assert linked["VERIFY-FP-MODE:import_torch.fp_control"] == site.key
+    assert linked["VERIFY-FP-MODE:import_torch.fp_control@m2"] is None
