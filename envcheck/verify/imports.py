@@ -555,7 +555,8 @@ def _alone(result: ImportResult | None) -> str:
 
 def _openmp(together: Together, owners: dict[str, ImportResult]) -> list[Finding]:
     """Two OpenMP runtimes in the process after the application's imports, each named with the import
-    that loaded it."""
+    that loaded it: one per file the process mapped (the loader's list gives real paths, so one file is
+    never counted twice; threadpoolctl's list, which may spell a path through a link, is not counted)."""
     from envcheck.diff.rules.openmp import omp_family
 
     by: dict[str, tuple[str, str]] = {}
@@ -564,10 +565,6 @@ def _openmp(together: Together, owners: dict[str, ImportResult]) -> list[Finding
             family = omp_family(path)
             if family and path not in by:
                 by[path] = (family, module)
-    for api, path in together.threadpools:
-        family = omp_family(path)
-        if api == "openmp" and family and path not in by:
-            by[path] = (family, "?")
     if len(by) < 2:
         return []
     families = sorted({family for family, _ in by.values()})

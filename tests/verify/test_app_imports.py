@@ -140,6 +140,26 @@ def test_over_the_cap_is_said_not_silent() -> None:
     assert "2 modules with native code were not imported" in finding.message
 
 
+def test_openmp_runtimes_are_counted_by_the_files_each_import_mapped() -> None:
+    from envcheck.verify.imports import Together
+
+    torch = ImportResult(module="torch", distribution="torch", version="2.13.0+cpu")
+    app_result = ImportResult(module="app")
+    gomp = "/v/site-packages/torch/lib/libgomp.so.1"
+
+    def run(*loaded: tuple[str, tuple[str, ...]]) -> list:  # type: ignore[type-arg]
+        together = Together(modules=("app", "torch"), loaded=loaded)
+        return import_findings(AppImports(results=(app_result, torch), together=together))
+
+    assert run(("torch", (gomp, "/v/site-packages/torch/lib/libtorch_cpu.so"))) == []
+    (mixed,) = run(("app", ("/v/lib/libiomp5.so",)), ("torch", (gomp,)))
+    assert mixed.rule == "VERIFY-IMPORT-OPENMP" and mixed.severity == "error"
+    assert "libiomp5.so (Intel) loaded by `import app`" in mixed.message
+    assert "libgomp.so.1 (GNU, torch's) loaded by `import torch`" in mixed.message
+    (gnu,) = run(("app", ("/usr/lib/x86_64-linux-gnu/libgomp.so.1",)), ("torch", (gomp,)))
+    assert gnu.severity == "warning"
+
+
 def test_the_policy_takes_imports_and_not_imported_and_still_refuses_unknown_keys(tmp_path: Path) -> None:
     policy = tmp_path / "p.toml"
     policy.write_text('imports = ["myapp.main"]\nnot_imported = ["somepkg"]\n', encoding="utf-8")
