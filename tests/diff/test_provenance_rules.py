@@ -4,9 +4,12 @@ remedies for each origin. The real venvs and installs are in ``test_provenance.p
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from diffdata import Edit, dist_entry, manifest
+from test_provenance import _hostile_pth_files
 
 from envcheck.diff.engine import diff, doctor
 from envcheck.findings import Finding
@@ -165,3 +168,43 @@ def test_a_labelled_torch_from_a_checkout_is_reinstalled_from_its_index() -> Non
     (f,) = of(diff(manifest("dev-cpu"), manifest("dev-cpu", editable_torch)), "ENV-PKG-SOURCE")
     assert f.severity == "error" and f.target == "editable: /src/pytorch"
     assert "`pip install --force-reinstall --no-deps 'torch==2.13.0+cpu' --index-url" in f.remedy
+
+
+def test_pth_files_are_parsed_never_run_and_read_within_bounds(tmp_path: Path) -> None:
+    from envcheck.target.interpreter import _key, pth_entries
+
+    folder = tmp_path / "site"
+    folder.mkdir()
+    marker, good = tmp_path / "ran", tmp_path / "good"
+    good.mkdir()
+    _hostile_pth_files(folder, marker, good)
+    (folder / "c-garbage-bytes.pth").write_bytes(bytes(range(256)) * 64 + b"\n\x00\xff\xfe/etc\n")
+    (folder / "d-nested.pth").write_text("import x" + "(" * 4000 + "\n", encoding="utf-8")
+    os.mkfifo(folder / "f-fifo.pth")  # site.py would block on it; the probe must not
+    (folder / "g-zero.pth").symlink_to("/dev/zero")
+    (folder / "h-dir.pth").mkdir()
+    wanted = {_key(str(good)), _key("/etc")}
+    found = pth_entries([str(folder)], wanted)
+    assert found == {_key(str(good)): str(folder / "e-good.pth")}
+    assert not marker.exists()
+
+
+def test_hostile_direct_urls_and_origins_in_a_manifest_are_text(tmp_path: Path) -> None:
+    def hostile(d: dict[str, Any]) -> None:
+        dist_entry(d, "filelock")["direct_url"] = {
+            "url": "git+https://user:s3cret@example.invalid/x.git\x1b[31m",
+            "vcs_info": {"vcs": ["not", "a", "string"], "commit_id": 7},
+        }
+        dist_entry(d, "jinja2")["direct_url"] = {"url": None, "dir_info": "editable"}
+        dist_entry(d, "sympy")["direct_url"] = ["a", "list"]
+        d["python"]["path_origins"] = [{"path": "/x", "origin": "from-the-future", "pth": None}]
+
+    edited = manifest("cuda", hostile)
+    found = diff(manifest("cuda"), edited) + doctor(edited)
+    sources = {f.subject: f for f in found if f.rule == "ENV-PKG-SOURCE"}
+    assert set(sources) == {"filelock", "Jinja2"}
+    assert "s3cret" not in sources["filelock"].message and "<redacted>" in sources["filelock"].message
+    assert (
+        sources["filelock"].target
+        == "vcs: vcs+git+https://<redacted>@example.invalid/x.git\x1b[31m @ an unrecorded commit"
+    )
