@@ -44,9 +44,12 @@ from envcheck.files import NotOpened, open_regular
 
 # Hashing a file that RECORD does not cover is bounded: a multi-GB library must not stall a snapshot.
 MAX_HASH_BYTES = 512 * 1024 * 1024
-# A file checked against its RECORD is hashed whole once its size is RECORD's (a CUDA library is ~1 GB),
-# up to this bound (a RECORD claiming more is not believed).
-MAX_RECORD_HASH_BYTES = 8 * 1024**3
+# A file checked against its RECORD is hashed whole once its size is RECORD's (a CUDA library is ~1 GB), up
+# to a wheel member's bound; a walk reads at most MAX_RECORD_HASH_TOTAL of them (a CUDA environment is
+# ~5 GB): past it, or past the bound, a file keeps RECORD's word (``unhashed``), as forged RECORDs listing
+# sparse many-GB files must not stall a gate.
+MAX_RECORD_HASH_BYTES = 4 * 1024**3
+MAX_RECORD_HASH_TOTAL = 32 * 1024**3
 MAX_CACHE_ENTRIES = 20_000
 MAX_CACHE_BYTES = 8 * 1024 * 1024
 RACY_NS = 2_000_000_000

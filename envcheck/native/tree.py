@@ -32,7 +32,7 @@ from envcheck.manifest.native import (
 )
 from envcheck.native.binary import BinaryError, BinaryInfo, read_binary
 from envcheck.native.elf import version_key
-from envcheck.native.hashing import MAX_RECORD_HASH_BYTES, Hasher
+from envcheck.native.hashing import MAX_RECORD_HASH_BYTES, MAX_RECORD_HASH_TOTAL, Hasher
 from envcheck.native.interface import Found, Image, Resolver
 from envcheck.native.oslibs import classify_name, openmp_family
 from envcheck.target import names as target_names
@@ -149,6 +149,7 @@ class _Node:
         "refused",
         "resized",
         "role",
+        "unchecked",
     )
 
     def __init__(
@@ -174,6 +175,7 @@ class _Node:
         self.deps: list[NativeDependency] = []
         self.absent = False  # not on disk
         self.resized: int | None = None  # its size on disk, when it is not the size RECORD promises
+        self.unchecked = False  # over the RECORD check's bounds: not read
 
 
 class Walker:
@@ -229,6 +231,7 @@ class Walker:
         ordered = sorted(roots, key=lambda r: r.key)
         self._verify = verify_files
         self._integrity = integrity or verify_files
+        self._record_bytes = 0  # bytes submitted for the RECORD check
         # Files without a RECORD digest (and with ``integrity`` every file) are hashed in the background
         # while the walk reads headers.
         self._hasher = Hasher(refresh=verify_files, inside=self.inside)
@@ -355,6 +358,10 @@ class Walker:
         if node.record_size is not None and size is not None and size != node.record_size:
             node.resized = size
             return
+        if size is None or size > MAX_RECORD_HASH_BYTES or self._record_bytes + size > MAX_RECORD_HASH_TOTAL:
+            node.unchecked = True
+            return
+        self._record_bytes += size
         self._hasher.submit(node.path, limit=MAX_RECORD_HASH_BYTES)
 
     def _edge(
@@ -509,7 +516,7 @@ class Walker:
             if n.resized is not None:
                 out[n.key] = (None, "modified", n.resized)
                 continue
-            digest = self._hasher.result(n.path)
+            digest = None if n.unchecked else self._hasher.result(n.path)
             integrity: Integrity
             if digest is None and n.record_sha256:
                 # Unreadable (permissions, a link to a FIFO) or over the bound: RECORD's word is all there is.
