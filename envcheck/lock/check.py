@@ -27,6 +27,7 @@ from envcheck.lock.inputs import INSTALLER_TOOLING
 from envcheck.lock.rules import LOCK_EXTRA, LOCK_MISSING, LOCK_SOURCE, LOCK_VERSION
 
 if TYPE_CHECKING:
+    from envcheck.diff.rules._provenance import Source
     from envcheck.manifest.model import Distribution, Manifest
 
 MAX_LOCK_BYTES = 16 * 1024 * 1024
@@ -54,6 +55,7 @@ _REFUSED_OPTIONS = frozenset(
 )
 _INDEX_OPTIONS = frozenset({"--index-url", "-i", "--extra-index-url", "--find-links", "-f"})
 _COMMENT = re.compile(r"(^|\s+)#.*$")
+_LOCAL_WHEEL = ": a wheel file from a local path is the release only if it is the released file"
 
 
 class LockFileError(EnvcheckError):
@@ -269,11 +271,12 @@ def compare(lock: LockFile, live: Manifest, *, python: str | None) -> list[Findi
             found.append(
                 LOCK_SOURCE.finding(
                     dist.name,
-                    f"{dist.name} {dist.version} is installed from {where}; the lock pins the index release "
-                    f"{pin.version} (line {pin.line})",
+                    f"{dist.name} {dist.version} is installed from {where.shown}; the lock pins the index "
+                    f"release {pin.version} (line {pin.line})" + ("" if where.built_here else _LOCAL_WHEEL),
                     _install(pip, pin, lock.sources, options="--force-reinstall --no-deps"),
                     base=pin.version,
-                    target=where,
+                    target=where.shown,
+                    severity=None if where.built_here else "warning",
                 )
             )
     for name, dist in sorted(installed.items()):
@@ -297,7 +300,7 @@ def _same(locked: str, installed: str) -> bool:
     return a == b if a is not None and b is not None else locked == installed
 
 
-def _unreleased(dist: Distribution) -> str | None:
+def _unreleased(dist: Distribution) -> Source | None:
     """Where ``dist`` came from when no index serves it (``editable: /src/pkg``, ``vcs: git+… @ commit``,
     ``local: file:///…``, credentials redacted), None for an index release or an archive URL."""
     from envcheck.diff.rules._provenance import source
@@ -305,7 +308,7 @@ def _unreleased(dist: Distribution) -> str | None:
     if dist.direct_url is None:
         return None
     found = source(dist)
-    return None if found.released else found.shown
+    return None if found.released else found
 
 
 def _install(pip: str, pin: LockedPin, sources: Sequence[tuple[str, str]], *, options: str = "") -> str:

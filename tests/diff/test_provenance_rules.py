@@ -159,6 +159,43 @@ def test_sources_of_both_sides() -> None:
     (f,) = of(diff(base, manifest("cuda", local_dir)), "ENV-PKG-SOURCE")
     assert f.target == "local: file:///src/filelock"
     assert of(doctor(manifest("cuda", wheel_url)), "ENV-PKG-DIRECT") == []
+    # A wheel file from a local path may be the released file: a warning, not an error.
+    (f,) = of(diff(base, manifest("cuda", local_wheel)), "ENV-PKG-SOURCE")
+    assert f.severity == "warning" and f.target == "local: file:///wheels/filelock-3.20.0-py3-none-any.whl"
+    # No direct_url.json, another installer: said as it is.
+    (f,) = of(diff(manifest("cuda", by_conda), manifest("cuda", local_dir)), "ENV-PKG-SOURCE")
+    assert f.base == "a release installed by conda"
+
+
+def local_wheel(d: dict[str, Any]) -> None:
+    dist_entry(d, "filelock")["direct_url"] = {
+        "url": "file:///wheels/filelock-3.20.0-py3-none-any.whl",
+        "archive_info": {"hashes": {"sha256": "0" * 64}},
+    }
+
+
+def by_conda(d: dict[str, Any]) -> None:
+    dist_entry(d, "filelock")["installer"] = "conda"
+
+
+def test_lock_check_compares_sources() -> None:
+    from envcheck.lock.check import compare, parse_lock
+
+    def editable(d: dict[str, Any]) -> None:
+        direct = {"url": "file:///src/filelock", "dir_info": {"editable": True}}
+        dist_entry(d, "filelock")["direct_url"] = direct
+
+    m = manifest("cuda")
+    lock = parse_lock(
+        "".join(f"{d.name}=={d.version}\n" for d in m.packages if not d.shadowed).encode(), "lock"
+    )
+    assert compare(lock, m, python=None) == []
+    version = next(d.version for d in m.packages if d.name == "filelock")
+    (f,) = compare(lock, manifest("cuda", editable), python=None)
+    assert (f.rule, f.severity, f.target) == ("LOCK-SOURCE", "error", "editable: /src/filelock")
+    assert f.remedy == f"`python -m pip install --force-reinstall --no-deps filelock=={version}`"
+    (f,) = compare(lock, manifest("cuda", local_wheel), python=None)
+    assert (f.rule, f.severity) == ("LOCK-SOURCE", "warning")
 
 
 def test_a_labelled_torch_from_a_checkout_is_reinstalled_from_its_index() -> None:

@@ -30,10 +30,16 @@ class Source:
     kind: str
     shown: str
     commit: str | None = None
+    wheel: bool = False  # a wheel file from a local path: the release's own file, or one built locally
 
     @property
     def released(self) -> bool:
         return self.kind in RELEASED
+
+    @property
+    def built_here(self) -> bool:
+        """Code that is certainly not a release's wheel: a checkout, a folder, a VCS commit, an sdist."""
+        return not self.released and not self.wheel
 
 
 def _text(value: object, limit: int = 300) -> str:
@@ -52,6 +58,9 @@ def source(dist: Distribution) -> Source:
     """Where ``dist`` was installed from, read from its ``direct_url.json`` (untrusted: any shape)."""
     direct = dist.direct_url
     if not isinstance(direct, dict):
+        installer = (dist.installer or "").strip().lower()
+        if installer and installer not in ("pip", "uv"):
+            return Source("release", f"a release installed by {_text(dist.installer, 40)}")
         return Source("release", "a release from an index")
     raw = direct.get("url")
     url = _text(raw)
@@ -66,7 +75,8 @@ def source(dist: Distribution) -> Source:
             return Source("editable", f"editable: {_file_path(url)}")
         return Source("local", f"local: {url}")
     if url.startswith("file:"):
-        return Source("local", f"local: {url}")
+        wheel = urlsplit(url).path.lower().endswith(".whl")
+        return Source("local", f"local: {url}", wheel=wheel)
     if not url:
         return Source("local", "a direct reference (its direct_url.json names no URL)")
     return Source("url", f"url: {url}")

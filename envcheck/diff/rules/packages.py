@@ -583,8 +583,10 @@ def _unmet_install(m: Manifest, shown: str, needs: list[tuple[Distribution, Req,
     why=(
         "An editable or local install runs whatever its folder holds: a patched checkout at the released "
         "version number is not the release, and version comparison cannot see it (pip freeze shows it as "
-        "`-e` or `name @ file://`). An error when the base has the release and the target does not; a "
-        "warning when only the base ran unreleased code, or the two ran different checkouts or commits."
+        "`-e` or `name @ file://`). An error when the base has the release and the target a checkout, a "
+        "folder, a VCS commit or an sdist; a warning for a wheel file from a local path (the released "
+        "file, or one built locally: the manifest cannot tell), when only the base ran unreleased code, "
+        "or when the two ran different checkouts or commits."
     ),
     fm=("FM-07", "FM-25"),
     static_facts=True,
@@ -608,6 +610,8 @@ def pkg_source(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding
         )
         message = f"{t.name} {versions}: the base has {bs.shown}, the target has {ts.shown}" + (
             "; the target runs code no index serves, whatever its version says."
+            if bs.released and ts.built_here
+            else "; a wheel file from a local path is the release only if it is the released file."
             if bs.released
             else "; the base ran code no index serves."
             if ts.released
@@ -628,7 +632,7 @@ def pkg_source(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding
             remedy + ("" if remedy.endswith(".") else "."),
             base=bs.shown,
             target=ts.shown,
-            severity=None if bs.released else "warning",
+            severity=None if bs.released and ts.built_here else "warning",
         )
 
 

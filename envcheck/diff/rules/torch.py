@@ -374,10 +374,12 @@ def torch_trees(rule: Rule, m: Manifest) -> Iterator[Finding]:
     keep = next((i for i, f in enumerate(froms) if own(f)), None)
     fixes = [take_off(m, parents[i], "torch") for i in range(len(trees)) if i != keep]
     first = (
-        "the environment's own torch is imported"
+        "The environment's own torch is imported; the other tree is left over, and tools that scan sys.path "
+        "see it"
         if keep == 0
         else "`import torch` takes the first"
         + (f", not the environment's own ({trees[keep]})" if keep is not None else "")
+        + "; anything installed against another one breaks"
     )
     remedy = (
         "; ".join(f for f in fixes if f is not None)
@@ -388,8 +390,7 @@ def torch_trees(rule: Rule, m: Manifest) -> Iterator[Finding]:
     )
     yield rule.finding(
         "torch",
-        f"{len(trees)} torch trees on sys.path: {listing}. {first}; anything installed against another one "
-        "breaks.",
+        f"{len(trees)} torch trees on sys.path: {listing}. {first[:1].upper()}{first[1:]}.",
         remedy[:1].upper() + remedy[1:] + ("" if remedy.endswith(".") else "."),
         target=", ".join(trees),
         severity="warning" if keep == 0 else None,
