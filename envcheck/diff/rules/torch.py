@@ -452,6 +452,8 @@ def _shadow(rule: Rule, m: Manifest, winner: Distribution, loser: Distribution) 
         )
         return
     w_from, l_from = origin(m, winner.location), origin(m, loser.location)
+    # torch's own copies: the other tree is the root (ENV-TORCH-TREES, dropped where absent), this follows.
+    tree_cause = TREES_KEY if canon(name) == "torch" and len(m.torch.trees) > 1 else None
     both = (
         f"{name} {winner.version} in {where(m, winner.location)} shadows {name} {loser.version} in "
         f"{where(m, loser.location)}"
@@ -469,8 +471,9 @@ def _shadow(rule: Rule, m: Manifest, winner: Distribution, loser: Distribution) 
             (fix[:1].upper() + fix[1:] + ".")
             if fix
             else f"Take {loser.location} off sys.path, or delete its copy of {name} if nothing uses it.",
-            target=loser.version,
+            target=f"{winner.version} imported, {loser.version} shadowed",
             severity="warning",
+            caused_by=tree_cause,
         )
         return
     if own(l_from):
@@ -505,7 +508,8 @@ def _shadow(rule: Rule, m: Manifest, winner: Distribution, loser: Distribution) 
         name,
         consequence,
         remedy,
-        target=loser.version,
+        caused_by=tree_cause,
+        target=f"{winner.version} imported, {loser.version} shadowed",
         severity="error" if torchish else "warning",
     )
 
