@@ -328,7 +328,7 @@ def _identical(base: Manifest) -> tuple[Finding, ...]:
     single-environment findings."""
     from envcheck.diff import engine
 
-    return tuple(engine.doctor(base))
+    return tuple(engine.beside_a_base(engine.doctor(base)))
 
 
 def diff_manifests(base: Manifest, targets: Iterable[tuple[str, Manifest]]) -> Fleet:

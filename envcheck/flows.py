@@ -221,11 +221,9 @@ def gate(
     suite against its goldens, and what the application's ``imports`` did (a NumPy ABI break under the
     base-to-live NumPy change)."""
     from envcheck.diff import engine
-    from envcheck.diff.rules.base import views
     from envcheck.verify.compare import compare, outcomes
 
-    with views(base, live):
-        findings = engine.diff(base, live) + engine.doctor(live)
+    findings = engine.diff_and_doctor(base, live)
     golden = goldens(base)
     if golden is not None:
         findings += compare(golden, current)

@@ -247,12 +247,12 @@ def _environment_findings(
         readable.append(env)
         drift: list[Finding] = []
         if env is reference_env:
-            found = engine.doctor(manifest)
+            found = engine.beside_a_base(engine.doctor(manifest))
         else:
             with views(ref, manifest):
                 drift = engine.diff(ref, manifest)
                 found = [_escalated(f) for f in drift] if within_job else drift
-                found += engine.doctor(manifest)
+                found += engine.beside_a_base(engine.doctor(manifest))
         current = goldens(manifest)
         if current is not None:
             ran = outcomes(current) if golden is None or env is reference_env else compare(golden, current)

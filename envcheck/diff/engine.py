@@ -70,10 +70,21 @@ def doctor(
     return _finish(findings, policy)
 
 
+# Single-environment facts that speak only where there is no base: beside one, the difference rules say
+# what matters (ENV-PKG-SOURCE for an install's source), and the same editable checkout on both sides, or
+# on every machine of a fleet, is no news.
+DOCTOR_ONLY = frozenset({"ENV-PKG-DIRECT"})
+
+
+def beside_a_base(findings: Iterable[Finding]) -> list[Finding]:
+    """``findings`` of a target's single rules, less those that speak only in ``envcheck doctor``."""
+    return [f for f in findings if f.rule not in DOCTOR_ONLY]
+
+
 def diff_and_doctor(base: Manifest, target: Manifest) -> list[Finding]:
-    """What ``envcheck diff`` reports of one target: the difference rules against ``base``, then the
-    target's own single rules, sharing one view of each manifest."""
+    """What ``envcheck diff`` and ``gate`` report of one target: the difference rules against ``base``,
+    then the target's own single rules (``beside_a_base``), sharing one view of each manifest."""
     from envcheck.diff.rules.base import views
 
     with views(base, target):
-        return diff(base, target) + doctor(target)
+        return diff(base, target) + beside_a_base(doctor(target))
