@@ -12,6 +12,14 @@ from venvs import HAS_TORCH, clone_site_packages, make_venv, needs_torch
 __all__ = ["HAS_TORCH", "needs_torch"]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """``fast`` is every test that is not ``slow``: ``pytest -m fast`` runs the quick tier, which covers
+    every module of envcheck in well under a minute."""
+    for item in items:
+        if item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.fast)
+
+
 @pytest.fixture(scope="session")
 def torch_python() -> str:
     """The test interpreter, which has torch 2.13.0 (CPU) installed."""

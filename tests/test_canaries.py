@@ -20,6 +20,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from hostile import envcheck_argv
 from venvs import fault_torch, needs_torch, venv_site
 
@@ -98,6 +99,7 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complete
     return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=600, check=False)
 
 
+@pytest.mark.slow
 @needs_torch
 def test_no_canary_reaches_a_manifest_a_report_or_the_terminal(
     venv_factory: Callable[[str], Path], tmp_path: Path

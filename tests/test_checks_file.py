@@ -204,6 +204,7 @@ def test_a_loaded_file_is_no_failure(tmp_path: Path) -> None:
     assert load_failure(VerifySection(skipped="--no-verify"), path) is None
 
 
+@pytest.mark.slow
 @needs_torch
 def test_a_real_import_failure_in_the_target_is_exit_2_with_file_line(tmp_path: Path) -> None:
     """The real suite imports the file in the target's custom group; the failure is found there."""

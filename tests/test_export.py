@@ -60,6 +60,7 @@ def edges(data: dict[str, Any]) -> dict[str, set[str]]:
     return {d["ref"]: set(d.get("dependsOn", [])) for d in data["dependencies"]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_every_example_exports_a_valid_sbom(path: Path, tmp_path: Path) -> None:
     out = tmp_path / "sbom.json"
@@ -80,6 +81,7 @@ def test_every_example_exports_a_valid_sbom(path: Path, tmp_path: Path) -> None:
     assert run("export", str(path))[1] == out.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_the_cpu_example_in_detail() -> None:
     data = validated(cyclonedx(load(CPU_EXAMPLE)))
     components = walk(data["components"])
@@ -116,6 +118,7 @@ def test_the_cpu_example_in_detail() -> None:
     assert data["metadata"]["tools"]["components"][0]["name"] == "envcheck"
 
 
+@pytest.mark.slow
 def test_a_changed_manifest_gets_another_serial_number() -> None:
     manifest = load(CPU_EXAMPLE)
     first = json.loads(cyclonedx(manifest))["serialNumber"]
@@ -147,6 +150,7 @@ def test_a_real_snapshot_of_the_test_venv(tmp_path: Path, torch_python: str) -> 
         assert purl_ref(name, importlib.metadata.version(name)) in components
 
 
+@pytest.mark.slow
 def test_strings_stay_data_and_valid_utf8(tmp_path: Path) -> None:
     data = json.loads(CPU_EXAMPLE.read_text(encoding="utf-8"))
     torch = next(p for p in data["packages"] if p["name"] == "torch")
@@ -187,6 +191,7 @@ def test_an_unknown_format_is_a_usage_error() -> None:
     assert (code, stdout) == (2, "")
 
 
+@pytest.mark.slow
 def test_outputs_behave_as_every_other_output(tmp_path: Path) -> None:
     # A symlink is written through and stays a link.
     real = tmp_path / "real.json"
@@ -221,6 +226,7 @@ def test_outputs_behave_as_every_other_output(tmp_path: Path) -> None:
     assert code == 2 and "does not exist" in err
 
 
+@pytest.mark.slow
 def test_a_manifest_without_native_tree_uses_the_record_hashes() -> None:
     manifest = load(CPU_EXAMPLE)
     bare = manifest.replace(native=None)

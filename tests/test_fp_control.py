@@ -141,6 +141,7 @@ def test_the_state_decodes_with_the_runtime_facts_and_old_manifests_lack_it() ->
         torch_runtime(raw)
 
 
+@pytest.mark.slow
 @needs_torch
 @linux_gcc
 def test_a_snapshot_records_the_mode_and_the_library_that_set_it(fast_math_lib: Path, tmp_path: Path) -> None:

@@ -55,6 +55,7 @@ def test_a_linked_folder_is_recorded_once_at_the_link(tmp_path: Path) -> None:
     assert found == {str(link): os.path.realpath(real)}
 
 
+@pytest.mark.slow
 def test_a_venv_through_a_linked_folder_is_the_same_venv(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     link = tmp_path / "venv-link"

@@ -29,6 +29,7 @@ def hostile_python(venv_factory: Callable[[str], Path]) -> Path:
     return fault_torch(venv_factory, "interrupting-torch", HOSTILE_TORCH)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("command", ["snapshot", "verify", "gate"])
 def test_an_interrupt_ends_every_target_and_leaves_the_manifest(

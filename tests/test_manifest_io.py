@@ -70,6 +70,7 @@ def test_a_missing_file_is_an_input_error(tmp_path: Path) -> None:
     assert "cannot read: No such file or directory" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["fifo", "zero", "urandom-link"])
 def test_a_fifo_or_a_device_is_refused_unread(tmp_path: Path, kind: str) -> None:
     if kind == "fifo":
@@ -143,6 +144,7 @@ def test_the_committed_json_schema_is_the_one_the_models_define() -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", sorted(EXAMPLE.parent.glob("*.json")), ids=lambda p: p.name)
 def test_every_example_manifest_validates_against_the_json_schema(example: Path) -> None:
     jsonschema = pytest.importorskip("jsonschema")

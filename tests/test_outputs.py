@@ -43,6 +43,7 @@ def test_a_null_device_stays_a_device(tmp_path: Path) -> None:
     assert stat.S_ISCHR(null.stat().st_mode)
 
 
+@pytest.mark.slow
 def test_a_full_device_is_one_line_and_exit_2(tmp_path: Path) -> None:
     full = make_char_device(tmp_path / "full", 1, 7)
     result = _envcheck("diff", A, A, "-o", str(full))
@@ -52,6 +53,7 @@ def test_a_full_device_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert stat.S_ISCHR(full.stat().st_mode)
 
 
+@pytest.mark.slow
 def test_a_full_stdout_is_one_line_and_exit_2(tmp_path: Path) -> None:
     full = make_char_device(tmp_path / "full", 1, 7)
     with full.open("w") as stdout:
@@ -110,6 +112,7 @@ def test_a_fifo_with_a_reader_gets_the_report(tmp_path: Path) -> None:
     assert stat.S_ISFIFO(fifo.stat().st_mode)
 
 
+@pytest.mark.slow
 def test_a_fifo_without_a_reader_fails_at_once(tmp_path: Path) -> None:
     fifo = make_fifo(tmp_path / "pipe")
     result = run_bounded(envcheck_argv("diff", A, A, "-o", str(fifo)), timeout=20)
@@ -120,6 +123,7 @@ def test_a_fifo_without_a_reader_fails_at_once(tmp_path: Path) -> None:
     assert stat.S_ISFIFO(fifo.stat().st_mode)
 
 
+@pytest.mark.slow
 def test_dev_stdout_is_written_in_place(tmp_path: Path) -> None:
     result = _envcheck("diff", A, A, "-o", "/dev/stdout")
     assert result.returncode == 0, result.stderr
@@ -139,6 +143,7 @@ def test_a_bad_output_path_is_refused_before_the_work(tmp_path: Path, make, mess
         destination(str(make(tmp_path)))
 
 
+@pytest.mark.slow
 def test_snapshot_checks_its_output_before_it_starts(tmp_path: Path) -> None:
     # A target that hangs past the bound: only a check made before it starts can answer in time.
     hang = tmp_path / "python"
@@ -152,6 +157,7 @@ def test_snapshot_checks_its_output_before_it_starts(tmp_path: Path) -> None:
     assert "does not exist" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("command", "option"),
     [
@@ -183,6 +189,7 @@ def _limited_file_size() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
 
 
+@pytest.mark.slow
 def test_a_failed_write_leaves_the_old_file_whole(tmp_path: Path) -> None:
     out = tmp_path / "report.json"
     out.write_text("the old report\n")

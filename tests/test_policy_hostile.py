@@ -35,6 +35,7 @@ def one_error_line(stderr: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["fifo", "zero link", "zero device", "folder"])
 def test_a_policy_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Path, kind: str) -> None:
     path = tmp_path / "policy.toml"
@@ -51,6 +52,7 @@ def test_a_policy_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Path, 
     assert "not a regular file" in one_error_line(err)
 
 
+@pytest.mark.slow
 def test_a_pyproject_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
     make_fifo(tmp_path / "pyproject.toml")
     result = run_bounded(envcheck_argv("diff", TWIN_A, TWIN_B), timeout=30, cwd=tmp_path)
@@ -58,6 +60,7 @@ def test_a_pyproject_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> 
     assert result.returncode == 2 and "pyproject.toml" in one_error_line(result.stderr)
 
 
+@pytest.mark.slow
 def test_a_policy_over_the_size_cap_is_refused_unread(tmp_path: Path) -> None:
     path = tmp_path / "huge.toml"
     with path.open("wb") as f:  # sparse: 2 GB on paper
@@ -75,6 +78,7 @@ NESTING_BOMBS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", sorted(NESTING_BOMBS))
 def test_deep_nesting_is_refused_with_line_and_column(tmp_path: Path, shape: str) -> None:
     path = tmp_path / "deep.toml"
@@ -153,6 +157,7 @@ WRONG_TYPES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text", sorted(WRONG_TYPES))
 def test_wrong_types_anywhere_are_exit_2_naming_the_key(tmp_path: Path, text: str) -> None:
     path = tmp_path / "p.toml"
@@ -218,6 +223,7 @@ TOML_TOKENS = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(TOML_TOKENS, max_size=40))
 def test_any_text_is_a_policy_or_a_usage_error(

@@ -26,6 +26,7 @@ def test_the_package_is_all_there() -> None:
     assert {"probe.py", "suite.py", "redact.py", "result.py", "record.py", "checks/cpu.py"} <= names
 
 
+@pytest.mark.slow
 def test_vermin_finds_nothing_newer_than_python_3_8() -> None:
     pytest.importorskip("vermin")
     vermin = Path(sys.executable).with_name("vermin")  # its console script, installed with the test extra

@@ -109,6 +109,7 @@ FACTS_GARBAGE: dict[str, tuple[Spec, str]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(FACTS_GARBAGE))
 def test_garbage_facts_result_is_one_clear_error(case: str, fake_python: Callable[[Spec], str]) -> None:
     spec, expected = FACTS_GARBAGE[case]
@@ -144,6 +145,7 @@ RUNTIME_GARBAGE: dict[str, tuple[Any, str]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(RUNTIME_GARBAGE))
 def test_garbage_runtime_result_is_recorded_as_malformed(
     case: str, fake_python: Callable[[Spec], str]
@@ -159,6 +161,7 @@ def test_garbage_runtime_result_is_recorded_as_malformed(
     assert manifest.runtimes is None and manifest.gpu is None and manifest.torch.runtime is None
 
 
+@pytest.mark.slow
 def test_cli_garbage_facts_is_exit_2_and_one_line(fake_python: Callable[[Spec], str], tmp_path: Path) -> None:
     python = fake_python({"facts": {"replace": {"done": True}}})
     out = tmp_path / "m.json"
@@ -172,6 +175,7 @@ def test_cli_garbage_facts_is_exit_2_and_one_line(fake_python: Callable[[Spec], 
     assert all(line.startswith(("error:", "Tip:")) for line in lines)
 
 
+@pytest.mark.slow
 def test_cli_garbage_runtime_writes_a_manifest_that_loads(
     fake_python: Callable[[Spec], str], tmp_path: Path
 ) -> None:
@@ -187,6 +191,7 @@ def test_cli_garbage_runtime_writes_a_manifest_that_loads(
     assert "torch_runtime: expected an object" in probe.exception
 
 
+@pytest.mark.slow
 def test_loaded_libraries_that_are_devices_or_fifos_are_not_read(
     fake_python: Callable[[Spec], str], tmp_path: Path
 ) -> None:
@@ -269,6 +274,7 @@ def corrupted(draw: st.DrawFn, result: Any) -> Any:
     return data
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_any_corrupted_facts_result_decodes_or_is_a_manifest_error(

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+import pytest
+
 from envcheck.commands.progress import progress
 
 STEP = "walking the native tree"
@@ -107,6 +109,7 @@ def _snapshot(tmp_path: Path, *flags: str, terminal: bool) -> str:
     return written
 
 
+@pytest.mark.slow
 def test_snapshot_shows_its_steps_on_a_terminal_only(tmp_path: Path) -> None:
     shown = _snapshot(tmp_path, terminal=True)
     assert "\rsnapshot: " in shown and STEP in shown and " s\x1b[K" in shown

@@ -67,6 +67,7 @@ def _snapshot(
     return result, json.loads(manifest.read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow
 def test_a_hang_is_killed_at_the_deadline_with_every_process_it_started(
     hostile_python: Path, run_dir: Path
 ) -> None:
@@ -83,6 +84,7 @@ def test_a_hang_is_killed_at_the_deadline_with_every_process_it_started(
     assert len(_pids(run_dir / "log" / "pids")) == 4
 
 
+@pytest.mark.slow
 def test_a_daemon_holding_stderr_does_not_keep_envcheck_waiting(hostile_python: Path, run_dir: Path) -> None:
     _, manifest = _snapshot(hostile_python, run_dir, "daemon", "--no-verify")
     assert manifest["meta"]["probe"]["status"] != "timeout"  # the probe ended; only its daemon lingered
@@ -92,6 +94,7 @@ def test_a_daemon_holding_stderr_does_not_keep_envcheck_waiting(hostile_python: 
     assert [pid for pid in daemons if process_alive(pid)] == []
 
 
+@pytest.mark.slow
 def test_endless_stderr_keeps_a_bounded_tail_and_names_the_cut(hostile_python: Path, run_dir: Path) -> None:
     _, manifest = _snapshot(hostile_python, run_dir, "endless-stderr", "--no-verify")
     probe = manifest["meta"]["probe"]
@@ -102,6 +105,7 @@ def test_endless_stderr_keeps_a_bounded_tail_and_names_the_cut(hostile_python: P
     assert len(rest) <= 4000
 
 
+@pytest.mark.slow
 def test_300_mb_of_stderr_costs_no_memory(hostile_python: Path, run_dir: Path) -> None:
     result, manifest = _snapshot(hostile_python, run_dir, "stderr-300mb", "--no-verify", timeout=30.0)
     probe = manifest["meta"]["probe"]
@@ -113,6 +117,7 @@ def test_300_mb_of_stderr_costs_no_memory(hostile_python: Path, run_dir: Path) -
     assert result.max_rss_mb < 300
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("fault", "why"),
     [
@@ -129,6 +134,7 @@ def test_a_hostile_result_file_is_not_read(hostile_python: Path, run_dir: Path, 
     assert why in probe["stderr_tail"]
 
 
+@pytest.mark.slow
 def test_reruns_share_the_deadline_instead_of_multiplying_it(hostile_python: Path, run_dir: Path) -> None:
     # Four checks that hang: before, each rerun got the full --timeout (4 x 3 s, past the bound).
     log = run_dir / "log" / "started"
@@ -150,6 +156,7 @@ def test_reruns_share_the_deadline_instead_of_multiplying_it(hostile_python: Pat
     assert log.read_text().split() == ["a"]
 
 
+@pytest.mark.slow
 def test_a_relative_python_is_resolved_against_the_callers_folder(
     venv_factory: Callable[[str], Path], tmp_path: Path
 ) -> None:
@@ -165,6 +172,7 @@ def test_a_relative_python_is_resolved_against_the_callers_folder(
     assert manifest["meta"]["target"] == str(python)
 
 
+@pytest.mark.slow
 def test_a_bare_python_is_found_on_path(tmp_path: Path) -> None:
     python = make_venv(tmp_path / "venv")
     env = {**os.environ, "PATH": f"{python.parent}{os.pathsep}{os.environ['PATH']}"}
@@ -176,6 +184,7 @@ def test_a_bare_python_is_found_on_path(tmp_path: Path) -> None:
     assert manifest["meta"]["target"] == str(python)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("given", "message"),
     [

@@ -167,6 +167,7 @@ def test_the_stdlib_client_speaks_to_torchs_store_server() -> None:
         client.close()
 
 
+@pytest.mark.slow
 def test_the_stdlib_client_gives_up_on_a_closed_port() -> None:
     import socket
 
@@ -250,6 +251,7 @@ def test_per_rank_device_variables_compare_by_count() -> None:
     assert (visible.base, visible.target) == ("'<1 device per rank>'", "'<2 devices per rank>'")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -291,6 +293,7 @@ def test_a_tie_goes_to_the_environment_whose_ranks_have_torch() -> None:
     assert pythonpath.machine == "h:0" and pythonpath.target == "'/broken'"
 
 
+@pytest.mark.slow
 def test_a_rank_that_cannot_reach_the_store_says_so_in_one_line() -> None:
     import socket
 

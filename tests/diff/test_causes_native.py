@@ -93,6 +93,7 @@ def _same_file_sides(
     ]
 
 
+@pytest.mark.slow
 @needs_shadowing
 def test_the_variable_leads_with_the_moved_libraries_under_it(pair: tuple[Path, Manifest, Manifest]) -> None:
     _, plain, shadowed = pair
@@ -120,6 +121,7 @@ def test_the_variable_leads_with_the_moved_libraries_under_it(pair: tuple[Path, 
     assert {f.caused_by for f in report.findings if f.caused_by} == {VAR}
 
 
+@pytest.mark.slow
 @needs_shadowing
 def test_doctor_names_the_shadowed_library_and_the_foreign_libpython(
     pair: tuple[Path, Manifest, Manifest],
@@ -154,6 +156,7 @@ def test_requires_says_the_base_bundled_it(pair: tuple[Path, Manifest, Manifest]
     assert "download" not in requires[0].remedy and "VC++" not in requires[0].remedy
 
 
+@pytest.mark.slow
 @needs_shadowing
 def test_gate_under_the_variable(pair: tuple[Path, Manifest, Manifest]) -> None:
     folder, _, _ = pair

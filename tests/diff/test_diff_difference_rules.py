@@ -357,6 +357,7 @@ def test_every_difference_rule_has_a_case() -> None:
     assert {r.id for r in catalog() if r.kind == "difference"} == set(CASES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule_id", sorted(CASES))
 def test_difference_rule_triggers(rule_id: str) -> None:
     base_name, base_edits, target_name, target_edits, severity, subject = CASES[rule_id]
@@ -369,6 +370,7 @@ def test_difference_rule_triggers(rule_id: str) -> None:
     assert all(f.message and f.remedy for f in found)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule_id", sorted(CASES))
 def test_difference_rule_is_silent_without_the_difference(rule_id: str) -> None:
     base_name, base_edits, *_ = CASES[rule_id]

@@ -291,6 +291,7 @@ def test_every_single_environment_rule_has_a_trigger() -> None:
     assert singles == set(TRIGGERS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule_id", sorted(TRIGGERS))
 def test_rule_triggers_on_an_edited_real_manifest(rule_id: str) -> None:
     name, edits, severity, subject = TRIGGERS[rule_id]

@@ -124,6 +124,7 @@ def test_remedies_fit_a_windows_target() -> None:
     assert "'" not in COMMAND.findall(f.remedy)[0]
 
 
+@pytest.mark.slow
 def test_pip_accepts_the_command_against_a_local_index(tmp_path: Path) -> None:
     wheels = sorted(WHEELS.glob("torch-2.13.0+cpu-*.whl")) if WHEELS.is_dir() else []
     if not wheels:

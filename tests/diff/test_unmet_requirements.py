@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from venvs import make_venv, venv_site
 
 from envcheck.diff.engine import doctor
@@ -32,6 +33,7 @@ def dist_info(site: Path, name: str, version: str, *requires: str) -> None:
     (folder / "RECORD").write_text("", encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_unmet_requirements_match_pip_check_and_follow_extras(tmp_path: Path) -> None:
     python = make_venv(tmp_path / "venv")
     site = venv_site(python)

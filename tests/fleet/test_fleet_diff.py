@@ -46,6 +46,7 @@ def run(*args: str, cwd: Path | None = None) -> tuple[int, str, str]:
     return result.returncode, result.stdout, result.stderr
 
 
+@pytest.mark.slow
 def test_groups_are_the_fleets_ground_truth(fleet: tuple[Path, dict[str, list[str]]]) -> None:
     folder, truth = fleet
     assert sorted(len(v) for v in truth.values()) == [2, 2, 2, 54]  # 90% identical, three drift groups
@@ -82,6 +83,7 @@ def test_groups_are_the_fleets_ground_truth(fleet: tuple[Path, dict[str, list[st
     assert sum(f["machine"] == identical["name"] for f in report["findings"]) == 1  # not 54 copies
 
 
+@pytest.mark.slow
 def test_every_format_names_the_groups(fleet: tuple[Path, dict[str, list[str]]], tmp_path: Path) -> None:
     folder, _ = fleet
     junit = tmp_path / "fleet.xml"
@@ -103,6 +105,7 @@ def test_every_format_names_the_groups(fleet: tuple[Path, dict[str, list[str]]],
     assert 'name="group node-0009 +1" value="node-0009, node-0039"' in xml
 
 
+@pytest.mark.slow
 def test_a_quoted_pattern_is_the_folder(fleet: tuple[Path, dict[str, list[str]]]) -> None:
     folder, _ = fleet
     base = str(folder / "base.json")
@@ -111,6 +114,7 @@ def test_a_quoted_pattern_is_the_folder(fleet: tuple[Path, dict[str, list[str]]]
     assert by_pattern == by_folder and by_folder[0] == 1
 
 
+@pytest.mark.slow
 def test_bad_files_in_a_fleet_are_named_and_the_rest_is_reported(
     fleet: tuple[Path, dict[str, list[str]]], tmp_path: Path
 ) -> None:

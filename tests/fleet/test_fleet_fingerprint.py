@@ -133,6 +133,7 @@ def test_any_other_change_changes_the_fingerprint() -> None:
     assert data == document("twin-a")
 
 
+@pytest.mark.slow
 def test_each_distinct_environment_is_decoded_and_diffed_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -223,6 +224,7 @@ def test_machine_names_are_escaped_in_every_format() -> None:
             assert json.loads(out)["groups"][0]["members"] == [HOSTILE, HOSTILE + "2"]
 
 
+@pytest.mark.slow
 def test_the_text_report_of_many_groups_fits_a_screen() -> None:
     data = document()
     base = decode(Manifest, data, source="base")

@@ -91,6 +91,7 @@ def _hostile_manifest(tmp_path: Path, name: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "command",
     [

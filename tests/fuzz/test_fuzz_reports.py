@@ -125,12 +125,14 @@ def run_pair(texts: tuple[str, str]) -> None:
         exercise(base, base)
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=300)
 @given(mutated_pair(SMALL, max_changes=8))
 def test_small_manifests(texts: tuple[str, str]) -> None:
     run_pair(texts)
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=60)
 @given(mutated_pair(LARGE, max_changes=4))
 def test_large_manifests(texts: tuple[str, str]) -> None:

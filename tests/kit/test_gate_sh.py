@@ -95,6 +95,7 @@ def _cases(junit: Path) -> list[Any]:
     return [case for suite in JUnitXml.fromfile(str(junit)) for case in suite]
 
 
+@pytest.mark.slow
 def test_matching_environment_passes_and_writes_junit(cached: Cached) -> None:
     run = cached.first
     assert run.code == 0, run.stderr + run.stdout
@@ -116,6 +117,7 @@ def test_matching_environment_passes_and_writes_junit(cached: Cached) -> None:
     assert (cached.venv / "envcheck-gate.spec").read_text() == str(cached.spec)
 
 
+@pytest.mark.slow
 def test_drifting_environment_fails_naming_the_finding(
     cached: Cached, kit_envs: KitEnvs, tmp_path: Path
 ) -> None:
@@ -143,6 +145,7 @@ def test_drifting_environment_fails_naming_the_finding(
     assert "markdown-it-py" in text and "pip install" in text
 
 
+@pytest.mark.slow
 def test_extra_arguments_reach_the_gate(cached: Cached, kit_envs: KitEnvs, tmp_path: Path) -> None:
     # A policy that ignores the packages family makes the drifting environment pass: the arguments after
     # `--` reached `envcheck gate`, and its exit code is the script's.
@@ -169,6 +172,7 @@ def test_extra_arguments_reach_the_gate(cached: Cached, kit_envs: KitEnvs, tmp_p
     assert not [f for f in report["findings"] if f["rule"].startswith("ENV-PKG-")]
 
 
+@pytest.mark.slow
 def test_malformed_manifest_is_the_gates_exit_2(cached: Cached, kit_envs: KitEnvs, tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema_version": ', encoding="utf-8")
@@ -233,6 +237,7 @@ def test_cache_folder_that_is_not_a_venv_is_refused(kit_envs: KitEnvs, tmp_path:
     assert (precious / "notes.txt").read_text(encoding="utf-8") == "keep me"
 
 
+@pytest.mark.slow
 def test_a_spec_that_does_not_install_is_exit_2_and_leaves_nothing(kit_envs: KitEnvs, tmp_path: Path) -> None:
     tmp = tmp_path / "tmp"
     tmp.mkdir()
@@ -254,6 +259,7 @@ def test_a_spec_that_does_not_install_is_exit_2_and_leaves_nothing(kit_envs: Kit
     assert not (tmp_path / "envcheck-junit.xml").exists()
 
 
+@pytest.mark.slow
 def test_a_password_in_the_spec_never_reaches_the_log(kit_envs: KitEnvs, tmp_path: Path) -> None:
     tmp = tmp_path / "tmp"
     tmp.mkdir()
@@ -328,6 +334,7 @@ def test_gate_ps1_mirrors_gate_sh() -> None:
         assert done.returncode == 0 and done.stdout.startswith("usage: ci\\gate.ps1 MANIFEST")
 
 
+@pytest.mark.slow
 def test_another_spec_is_a_fresh_environment_not_the_cached_one(cached: Cached, tmp_path: Path) -> None:
     # A copy of the cache (hard links) installed from another SPEC: gate.sh must not reuse the envcheck in
     # it. The new SPEC does not install, so the old environment is gone and nothing is reused.

@@ -52,6 +52,7 @@ def _gate(sample: pytest.Pytester, manifest: Path, python: Path, *args: str) -> 
     )
 
 
+@pytest.mark.slow
 def test_matching_environment_passes_with_skips_that_say_why(
     sample: pytest.Pytester, kit_envs: KitEnvs
 ) -> None:
@@ -82,6 +83,7 @@ def test_matching_environment_passes_with_skips_that_say_why(
     assert re.search(r"^envcheck gate: this machine \(.+\) against .*the gate passes", out, re.M), out
 
 
+@pytest.mark.slow
 def test_drifting_environment_fails_showing_message_and_remedy(
     sample: pytest.Pytester, kit_envs: KitEnvs
 ) -> None:
@@ -102,6 +104,7 @@ def test_drifting_environment_fails_showing_message_and_remedy(
     assert re.search(r"envcheck gate: .* at or above error: the gate fails", out), out
 
 
+@pytest.mark.slow
 def test_policy_and_fail_on_reach_the_gate(sample: pytest.Pytester, kit_envs: KitEnvs) -> None:
     sample.makefile(".toml", policy='ignore = ["ENV-PKG-MISSING", "ENV-PKG-UNMET"]\n')
     ignored = _gate(sample, kit_envs.manifest, kit_envs.drifting, "--envcheck-policy", "policy.toml")
@@ -109,6 +112,7 @@ def test_policy_and_fail_on_reach_the_gate(sample: pytest.Pytester, kit_envs: Ki
     assert "policy:" in ignored.stdout.str()
 
 
+@pytest.mark.slow
 def test_fail_on_info_fails_on_what_error_lets_pass(sample: pytest.Pytester, kit_envs: KitEnvs) -> None:
     # Matching but not identical: the suite's skipped CUDA checks are info findings, which fail at info.
     result = _gate(sample, kit_envs.manifest, kit_envs.matching, "--envcheck-fail-on", "info")
@@ -185,6 +189,7 @@ def pytest_sessionfinish(session):
 """
 
 
+@pytest.mark.slow
 def test_loading_the_plugin_without_the_option_imports_nothing_else_of_envcheck(
     sample: pytest.Pytester, kit_envs: KitEnvs
 ) -> None:
@@ -206,6 +211,7 @@ def test_loading_the_plugin_without_the_option_imports_nothing_else_of_envcheck(
     assert "envcheck.manifest.io" in loaded and "envcheck.findings" in loaded
 
 
+@pytest.mark.slow
 def test_a_gate_that_cannot_run_fails_every_item_with_one_line(
     sample: pytest.Pytester, kit_envs: KitEnvs
 ) -> None:
@@ -239,6 +245,7 @@ def test_check_names_from_a_hostile_manifest_are_escaped_in_node_ids(
     assert "envcheck::check::evil\\x1b)0;owned\\x07__x(1)" in result.outlines
 
 
+@pytest.mark.slow
 def test_a_manifest_without_goldens_has_no_check_items_and_says_so(
     sample: pytest.Pytester, kit_envs: KitEnvs
 ) -> None:

@@ -64,11 +64,13 @@ def _set_version(name: str, version: str) -> object:
 # --- envcheck lock ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_manifest_without_packages_is_one_error(small_env: Env, tmp_path: Path) -> None:
     empty = _edited(small_env, tmp_path, lambda d: d.update(packages=[]))
     _one_error(envcheck("lock", empty), "holds no distributions")
 
 
+@pytest.mark.slow
 def test_only_installer_tooling_is_nothing_to_lock(small_env: Env, tmp_path: Path) -> None:
     def keep_tooling(data: dict[str, list[dict[str, object]]]) -> None:
         data["packages"] = [d for d in data["packages"] if d["name"] in ("pip", "setuptools")]
@@ -76,6 +78,7 @@ def test_only_installer_tooling_is_nothing_to_lock(small_env: Env, tmp_path: Pat
     _one_error(envcheck("lock", _edited(small_env, tmp_path, keep_tooling)), "holds no distributions")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "index",
     ["http://127.0.0.1:9/simple", "https://lock-user:s3cr3t-t0ken@pkgs.invalid/simple"],
@@ -94,6 +97,7 @@ def test_an_unreachable_index_is_named_and_the_lock_fails(small_env: Env, index:
     assert "s3cr3t" not in done.stderr + done.stdout
 
 
+@pytest.mark.slow
 def test_a_version_no_source_serves_is_named_or_left_out(small_env: Env, tmp_path: Path) -> None:
     manifest = _edited(small_env, tmp_path, _set_version("six", "0.0.1"))
     _one_error(envcheck("lock", manifest), "six==0.0.1")
@@ -107,6 +111,7 @@ def test_a_version_no_source_serves_is_named_or_left_out(small_env: Env, tmp_pat
     assert "#   six==0.0.1: no reachable source serves it" in text
 
 
+@pytest.mark.slow
 def test_an_unserved_torch_build_asks_for_its_index(small_env: Env, tmp_path: Path) -> None:
     def add_torch(data: dict[str, list[dict[str, object]]]) -> None:
         six = next(d for d in data["packages"] if d["name"] == "six")
@@ -151,6 +156,7 @@ def _wheel(folder: Path, name: str, version: str, requires: list[str]) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_a_path_installed_distribution_is_an_error_unless_allowed(tmp_path: Path) -> None:
     python = venv_with_pip(tmp_path / "venv")
     wheel = _wheel(tmp_path, "envchecklocal", "0.1", ["six"])
@@ -168,6 +174,7 @@ def test_a_path_installed_distribution_is_an_error_unless_allowed(tmp_path: Path
     assert "\nenvchecklocal==" not in text and "#   envchecklocal==0.1: installed from a local path" in text
 
 
+@pytest.mark.slow
 def test_the_lock_output_follows_a_link_and_feeds_a_fifo(small_env: Env, tmp_path: Path) -> None:
     real = tmp_path / "real.txt"
     real.write_text("old\n", encoding="utf-8")
@@ -188,11 +195,13 @@ def test_the_lock_output_follows_a_link_and_feeds_a_fifo(small_env: Env, tmp_pat
     assert b"tabulate==" in got[0]
 
 
+@pytest.mark.slow
 def test_a_folder_as_output_is_refused_before_any_work(small_env: Env, tmp_path: Path) -> None:
     _one_error(envcheck("lock", small_env.manifest, "-o", tmp_path), "is a folder")
     _one_error(envcheck("lock", small_env.manifest, "-o", tmp_path / "no" / "such.txt"), "does not exist")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
@@ -224,6 +233,7 @@ MALFORMED = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("content", "fragment"), MALFORMED)
 def test_a_malformed_lock_is_one_error(small_env: Env, tmp_path: Path, content: bytes, fragment: str) -> None:
     lock = tmp_path / "requirements.txt"
@@ -231,6 +241,7 @@ def test_a_malformed_lock_is_one_error(small_env: Env, tmp_path: Path, content: 
     _one_error(envcheck("lock", "--check", lock, "--python", small_env.python), fragment)
 
 
+@pytest.mark.slow
 def test_a_lock_that_is_no_regular_file_is_one_error(small_env: Env, tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)  # nobody writes: reading it would block forever
@@ -239,6 +250,7 @@ def test_a_lock_that_is_no_regular_file_is_one_error(small_env: Env, tmp_path: P
     _one_error(envcheck("lock", "--check", tmp_path / "absent.txt", "--python", small_env.python), "absent")
 
 
+@pytest.mark.slow
 def test_check_tolerates_what_pip_tolerates(small_env: Env, tmp_path: Path) -> None:
     pins = [ln for ln in small_env.lock.read_text(encoding="utf-8").splitlines() if "==" in ln]
     lock = tmp_path / "requirements.txt"
@@ -286,6 +298,7 @@ def test_platform_markers_follow_their_requirers(small_env: Env, tmp_path: Path)
     assert [p.name for p in inputs.roots] == ["six"]
 
 
+@pytest.mark.slow
 def test_a_vcs_install_and_what_requires_it_are_left_out(small_env: Env, tmp_path: Path) -> None:
     def from_git(data: dict[str, list[dict[str, object]]]) -> None:
         six = next(d for d in data["packages"] if d["name"] == "six")
@@ -307,6 +320,7 @@ def test_a_vcs_install_and_what_requires_it_are_left_out(small_env: Env, tmp_pat
     _one_error(envcheck("lock", manifest, "--allow-unlocked"), "nothing of", "could be locked")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "version"),
     [("six\n--index-url http://evil.invalid/", "1.17.0"), ("six", "1.17.0\n-r /etc/passwd"), ("-e", "1")],
@@ -323,6 +337,7 @@ def test_a_name_or_version_that_is_no_pin_is_refused(
     assert not done.stdout
 
 
+@pytest.mark.slow
 def test_credentials_never_reach_the_lock_or_stderr(small_env: Env, tmp_path: Path) -> None:
     out = tmp_path / "lock.txt"
     index = "https://lock-user:s3cr3t-t0ken@pkgs.invalid/simple"
@@ -336,6 +351,7 @@ def test_credentials_never_reach_the_lock_or_stderr(small_env: Env, tmp_path: Pa
     assert "s3cr3t" not in text + done.stderr + done.stdout and "lock-user" not in text
 
 
+@pytest.mark.slow
 def test_a_manifest_of_another_python_is_locked_with_a_warning(small_env: Env, tmp_path: Path) -> None:
     def older(data: dict[str, dict[str, object]]) -> None:
         data["python"]["version"] = "3.9.1"

@@ -68,6 +68,7 @@ def _configured_extra_indexes() -> list[str]:
     return list(dict.fromkeys(found))
 
 
+@pytest.mark.slow
 def test_an_extra_index_url_serves_the_labelled_build(small_env: Env, tmp_path: Path, index: Path) -> None:
     text = _lock(
         _manifest(small_env, tmp_path), tmp_path / "lock.txt", "--extra-index-url", index.as_uri(), env={}
@@ -76,6 +77,7 @@ def test_an_extra_index_url_serves_the_labelled_build(small_env: Env, tmp_path: 
     assert f"{NAME}=={VERSION}\n" in text
 
 
+@pytest.mark.slow
 def test_the_manifests_recorded_index_serves_it(small_env: Env, tmp_path: Path, index: Path) -> None:
     manifest = _manifest(small_env, tmp_path, {"PIP_EXTRA_INDEX_URL": index.as_uri()})
     text = _lock(manifest, tmp_path / "lock.txt", env={})
@@ -83,6 +85,7 @@ def test_the_manifests_recorded_index_serves_it(small_env: Env, tmp_path: Path, 
     assert f"{NAME}=={VERSION}\n" in text
 
 
+@pytest.mark.slow
 def test_pips_own_configuration_serves_it(small_env: Env, tmp_path: Path, index: Path) -> None:
     # pip's configuration names one more extra index, the one that serves the labelled build.
     extra = " ".join([*_configured_extra_indexes(), index.as_uri()])
@@ -92,6 +95,7 @@ def test_pips_own_configuration_serves_it(small_env: Env, tmp_path: Path, index:
     assert "${TORCH_INDEX_URL}" not in text
 
 
+@pytest.mark.slow
 def test_else_the_lock_names_torch_index_url_and_pip_expands_it(
     small_env: Env, tmp_path: Path, index: Path
 ) -> None:

@@ -39,6 +39,7 @@ def corrupt_tree(elf_tree: ElfTree, tmp_path: Path) -> Path:
     return pkg
 
 
+@pytest.mark.slow
 def test_each_bad_file_has_its_reason(corrupt_tree: Path) -> None:
     section = scan_path(str(corrupt_tree))
     reasons = {n.key.split(":", 1)[1]: n.error for n in section.nodes or []}

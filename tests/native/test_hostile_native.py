@@ -75,6 +75,7 @@ def hostile_folder(elf_tree: ElfTree, tmp_path: Path) -> tuple[Path, Path]:
     return pkg, outside
 
 
+@pytest.mark.slow
 def test_scan_of_fifo_devices_and_links_ends_and_opens_none_of_them(
     hostile_folder: tuple[Path, Path],
 ) -> None:
@@ -104,6 +105,7 @@ def test_scan_of_fifo_devices_and_links_ends_and_opens_none_of_them(
     assert "    tree:libfifo.so: is a FIFO, not a regular file: not opened\n" in text
 
 
+@pytest.mark.slow
 def test_record_that_is_a_link_to_dev_zero_is_not_read(elf_tree: ElfTree, tmp_path: Path) -> None:
     site = tmp_path / "site"
     (site / "pkg-1.0.dist-info").mkdir(parents=True)
@@ -233,6 +235,7 @@ def test_fat_macho_claiming_a_million_architectures(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_macho_load_command_and_overlap_bombs(tmp_path: Path) -> None:
     """A thin image claiming 10^8 load commands in 32 bytes, and a fat file whose two architectures both
     claim the same bytes (each would be parsed again: the count times the size)."""
@@ -320,6 +323,7 @@ def zip_bomb_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return wheel
 
 
+@pytest.mark.slow
 def test_zip_bomb_wheel_is_not_expanded(zip_bomb_wheel: Path) -> None:
     assert zip_bomb_wheel.stat().st_size < 4 * 1024**2
     with zipfile.ZipFile(zip_bomb_wheel) as zf:  # the bomb is a valid zip: the sizes are honest
@@ -335,6 +339,7 @@ def test_zip_bomb_wheel_is_not_expanded(zip_bomb_wheel: Path) -> None:
     assert "wheel members not extracted:\n    bomb/libbomb.so: expands to 3221225472 bytes" in text
 
 
+@pytest.mark.slow
 def test_wheel_with_escaping_member_names_and_record(elf_tree: ElfTree, tmp_path: Path) -> None:
     wheel = tmp_path / "evil-1.0-py3-none-any.whl"
     lib = (elf_tree / "lib/libleaf.so").read_bytes()
@@ -379,6 +384,7 @@ def test_not_a_wheel_is_one_line_and_exit_2(tmp_path: Path) -> None:
 # --------------------------------------------------------------------- snapshot of a hostile RECORD
 
 
+@pytest.mark.slow
 def test_snapshot_no_probe_refuses_a_record_path_outside_the_environment(
     elf_tree: ElfTree, venv_factory: Callable[[str], Path], tmp_path: Path
 ) -> None:
@@ -442,6 +448,7 @@ def test_scan_text_escapes_names_from_binaries_and_files(elf_tree: ElfTree, tmp_
     assert "tree:lib\\x1b]0;pwned\\x07.so: not an ELF, PE or Mach-O file" in text
 
 
+@pytest.mark.slow
 def test_member_whose_data_outgrows_its_declared_size_is_cut_off(tmp_path: Path) -> None:
     """The central directory says 1 MiB and a ratio under the cap; the data inflates to 64 MiB. Extraction
     stops at the declared size instead of trusting the stream."""

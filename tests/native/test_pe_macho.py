@@ -45,6 +45,7 @@ def _wheel(tmp_path: Path, folder: Path, name: str, tag: str) -> Path:
     return wheel
 
 
+@pytest.mark.slow
 def test_pe_reader_imports_delay_imports_and_version() -> None:
     bar = read_binary(str(PE / "winpkg/bar.dll"))
     assert (bar.format, bar.machine) == ("pe", "x86_64")
@@ -57,6 +58,7 @@ def test_pe_reader_imports_delay_imports_and_version() -> None:
     assert read_binary(str(PE / "winpkg.libs/foo.dll")).file_version == "1.2.3.4"
 
 
+@pytest.mark.slow
 def test_windows_wheel_scan(tmp_path: Path) -> None:
     section = scan_path(str(_wheel(tmp_path, PE, "winpkg", "win_amd64")))
     assert section.loader == "windows"
@@ -90,6 +92,7 @@ def test_windows_wheel_scan(tmp_path: Path) -> None:
     assert node(section, "winpkg:winpkg.libs/foo.dll").file_version == "1.2.3.4"
 
 
+@pytest.mark.slow
 def test_scan_cli_text_json_and_exit_codes(tmp_path: Path) -> None:
     wheel = _wheel(tmp_path, PE, "winpkg", "win_amd64")
     runner = CliRunner()
@@ -118,6 +121,7 @@ def test_scan_cli_text_json_and_exit_codes(tmp_path: Path) -> None:
     assert broken.exit_code == 2 and "not a readable wheel" in broken.output
 
 
+@pytest.mark.slow
 def test_json_round_trip() -> None:
     section = scan_path(str(PE))
     assert decode(NativeSection, encode(section), source="t") == section
@@ -166,6 +170,7 @@ def test_real_windows_torch_wheel() -> None:
     assert [o.family for o in section.openmp or []] == ["intel"]
 
 
+@pytest.mark.slow
 def test_windows_host_search_order(tmp_path: Path) -> None:
     """A snapshot on Windows resolves against System32 and python.exe's folder; simulated on Linux with
     folders holding real DLLs (copies of the fixtures under the names Windows would have)."""

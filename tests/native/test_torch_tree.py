@@ -127,6 +127,7 @@ def broken_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv
 
 
+@pytest.mark.slow
 def test_missing_libc10_chain_in_snapshot_and_scan(broken_venv: Path, manifest: Manifest) -> None:
     python = str(broken_venv / "bin/python")
     broken = _snapshot(python)
@@ -157,6 +158,7 @@ def test_missing_libc10_chain_in_snapshot_and_scan(broken_venv: Path, manifest: 
     assert "libtorch_python.so → libc10.so: MISSING" in scan.output
 
 
+@pytest.mark.slow
 def test_verify_files_flags_modified_and_foreign(broken_venv: Path) -> None:
     [site] = glob.glob(str(broken_venv / "lib/python3*/site-packages"))
     lib = Path(site) / "torch/lib"

@@ -50,6 +50,7 @@ def test_a_manifest_from_a_newer_schema_is_one_line_and_exit_2(tmp_path: Path) -
     assert "schema_version 99 is newer" in err
 
 
+@pytest.mark.slow
 def test_an_unreachable_index_is_one_line_and_exit_2() -> None:
     # Real pip against a port nothing listens on (connection refused at once): no network needed.
     err = _one_line_exit_2(
@@ -68,6 +69,7 @@ def test_an_unreachable_index_is_one_line_and_exit_2() -> None:
     assert "cannot be reached" in err
 
 
+@pytest.mark.slow
 def test_a_secret_in_an_unreachable_index_url_is_redacted() -> None:
     err = _one_line_exit_2(
         [

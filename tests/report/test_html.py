@@ -316,6 +316,7 @@ def test_single_diff_in_chromium(tmp_path: Path) -> None:
     assert '<section class="findings warning" hidden="">' in filtered.stdout  # no warning root matches
 
 
+@pytest.mark.slow
 def test_fleet_diff_in_chromium(tmp_path: Path) -> None:
     base = str(MANIFESTS / "dev-cpu.json")
     t1 = write(tmp_path, "t1", edited("cuda", "t1"))
