@@ -29,7 +29,7 @@ class Report:
     ``caused_by``), the rule ids that were checked (one JUnit case each), the policy line, and whether the
     policy hid or softened anything (then the line goes to stderr too: a gate that passes because of a
     policy says so in the CI log even when the report is a file), and in a fleet report the machines behind
-    each ``Finding.machine``."""
+    each ``Finding.machine`` (``member``: what those are, ``machine``, ``platform`` or ``rank``)."""
 
     title: str
     findings: tuple[Finding, ...]
@@ -37,6 +37,7 @@ class Report:
     policy_line: str
     policy_changed: bool
     groups: tuple[MachineGroup, ...] = ()
+    member: str = "machine"
 
 
 def finish(
@@ -129,7 +130,7 @@ def predict(
     if not fleet:
         return report
     groups = tuple(MachineGroup(name=platform, members=(platform,)) for platform, _ in predicted)
-    return dataclasses.replace(report, groups=groups)
+    return dataclasses.replace(report, groups=groups, member="platform")
 
 
 def _renamed(finding: Finding, names: dict[str, str]) -> Finding:

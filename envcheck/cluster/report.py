@@ -195,7 +195,7 @@ def build(job: JobView, against: tuple[str, Manifest] | None, policy: Policy) ->
     heard = "" if ranks == job.world_size else f" ({ranks} sent one)"
     title = f"envcheck cluster: {job.world_size} ranks in {kinds}{heard}, against {ref_name}"
     report = finish(title, findings, policy, rules=rule_ids())
-    return dataclasses.replace(report, groups=tuple(groups))
+    return dataclasses.replace(report, groups=tuple(groups), member="rank")
 
 
 def _decoded(env: Environment, findings: list[Finding]) -> Manifest | None:

@@ -134,7 +134,7 @@ def report_findings(
     from envcheck.escape import terminal
     from envcheck.findings import at_or_above
     from envcheck.report import FormatName, render
-    from envcheck.report.options import use_color
+    from envcheck.report.options import report_width, use_color
 
     severity = fail_on.severity
     if report.policy_changed:
@@ -149,8 +149,10 @@ def report_findings(
         verbose=verbose,
         nothing_found=nothing_found,
         groups=report.groups,
+        member=report.member,
     )
-    write_output(rendered(fmt, color=use_color(fmt, output)), output)
+    width = report_width(output) if fmt is FormatName.text else None
+    write_output(rendered(fmt, color=use_color(fmt, output), width=width), output)
     if junit is not None:
         write_output(rendered(FormatName.junit), str(junit))
     if any(at_or_above(f, severity) for f in report.findings):

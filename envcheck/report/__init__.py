@@ -28,6 +28,8 @@ def render(
     verbose: bool = False,
     nothing_found: str | None = None,
     groups: Sequence[MachineGroup] = (),
+    width: int | None = None,
+    member: str = "machine",
 ) -> str:
     """The report in ``fmt``, findings in ``Finding.sort_key`` order (the same input gives the same bytes).
 
@@ -42,13 +44,16 @@ def render(
     it (text and Markdown as a line, JSON as ``"policy"``, JUnit as a test-suite property); ``None`` leaves
     it out. ``nothing_found`` is what a report without findings says (default: ``No differences that
     matter.``). ``groups``: a fleet report's machine groups (``envcheck.findings.MachineGroup``).
+    ``width``: the columns of the text report (``None``: ``DEFAULT_WIDTH``, 100, as for a pipe or a file;
+    the CLI passes its terminal's, ``report_width``); lines are broken between words, never inside one.
+    ``member``: what a fleet report's members are (``machine``, ``platform``, ``rank``).
 
     Every string that came from a manifest or a finding (title included) is escaped for the format:
     nothing in a report can drive a terminal, inject HTML or make the XML ill-formed, and every report
     encodes as UTF-8 (lone surrogates are shown as ``\\uXXXX``). Raises ``ValueError`` for an unknown
     format, nothing else.
     """
-    from envcheck.report.interface import NO_DIFFERENCES, ReportContext
+    from envcheck.report.interface import DEFAULT_WIDTH, NO_DIFFERENCES, ReportContext
 
     formatter = (fmt if isinstance(fmt, FormatName) else FormatName.parse(fmt)).formatter()
     ordered = sorted(findings, key=lambda f: f.sort_key())
@@ -65,6 +70,8 @@ def render(
         verbose=verbose,
         nothing_found=nothing_found or NO_DIFFERENCES,
         groups=tuple(groups),
+        width=DEFAULT_WIDTH if width is None else width,
+        member=member,
     )
     return formatter.render(ordered, context)
 

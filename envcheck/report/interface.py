@@ -17,6 +17,9 @@ SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 PLURAL = {"error": "errors", "warning": "warnings", "info": "info"}
 # What a report says when it has no finding, unless its command says something truer.
 NO_DIFFERENCES = "No differences that matter."
+# The text report's width when it is not printed on a terminal (a pipe, a file, a CI log): stable, so that
+# logs and saved reports read the same wherever they were made.
+DEFAULT_WIDTH = 100
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -29,6 +32,10 @@ class ReportContext:
     ``verbose``: every finding in full (the text report otherwise fits about one screen).
     ``nothing_found``: the sentence for a report without findings (``No problems found.`` for doctor).
     ``groups``: in a fleet report, the machines behind each ``Finding.machine`` (empty otherwise).
+    ``width``: the columns the text report is laid out in (the terminal's, or ``DEFAULT_WIDTH`` when the
+    report goes to a pipe or a file); other formats ignore it.
+    ``member``: what a ``Finding.machine`` names: ``machine`` (a fleet), ``platform`` (predict) or
+    ``rank`` (a cluster job), in every count and heading of a fleet report.
     """
 
     title: str
@@ -39,6 +46,8 @@ class ReportContext:
     verbose: bool = False
     nothing_found: str = NO_DIFFERENCES
     groups: tuple[MachineGroup, ...] = ()
+    width: int = DEFAULT_WIDTH
+    member: str = "machine"
 
 
 def plural(n: int, word: str) -> str:
@@ -220,22 +229,25 @@ def machines_by_rule(findings: Sequence[Finding]) -> list[tuple[str, list[str]]]
     return [(rule, sorted(machines)) for rule, machines in out.items()]
 
 
-def fleet_line(machine_groups: Sequence[MachineGroup]) -> str:
-    """Fleet reports: ``900 machines identical to the base; 100 machines in 3 groups``."""
+def fleet_line(machine_groups: Sequence[MachineGroup], member: str = "machine") -> str:
+    """Fleet reports: ``900 machines identical to the base; 100 machines in 3 groups`` (``member``: what
+    a group's members are: ``machine``, ``platform`` for predict, ``rank`` for a cluster job)."""
     same = sum(g.size for g in machine_groups if g.identical_to_base)
     drifting = [g for g in machine_groups if not g.identical_to_base]
     return (
-        f"{plural(same, 'machine')} identical to the base; "
-        f"{plural(sum(g.size for g in drifting), 'machine')} in {plural(len(drifting), 'group')}"
+        f"{plural(same, member)} identical to the base; "
+        f"{plural(sum(g.size for g in drifting), member)} in {plural(len(drifting), 'group')}"
     )
 
 
-def group_counts(group: MachineGroup, findings: Sequence[Finding], fail_on: Severity) -> str:
+def group_counts(
+    group: MachineGroup, findings: Sequence[Finding], fail_on: Severity, member: str = "machine"
+) -> str:
     """A machine group on one line: ``node-07 +41: 42 machines: FAIL: 1 error, 0 warnings, 0 info``
-    (``identical to the base`` said when it is)."""
+    (``identical to the base`` said when it is; ``member`` as in ``fleet_line``)."""
     same = ", identical to the base" if group.identical_to_base else ""
     counts = summarize([f for f in findings if f.machine == group.name], fail_on).counts()
-    return f"{group.name}: {plural(group.size, 'machine')}{same}: {counts}"
+    return f"{group.name}: {plural(group.size, member)}{same}: {counts}"
 
 
 def shortened(members: Sequence[str], limit: int) -> tuple[list[str], int]:

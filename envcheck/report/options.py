@@ -7,7 +7,8 @@
              junit: JunitOption = None, verbose: VerboseOption = False,
              quiet: QuietOption = False) -> None: ...
 
-``use_color(fmt, output)`` decides colour the one way: text to a terminal, ``NO_COLOR`` unset.
+``use_color(fmt, output)`` decides colour the one way: text to a terminal, ``NO_COLOR`` unset;
+``report_width(output)`` the text report's width: the terminal's (or ``COLUMNS``), else a stable 100.
 """
 
 from __future__ import annotations
@@ -96,3 +97,33 @@ def use_color(fmt: ReportFormatChoice, output: str | None) -> bool:
     if os.environ.get("NO_COLOR"):
         return False
     return sys.stdout.isatty()
+
+
+# The text report's width is kept within these columns whatever the terminal or COLUMNS says: below the
+# lower bound a label and its text no longer fit side by side, and a huge COLUMNS is a typo.
+MIN_WIDTH = 40
+MAX_WIDTH = 400
+
+
+def report_width(output: str | None) -> int:
+    """The columns the text report is laid out in: for stdout, ``COLUMNS`` when it is set to a number, else
+    the terminal's width as rich measures it when stdout is a terminal; a pipe, a file (``-o``) or a
+    terminal that gives no width gets a stable ``DEFAULT_WIDTH`` (100), so logs read the same everywhere.
+    Always within ``MIN_WIDTH``..``MAX_WIDTH``."""
+    from envcheck.report.interface import DEFAULT_WIDTH
+
+    if output not in (None, "-"):
+        return DEFAULT_WIDTH
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isascii() and columns.isdigit():
+        return min(max(int(columns), MIN_WIDTH), MAX_WIDTH)
+    try:
+        on_terminal = sys.stdout.isatty()
+    except (AttributeError, ValueError):  # no stdout, or a closed one
+        on_terminal = False
+    if not on_terminal:
+        return DEFAULT_WIDTH
+    from rich.console import Console
+
+    width = Console(file=sys.stdout).width
+    return min(max(width, MIN_WIDTH), MAX_WIDTH) if width > 0 else DEFAULT_WIDTH

@@ -15,7 +15,7 @@ from junitparser import Failure, JUnitXml
 from envcheck.findings import Finding, Severity
 from envcheck.report import render
 from envcheck.report.interface import groups, summarize
-from envcheck.report.text import MAX_LINES, SHOWN_CONSEQUENCES
+from envcheck.report.text import MAX_LINES, SHOWN_CONSEQUENCES, SUMMARY_ROOTS
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "data" / "manifests"
 EXAMPLES = Path(__file__).resolve().parents[2] / "manifests" / "examples"
@@ -137,8 +137,14 @@ def test_the_default_text_report_fits_a_screen_and_counts_what_it_leaves_out() -
     assert "remedy    Fix torch-0." in text
     shown = sum(1 for f in warnings + infos if f"  {f.rule}  {f.subject}:" in text)
     hidden = len(warnings) + len(infos) - shown
-    assert hidden > 0 and lines[-1].startswith(f"… {hidden} more root causes not shown (")
-    assert lines[-1].endswith("--verbose shows every finding in full.")
+    at = next(i for i, line in enumerate(lines) if line.startswith("… "))
+    count = " ".join(line.strip() for line in lines[at : at + 2])  # wrapped to the width
+    assert hidden > 0 and count.startswith(f"… {hidden} more root causes not shown (")
+    assert count.endswith("--verbose shows every finding in full.")
+    # The report ends with the verdict again and the first root cause with its remedy.
+    closing = lines[lines.index(lines[1], 2) :]
+    assert closing[1].startswith("  ENV-TORCH-VERSION  torch-0 (error): ENV-TORCH-VERSION on torch-0.")
+    assert closing[2].startswith("    remedy    Fix torch-0.")
     # Ranked: the warnings are shown before any info is.
     assert shown >= len(warnings) or "extra-00" not in text
     verbose = render(findings, "text", title=TITLE, fail_on="error", verbose=True)
@@ -149,8 +155,11 @@ def test_errors_past_the_screen_are_counted_as_errors() -> None:
     errors = [finding("ENV-PKG-MISSING", f"pkg-{i:03d}", "error") for i in range(120)]
     lines = render(errors, "text", title=TITLE, fail_on="error").splitlines()
     assert len(lines) <= MAX_LINES
-    shown = sum(1 for f in errors if any(f.subject in line for line in lines))
-    assert lines[-1].startswith(f"… {120 - shown} more root causes not shown ({120 - shown} errors)")
+    body = lines[: lines.index(lines[1], 2)]  # up to the closing summary, which repeats the verdict
+    shown = sum(1 for f in errors if any(f.subject in line for line in body))
+    (count,) = [line for line in body if line.startswith("… ")]
+    assert count.startswith(f"… {120 - shown} more root causes not shown ({120 - shown} errors)")
+    assert lines[-1] == f"  … and {120 - SUMMARY_ROOTS} more root causes ({120 - SUMMARY_ROOTS} errors)"
 
 
 def test_single_environment_findings_say_found_not_base() -> None:
