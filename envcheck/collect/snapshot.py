@@ -31,6 +31,18 @@ def _nothing(step: str) -> None:
     pass
 
 
+def _caller_shell(given: str | None, python: str, env: dict[str, str]) -> list[str] | None:
+    """``Manifest.env_caller``: None when the target is envcheck's own interpreter (the shell that started
+    envcheck runs that environment), else the names of ``env`` that only describe the caller's shell."""
+    import sys
+
+    from envcheck.target.environment import CALLER_SHELL
+
+    if given is None or python == sys.executable:
+        return None
+    return sorted(name for name in env if name.upper() in CALLER_SHELL)
+
+
 def take_snapshot(
     options: SnapshotOptions,
     *,
@@ -90,6 +102,7 @@ def take_snapshot(
         gpu=None,
         runtimes=None,
         env=found.env,
+        env_caller=_caller_shell(options.python, python, found.env),
     )
     # The native tree is static: it is walked while the runtime probe imports torch.
     if native is not None:

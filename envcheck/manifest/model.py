@@ -477,6 +477,10 @@ class Manifest:
     native: NativeSection | None = None
     verify: VerifySection | None = None
     predicted: PredictedSection | None = omitted_when_default(None)  # noqa: RUF009
+    # Set when the target was another interpreter (--python) started from the caller's shell: the names
+    # of ``env`` that describe that shell (PATH, VIRTUAL_ENV, CONDA_PREFIX, ...), not the environment.
+    # ENV-VAR-CHANGED compares those variables only between two manifests that both leave this None.
+    env_caller: list[str] | None = omitted_when_default(None)  # noqa: RUF009
 
     @property
     def is_predicted(self) -> bool:

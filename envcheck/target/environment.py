@@ -1,4 +1,4 @@
-"""The environment variables that change how torch loads or computes (DESIGN §5.8: an allowlist).
+"""The environment variables that change how torch loads or computes (an allowlist).
 
 Everything else stays behind. Values are redacted with the rest of the result by ``result.emit``; a name
 that looks like a credential (``TORCH_ACCESS_KEY``) loses its value there, whatever its prefix.
@@ -59,6 +59,25 @@ ENV_NAMES = (
     "CC",
     "CXX",
     "NUMEXPR_MAX_THREADS",
+)
+
+# Variables that describe the shell envcheck was started from, not the environment: where it stands, how
+# deep it is nested, which venv or conda environment it activated, its PATH. A target started with
+# --python from another shell inherits them from that shell (``Manifest.env_caller`` then names them).
+CALLER_SHELL = (
+    "PATH",
+    "VIRTUAL_ENV",
+    "VIRTUAL_ENV_PROMPT",
+    "PWD",
+    "OLDPWD",
+    "SHLVL",
+    "_",
+    "CONDA_PREFIX",
+    "CONDA_DEFAULT_ENV",
+    "CONDA_SHLVL",
+    "CONDA_PROMPT_MODIFIER",
+    "CONDA_EXE",
+    "CONDA_PYTHON_EXE",
 )
 
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from envcheck.diff.rules.base import difference_rule
 from envcheck.findings import Finding, Rule, Severity
 from envcheck.manifest.model import Manifest
+from envcheck.target.environment import CALLER_SHELL
 
 FAMILY = "environment variables"
 
@@ -55,8 +56,11 @@ def _severity(name: str) -> Severity:
 )
 def var_changed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
     b, t = base.env, target.env
+    # A side recorded from another interpreter's caller (--python) holds that caller's shell: PATH,
+    # VIRTUAL_ENV... drift with the shell a check runs from, not with the environment.
+    shell = base.env_caller is not None or target.env_caller is not None
     for name in sorted(set(b) | set(t)):
-        if name in _NEVER:
+        if name in _NEVER or (shell and name.upper() in CALLER_SHELL):
             continue
         bv, tv = b.get(name), t.get(name)
         if bv == tv:
