@@ -11,6 +11,7 @@ from collections.abc import Collection
 from typing import Annotated, Any
 
 import typer
+import typer.core
 
 from envcheck import __version__
 
@@ -31,6 +32,67 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("cluster", "cluster"),
     "export": ("export", "export"),
 }
+
+# The top-level help's one line per command: a whole sentence each, short enough not to wrap.
+SHORT_HELP: dict[str, str] = {
+    "snapshot": "Record an environment into a manifest (envcheck.lock.json).",
+    "show": "Print a readable summary of a manifest.",
+    "scan": "Resolve the native libraries of a wheel or a folder.",
+    "diff": "Explain what differs from a base manifest, with remedies.",
+    "doctor": "Find the traps in one environment that need no baseline.",
+    "rules": "List the rules, or explain one.",
+    "verify": "Run the smoke suite, or compare it with a manifest's goldens.",
+    "gate": "Diff this environment against a manifest and verify it.",
+    "lock": "Write a requirements lock from a manifest, or check one.",
+    "predict": "Predict a manifest's environment on another platform.",
+    "cluster": "Check every rank of a torchrun job.",
+    "export": "Write a manifest as an SBOM (CycloneDX).",
+}
+
+# Every command takes -h as --help.
+CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
+
+# How an option's value is named in every --help, by the option's parameter name; any other option's
+# value is its name in capitals, a choice's value its choices (text|json|...).
+OPTION_METAVARS: dict[str, str] = {
+    "python": "PYTHON",
+    "output": "FILE",
+    "junit": "FILE",
+    "policy": "FILE",
+    "checks": "FILE",
+    "save": "FILE",
+    "against": "MANIFEST",
+    "timeout": "SECONDS",
+    "import_": "MODULE",
+    "index_url": "URL",
+    "extra_index_url": "URL",
+    "find_links": "PATH|URL",
+    "platforms": "TAG",
+    "python_version": "X.Y",
+    "implementation": "NAME",
+}
+
+
+class Command(typer.core.TyperCommand):
+    """A command whose --help names values one way: arguments in capitals (MANIFEST, LOCK, PATH), bare
+    in the usage line ([MANIFEST] when optional), options as ``OPTION_METAVARS`` says."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, typer.core.TyperArgument):
+                if param.metavar is None:
+                    param.metavar = (param.name or "").upper() + ("..." if param.nargs != 1 else "")
+            elif isinstance(param, typer.core.TyperOption) and not param.is_flag and param.metavar is None:
+                choices = getattr(param.type, "choices", None)
+                if choices:
+                    param.metavar = "|".join(str(getattr(c, "value", c)) for c in choices)
+                else:
+                    param.metavar = OPTION_METAVARS.get(param.name or "", (param.name or "").upper())
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces: list[str] = super().collect_usage_pieces(ctx)
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
 
 
 def _version(value: bool) -> None:
@@ -56,11 +118,14 @@ def build(names: Collection[str] | None = None) -> typer.Typer:
         add_completion=False,
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
+        context_settings=CONTEXT_SETTINGS,
     )
     app.callback()(_root)
     for name, (module, function) in COMMANDS.items():
         if names is None or name in names:
-            app.command(name)(getattr(importlib.import_module(f"envcheck.commands.{module}"), function))
+            app.command(name, cls=Command, short_help=SHORT_HELP[name], context_settings=CONTEXT_SETTINGS)(
+                getattr(importlib.import_module(f"envcheck.commands.{module}"), function)
+            )
     return app
 
 

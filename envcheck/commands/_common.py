@@ -69,10 +69,15 @@ def write_output(text: str, output: str | Destination | None) -> None:
 
 
 def check_outputs(output: str | None, junit: Path | None = None) -> None:
-    """Refuse a bad ``-o`` / ``--junit`` now (a missing folder, a folder, a socket...), before
-    the seconds of work whose result they would receive. Raises ``OutputError``."""
+    """Refuse a bad ``-o`` / ``--junit`` now (a missing folder, a folder, a socket...), and a --format that
+    contradicts ``-o``'s suffix (``envcheck.report.options.resolve_format``), before the seconds of work
+    whose result they would receive. Raises ``OutputError`` or ``UsageError``."""
     from envcheck.outputs import destination
+    from envcheck.report.options import current_context, resolve_format
 
+    ctx = current_context()
+    if ctx is not None and "fmt" in ctx.params:
+        resolve_format(ctx.params["fmt"], output)
     destination(output)
     if junit is not None:
         destination(junit)
@@ -134,8 +139,9 @@ def report_findings(
     from envcheck.escape import terminal
     from envcheck.findings import at_or_above
     from envcheck.report import FormatName, render
-    from envcheck.report.options import report_width, use_color
+    from envcheck.report.options import report_width, resolve_format, use_color
 
+    fmt = resolve_format(fmt, output)
     severity = fail_on.severity
     if report.policy_changed:
         typer.echo(terminal(report.policy_line), err=True)

@@ -16,6 +16,7 @@ from envcheck.report.options import (
     JunitOption,
     OutputOption,
     PolicyOption,
+    QuietOption,
     ReportFormatChoice,
     SeverityChoice,
     VerboseOption,
@@ -57,6 +58,7 @@ def cluster(
     no_policy: NoPolicyOption = False,
     junit: JunitOption = None,
     verbose: VerboseOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Check every rank of a torchrun job: `torchrun --nproc-per-node=N -m envcheck.cluster -o report.json`.
 
@@ -72,7 +74,11 @@ def cluster(
     Only rank 0 writes the report; the other ranks exit 0 once they have sent their results, so the
     job's exit status is rank 0's: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     A rank stopped by SIGSTOP is reported at the deadline; torchrun kills it 30 s after rank 0 exits.
+
+    -o's suffix picks the format when --format is not given (report.json: JSON, .md, .html, .xml: JUnit).
+    -q is accepted as by every command; cluster draws no progress line, and a rank's notes stay on stderr.
     """
+    del quiet  # one vocabulary: accepted, nothing to hide
     from envcheck.cluster import rank
     from envcheck.cluster.report import build
     from envcheck.cluster.store import Rendezvous

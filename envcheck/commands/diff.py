@@ -55,8 +55,9 @@ def load_rules_policy(policy: Path | None, no_policy: bool) -> Policy:
     return load_policy(policy, Path.cwd(), disabled=no_policy)
 
 
-def _live(python: str | None) -> str:
-    return f"{_LIVE} ({python})" if python else _LIVE
+def _live(live: Manifest) -> str:
+    """The live environment named in a title by its interpreter's path: ``this machine (/path/python)``."""
+    return f"{_LIVE} ({live.python.executable})"
 
 
 def _names(paths: Sequence[Path], manifests: Sequence[Manifest]) -> list[str]:
@@ -83,7 +84,10 @@ def name(path: Path, manifest: Manifest) -> str:
 @handles_errors
 def diff(
     base: Annotated[
-        Path, typer.Argument(metavar="BASE", help="The reference manifest (e.g. the dev box's lock file).")
+        Path,
+        typer.Argument(
+            metavar="BASE", help="The reference manifest (e.g. the dev box's envcheck.lock.json)."
+        ),
     ],
     targets: Annotated[
         list[Path] | None,
@@ -139,9 +143,23 @@ def diff(
         named = [(target_name, target)]
     else:
         with progress("diff", quiet=quiet) as step:
-            named = [(_live(python), snapshot_this_machine(python, timeout, step))]
+            live = snapshot_this_machine(python, timeout, step)
+        named = [(_live(live), live)]
         base_name = name(base, base_manifest)
     report = flows.diff(base_name, base_manifest, named, rules_policy)
+    if not paths:
+        from envcheck.commands import slips
+
+        slip = slips.wrong_interpreter(
+            python=python,
+            executable=live.python.executable,
+            reference=base_name,
+            reference_torch=base_manifest.torch.static.version if base_manifest.torch.static else None,
+            has_torch=live.torch.static is not None,
+        )
+        if slip is not None:
+            slip.say()
+            report = slip.titled(report)
     report_findings(report, fmt=fmt, output=output, fail_on=fail_on, junit=junit, verbose=verbose)
 
 
@@ -207,6 +225,13 @@ def expand_targets(targets: Sequence[Path]) -> tuple[list[str], bool]:
             except OSError as e:
                 raise UsageError(f"{text}: cannot list the folder: {e.strerror or e}") from e
             if not found:
+                from envcheck.manifest.io import is_environment_folder
+
+                if is_environment_folder(text):
+                    raise UsageError(
+                        f"{text}: a Python environment's folder, not a manifest nor a folder of them",
+                        tip=f"To diff that environment, pass its interpreter: --python {text}/bin/python",
+                    )
                 raise UsageError(f"{text}: no manifest (*.json) in this folder")
             out += found
         elif not os.path.lexists(text) and _GLOB_CHARS & set(text):
@@ -259,7 +284,7 @@ def doctor(
     else:
         with progress("doctor", quiet=quiet) as step:
             live = snapshot_this_machine(python, timeout, step)
-        report = flows.doctor(_live(python), live, rules_policy)
+        report = flows.doctor(_live(live), live, rules_policy)
     report_findings(
         report,
         fmt=fmt,

@@ -14,6 +14,7 @@ from envcheck.report.options import (
     FormatOption,
     JunitOption,
     PolicyOption,
+    QuietOption,
     ReportFormatChoice,
     SeverityChoice,
     VerboseOption,
@@ -29,7 +30,8 @@ def lock(
         Path,
         typer.Argument(
             metavar="MANIFEST|LOCK",
-            help="The manifest to lock (`envcheck snapshot`), or with --check the lock to check against.",
+            help="The manifest to lock (`envcheck snapshot`), or with --check the requirements lock to check "
+            "against.",
         ),
     ],
     output: Annotated[
@@ -37,7 +39,7 @@ def lock(
         typer.Option(
             "-o",
             "--output",
-            help="The lock to write (default: stdout); with --check, the report.",
+            help="The requirements lock to write (default: stdout); with --check, the report.",
             show_default=False,
         ),
     ] = None,
@@ -94,6 +96,7 @@ def lock(
             envvar="ENVCHECK_TIMEOUT",
         ),
     ] = 600.0,
+    quiet: QuietOption = False,
 ) -> None:
     """Write a requirements lock that rebuilds MANIFEST's environment, compiled by pip-tools.
 
@@ -112,7 +115,7 @@ def lock(
     """
     if check:
         _refuse(ctx, "hashes", "index_url", "extra_index_url", "find_links", "allow_unlocked", mode="--check")
-        _check(path, python, fmt, output, junit, fail_on, policy, no_policy, verbose, timeout)
+        _check(path, python, fmt, output, junit, fail_on, policy, no_policy, verbose, timeout, quiet)
         return
     _refuse(
         ctx,
@@ -125,7 +128,7 @@ def lock(
         "verbose",
         mode="writing a lock (they go with --check)",
     )
-    _write(path, output, hashes, index_url, extra_index_url, find_links, allow_unlocked, timeout)
+    _write(path, output, hashes, index_url, extra_index_url, find_links, allow_unlocked, timeout, quiet)
 
 
 def _refuse(ctx: typer.Context, *params: str, mode: str) -> None:
@@ -149,6 +152,7 @@ def _write(
     find_links: list[str] | None,
     allow_unlocked: bool,
     timeout: float,
+    quiet: bool = False,
 ) -> None:
     from envcheck.commands._common import write_output
     from envcheck.escape import one_line
@@ -166,9 +170,15 @@ def _write(
         allow_unlocked=allow_unlocked,
         timeout=timeout,
     )
-    result = compile_lock(
-        load(path), str(path), options, warn=lambda line: typer.echo(one_line(f"warning: {line}"), err=True)
-    )
+    from envcheck.commands.progress import progress
+
+    manifest = load(path)
+    with progress("lock", quiet=quiet) as step:
+        if step is not None:
+            step("pip-compile")
+        result = compile_lock(
+            manifest, str(path), options, warn=lambda line: typer.echo(one_line(f"warning: {line}"), err=True)
+        )
     for left in result.unlocked:
         typer.echo(one_line(f"left out: {left.name}=={left.version}: {left.reason}"), err=True)
     write_output(result.text, target)
@@ -185,11 +195,14 @@ def _check(
     no_policy: bool,
     verbose: bool,
     timeout: float,
+    quiet: bool = False,
 ) -> None:
     from envcheck import flows
     from envcheck.collect.launch import SnapshotOptions
     from envcheck.collect.snapshot import take_snapshot
+    from envcheck.commands import slips
     from envcheck.commands.diff import load_rules_policy
+    from envcheck.commands.progress import progress
     from envcheck.diff.rules._requirements import marker_environment
     from envcheck.lock.check import compare, parse_lock, read_lock
     from envcheck.lock.rules import RULE_IDS
@@ -198,10 +211,25 @@ def _check(
     rules_policy = load_rules_policy(policy, no_policy)
     parsed = parse_lock(read_lock(str(path)), str(path))  # a bad lock is refused before the target starts
     # The static part is enough: names and versions are read from the metadata, nothing is imported.
-    live = take_snapshot(SnapshotOptions(python=python, probe=False, verify=False, timeout=min(timeout, 120)))
+    with progress("lock --check", quiet=quiet) as step:
+        live = take_snapshot(
+            SnapshotOptions(python=python, probe=False, verify=False, timeout=min(timeout, 120)),
+            progress=step,
+        )
     locked = parsed.for_interpreter(marker_environment(live))
-    title = f"envcheck lock --check: {python or 'this interpreter'} against {path}"
+    title = f"envcheck lock --check: {slips.live_name(live.python.executable)} against {path}"
     report = flows.finish(title, compare(locked, live, python=python), rules_policy, rules=RULE_IDS)
+    torch_pin = next((pin for pin in locked.pins if pin.name == "torch"), None)
+    slip = slips.wrong_interpreter(
+        python=python,
+        executable=live.python.executable,
+        reference=str(path),
+        reference_torch=(torch_pin.version or "(a direct reference)") if torch_pin else None,
+        has_torch=any(d.name.lower() == "torch" for d in live.packages),
+    )
+    if slip is not None:
+        slip.say()
+        report = slip.titled(report)
     report_findings(
         report, fmt=fmt, output=output, fail_on=fail_on, junit=junit, verbose=verbose, nothing_found=MATCHES
     )

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from envcheck.commands._common import PythonOption, TimeoutOption, handles_errors, write_output
 from envcheck.report.options import QuietOption
+
+if TYPE_CHECKING:
+    from envcheck.manifest.model import Manifest
 
 
 @handles_errors
@@ -56,13 +59,27 @@ def snapshot(
     ] = None,
     timeout: TimeoutOption = 120.0,
     quiet: QuietOption = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Replace the output file even when it holds another environment's manifest (another "
+            "interpreter, host or label) or is not a manifest at all.",
+        ),
+    ] = False,
 ) -> None:
-    """Record this environment (or --python's) into one lockfile manifest."""
+    """Record this environment (or --python's) into one manifest (default: envcheck.lock.json).
+
+    A manifest already at the output path is replaced only when it was recorded for the same environment
+    (the same interpreter path and host, and the same label when --label is given); another environment's
+    manifest, or a file that is not a manifest, is kept unless --force is given (exit 2).
+    """
     from envcheck.collect.launch import SnapshotOptions, start_probes
     from envcheck.commands.progress import progress
     from envcheck.outputs import destination
 
     target = destination(output)  # a bad -o fails now, not after the snapshot's seconds of work
+    existing = None if force or output == "-" else _existing(output)
     if import_:
         from envcheck.commands.verify import app_modules
 
@@ -97,9 +114,52 @@ def snapshot(
     from envcheck.manifest.io import dumps
     from envcheck.report.summary import summary
 
+    if existing is not None:
+        _refuse_another(output, existing, manifest, label_given=label is not None)
     write_output(dumps(manifest), target)
     where = "stdout" if output == "-" else output
     typer.echo(summary(manifest, short=True) + f"\nwrote {where}", err=output == "-")
+
+
+def _existing(output: str) -> Manifest | None:
+    """The manifest already at ``output`` (None: nothing there, or not a regular file: ``envcheck.outputs``
+    judges that). Raises ``UsageError`` for a file that is not a manifest: a user's file is never replaced
+    without --force."""
+    from envcheck.errors import ManifestError, UsageError
+    from envcheck.manifest.io import load
+
+    if not Path(output).is_file():
+        return None
+    try:
+        return load(output)
+    except ManifestError as e:
+        raise UsageError(
+            f"{output} exists and is not a manifest envcheck can read ({'; '.join(e.problems[:1])}): "
+            "not replaced",
+            tip="Write the manifest elsewhere with -o FILE, or replace that file with --force.",
+        ) from e
+
+
+def _refuse_another(output: str, existing: Manifest, new: Manifest, *, label_given: bool) -> None:
+    """Raise ``UsageError`` when ``existing`` (at ``output``) was recorded for another environment than
+    ``new``: another interpreter path, another host, or (with --label) another label."""
+    from envcheck.errors import UsageError
+
+    old_host = existing.platform.hostname if existing.platform is not None else None
+    new_host = new.platform.hostname if new.platform is not None else None
+    differs = []
+    if existing.python.executable != new.python.executable:
+        differs.append(f"interpreter {existing.python.executable} (this one: {new.python.executable})")
+    if old_host and new_host and old_host != new_host:
+        differs.append(f"host {old_host} (this one: {new_host})")
+    if label_given and existing.meta.label != new.meta.label:
+        differs.append(f"label {existing.meta.label!r} (this one: {new.meta.label!r})")
+    if differs:
+        raise UsageError(
+            f"{output} holds the manifest of another environment: {'; '.join(differs)}: not replaced",
+            tip="Write this one elsewhere with -o FILE (e.g. -o prod.json), or replace that one with "
+            "--force.",
+        )
 
 
 @handles_errors

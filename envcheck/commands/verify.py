@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from envcheck.commands import slips
 from envcheck.commands._common import (
     PythonOption,
     TimeoutOption,
@@ -248,6 +250,21 @@ def verify(
             _prefixed(step, "imports: "),
         )
     report = flows.verify(against_name, golden, current, rules_policy, strict=strict, imports=found)
+    executable = slips.interpreter_path(python)
+    title = f"envcheck verify: {slips.live_name(executable)}"
+    report = dataclasses.replace(report, title=title + (f" against {against_name}" if against_name else ""))
+    slip = None
+    if against is not None and slips.suite_lacks_torch(current):
+        slip = slips.wrong_interpreter(
+            python=python,
+            executable=executable,
+            reference=str(against_name),
+            reference_torch=reference.torch.static.version if reference.torch.static else None,
+            has_torch=False,
+        )
+    if slip is not None:
+        slip.say()
+        report = slip.titled(report)
     _say_counts(golden, current, report, found)
     report_findings(
         report,
@@ -263,7 +280,7 @@ def verify(
 @handles_errors
 def gate(
     manifest: Annotated[
-        Path, typer.Argument(help="The lockfile manifest recorded on the reference machine.")
+        Path, typer.Argument(help="The manifest recorded on the reference machine (`envcheck snapshot`).")
     ],
     checks: ChecksOption = None,
     compile_: CompileOption = False,
@@ -313,6 +330,7 @@ def gate(
             step=step,
             imports=import_ or (),
             app_imports=not no_imports,
+            say_slips=True,
         )
     _say_counts(flows.goldens(base), current, report, found)
     report_findings(
@@ -360,10 +378,14 @@ def run_gate_with_imports(
     step: Step | None = None,
     imports: Sequence[str] = (),
     app_imports: bool = True,
+    say_slips: bool = False,
 ) -> tuple[Report, VerifySection, AppImports | None]:
     """``run_gate``, with the application's entry modules given (``imports``: after the manifest's
     recorded ones and the policy's) and the imports' own results returned too (None: ``app_imports``
-    off). Raises ``UsageError`` for a module name that is not one (the manifest's included)."""
+    off). Raises ``UsageError`` for a module name that is not one (the manifest's included).
+
+    The title names the interpreter's path; an interpreter without torch against a manifest with torch
+    is named probably the wrong one there (and, with ``say_slips``, on stderr first)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from envcheck import flows
@@ -387,10 +409,22 @@ def run_gate_with_imports(
         if step is not None and not live_job.done():
             step("snapshot: finishing")
         live = live_job.result()
-    live_name = f"this machine ({python})" if python else "this machine"
+    live_name = slips.live_name(live.python.executable)
+    base_name = name(manifest, base)
     report = flows.gate(
-        name(manifest, base), base, live, current, policy, strict=strict, live_name=live_name, imports=found
+        base_name, base, live, current, policy, strict=strict, live_name=live_name, imports=found
     )
+    slip = slips.wrong_interpreter(
+        python=python,
+        executable=live.python.executable,
+        reference=base_name,
+        reference_torch=base.torch.static.version if base.torch.static else None,
+        has_torch=live.torch.static is not None,
+    )
+    if slip is not None:
+        if say_slips:
+            slip.say()
+        report = slip.titled(report)
     return report, current, found
 
 

@@ -117,6 +117,13 @@ def read_lock(path: str) -> bytes:
     try:
         data = read_capped(path, MAX_LOCK_BYTES)
     except NotOpened as e:
+        from envcheck.manifest.io import is_environment_folder
+
+        if e.kind == "directory" and is_environment_folder(path):
+            raise LockFileError(
+                f"{path}: a Python environment's folder, not a requirements lock",
+                tip=f"To check that environment, pass its interpreter: --python {path}/bin/python",
+            ) from e
         raise LockFileError(f"{path}: {e}") from e
     except OSError as e:
         raise LockFileError(f"{path}: cannot read the lock: {e.strerror or e}") from e
@@ -128,6 +135,19 @@ def read_lock(path: str) -> bytes:
 def parse_lock(data: bytes, source: str) -> LockFile:
     """Every pin and source option of a lock, markers not yet evaluated (``LockFile.for_interpreter``).
     Raises ``LockFileError`` naming the line of the first problem."""
+    if data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{") and b'"schema_version"' in data:
+        raise LockFileError(
+            f"{source}: an envcheck manifest (JSON), not a requirements lock",
+            tip=f"`envcheck lock {source}` writes a requirements lock from it; `envcheck gate {source} "
+            "--python PATH/bin/python` checks an environment against the manifest.",
+        )
+    from envcheck.manifest.io import what_else
+
+    other = what_else(data)
+    if other is not None and not other[0].startswith("a requirements lock"):
+        raise LockFileError(
+            f"{source}: {other[0]}, not a requirements lock", tip=other[1].replace("{path}", source)
+        )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import json
 import os
+import re
+from pathlib import Path
 from typing import Any
 
 from envcheck.errors import ManifestError
@@ -73,20 +75,87 @@ def load(path: str | os.PathLike[str]) -> Manifest:
 
 def read_text(path: str) -> str:
     """A manifest file's text, at most one byte past ``MAX_MANIFEST_BYTES`` of it (``loads`` refuses
-    that). Raises ``ManifestError`` for a file that is not a readable regular file or not UTF-8."""
+    that). Raises ``ManifestError`` for a file that is not a readable regular file or not UTF-8, and, with a
+    tip naming the right command or option, for a Python environment's folder, an interpreter (an
+    executable, a python script) or a pip-tools requirements lock given where a manifest is expected."""
     from envcheck.files import NotOpened, read_capped
 
     try:
         # A FIFO, /dev/zero or /dev/urandom named as a manifest would block or never end: regular files only.
         raw = read_capped(path, MAX_MANIFEST_BYTES)
     except NotOpened as e:
+        if e.kind == "directory" and is_environment_folder(path):
+            raise ManifestError(
+                path,
+                ["a Python environment's folder, not a manifest"],
+                tip=f"To inspect that environment, pass its interpreter: --python {_interpreter_in(path)}",
+            ) from e
         raise ManifestError(path, [f"cannot read: it {e.reason}"]) from e
     except OSError as e:
         raise ManifestError(path, [f"cannot read: {e.strerror or e}"]) from e
+    not_a_manifest = what_else(raw)
+    if not_a_manifest is not None:
+        what, tip = not_a_manifest
+        raise ManifestError(path, [f"{what}, not a manifest"], tip=tip.replace("{path}", path))
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ManifestError(path, [f"byte {e.start}: not UTF-8 text"]) from e
+
+
+# The first bytes of an executable: ELF, PE (MZ), Mach-O (both byte orders, 32/64 bit, universal).
+_EXECUTABLE_MAGICS = (
+    b"\x7fELF",
+    b"MZ",
+    b"\xcf\xfa\xed\xfe",
+    b"\xce\xfa\xed\xfe",
+    b"\xfe\xed\xfa\xcf",
+    b"\xfe\xed\xfa\xce",
+    b"\xca\xfe\xba\xbe",
+)
+# A line of a pip-tools requirements lock: ``name==version`` (extras, ``===``, a direct ``name @ url``).
+_PIN_LINE = re.compile(rb"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?\s*(===?|@)\s*\S")
+_PYTHON_TIP = "To inspect that interpreter's environment, pass it with --python: --python {path}"
+_LOCK_TIP = (
+    "That is a requirements lock: check an environment against it with `envcheck lock --check {path}`; "
+    "a manifest is the JSON file `envcheck snapshot` writes."
+)
+
+
+def what_else(raw: bytes) -> tuple[str, str] | None:
+    """What a file that is not a manifest is instead, when it is a kind often given by mistake, and the
+    tip (``{path}`` stands for the file): an executable, a python script, a requirements lock. None for
+    anything else, and always for a text that starts as JSON does (``loads`` judges that)."""
+    head = raw[:4096]
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith((b"{", b"[")):
+        return None
+    if head.startswith(_EXECUTABLE_MAGICS):
+        return "an executable (an interpreter?)", _PYTHON_TIP
+    first = head.split(b"\n", 1)[0]
+    if first.startswith(b"#!") and b"python" in first:
+        return "a Python script or interpreter launcher", _PYTHON_TIP
+    lines = [line.strip() for line in head.splitlines()]
+    pins = sum(1 for line in lines if _PIN_LINE.match(line))
+    via = any(line.startswith(b"# via") for line in lines)
+    if pins and (via or pins == sum(1 for line in lines if line and not line.startswith((b"#", b"-")))):
+        return "a requirements lock (pip-tools)", _LOCK_TIP
+    return None
+
+
+def is_environment_folder(path: str) -> bool:
+    """Whether the folder ``path`` is a Python environment: a venv (pyvenv.cfg), a conda environment
+    (conda-meta) or a prefix with an interpreter in bin/ or Scripts/."""
+    folder = Path(path)
+    names = ("pyvenv.cfg", "conda-meta", "bin/python", "bin/python3", "Scripts/python.exe")
+    return any(os.path.lexists(folder / name) for name in names)
+
+
+def _interpreter_in(path: str) -> str:
+    folder = Path(path)
+    for name in ("bin/python", "bin/python3", "Scripts/python.exe"):
+        if os.path.lexists(folder / name):
+            return str(folder / name)
+    return str(folder / "bin" / "python")
 
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:

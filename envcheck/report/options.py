@@ -17,7 +17,7 @@ import enum
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -50,7 +50,11 @@ FormatOption = Annotated[
 OutputOption = Annotated[
     str | None,
     typer.Option(
-        "--output", "-o", help="Write the report to this file (default: stdout).", show_default=False
+        "--output",
+        "-o",
+        help="Write the report to this file (default: stdout). Without --format, a .json, .md, .html or "
+        ".xml (JUnit) suffix picks the format.",
+        show_default=False,
     ),
 ]
 FailOnOption = Annotated[
@@ -97,6 +101,56 @@ def use_color(fmt: ReportFormatChoice, output: str | None) -> bool:
     if os.environ.get("NO_COLOR"):
         return False
     return sys.stdout.isatty()
+
+
+# ``-o`` with one of these suffixes and no --format writes that format (``-o report.json``: JSON).
+SUFFIX_FORMATS: dict[str, ReportFormatChoice] = {
+    ".json": ReportFormatChoice.json,
+    ".md": ReportFormatChoice.markdown,
+    ".html": ReportFormatChoice.html,
+    ".xml": ReportFormatChoice.junit,
+}
+
+
+def current_context() -> Any:
+    """The click context of the command running now (``params``, ``get_parameter_source``), or None
+    (called outside a command line)."""
+    try:  # typer 0.22+ carries its own copy of click
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover - older typer: click itself
+        from click import get_current_context  # type: ignore[no-redef]
+    return get_current_context(silent=True)
+
+
+def _format_given() -> bool:
+    """Whether --format / -f was on the command line of the command running now (not its default, not
+    ``ENVCHECK_FORMAT``: a CI job's default that the file's suffix overrides)."""
+    ctx = current_context()
+    if ctx is None or "fmt" not in ctx.params:
+        return False
+    source = ctx.get_parameter_source("fmt")
+    return source is not None and source.name == "COMMANDLINE"
+
+
+def resolve_format(fmt: ReportFormatChoice, output: str | None) -> ReportFormatChoice:
+    """The format a report is written in: ``-o FILE`` with a suffix of ``SUFFIX_FORMATS`` and no
+    --format picks that format; --format given with a suffix that names another one is refused
+    (``UsageError``: a ``report.json`` holding a text report is a trap). Anything else: ``fmt``."""
+    fmt = ReportFormatChoice(fmt)  # the command line's raw value while the command's options are read
+    if output in (None, "-"):
+        return fmt
+    suffix = Path(str(output)).suffix.lower()
+    wanted = SUFFIX_FORMATS.get(suffix)
+    if wanted is None or wanted is fmt:
+        return fmt
+    if _format_given():
+        from envcheck.errors import UsageError
+
+        raise UsageError(
+            f"--format {fmt.value} contradicts -o {output} (a {suffix} file is {wanted.value})",
+            tip=f"Drop --format (the suffix picks {wanted.value}), or name the file for {fmt.value}.",
+        )
+    return wanted
 
 
 # The text report's width is kept within these columns whatever the terminal or COLUMNS says: below the

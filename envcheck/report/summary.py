@@ -97,9 +97,10 @@ def summary(manifest: Manifest, *, short: bool) -> str:
         for pool in manifest.runtimes.threadpools:
             version = f" {_v(pool.version)}" if pool.version else ""
             threads = f", {pool.num_threads} threads" if pool.num_threads else ""
+            # threadpoolctl names OpenMP's pool "openmp" twice (user and internal API): say it once.
+            internal = f" {_v(pool.internal_api)}" if pool.internal_api != pool.user_api else ""
             lines.append(
-                f"{_v(pool.user_api):<10} {_v(pool.internal_api)}{version} {_v(pool.filepath)} "
-                f"[{_v(pool.owner)}]{threads}"
+                f"{_v(pool.user_api):<10}{internal}{version} {_v(pool.filepath)} [{_v(pool.owner)}]{threads}"
             )
     lines.append(f"packages   {len(manifest.packages)} distributions")
     if manifest.native is not None and manifest.native.skipped:

@@ -218,7 +218,8 @@ def test_options_of_the_other_mode_are_refused(small_env: Env, args: list[str], 
 # --- envcheck lock --check --------------------------------------------------------------------------------
 
 MALFORMED = [
-    (b'{"schema_version": 1, "packages": []}\n', "line 1: not a requirement"),
+    # A manifest where a requirements lock goes: named, with the command that takes it.
+    (b'{"schema_version": 1, "packages": []}\n', "an envcheck manifest (JSON), not a requirements lock"),
     (b"six>=1\n", "line 1: six>=1 is not one exact version"),
     (b"six==1.*\n", "is not one exact version"),
     (b"six==1.17.0\n-r other.txt\n", "line 2: -r includes what this file does not pin"),
