@@ -64,7 +64,8 @@ def test_verify_against_in_an_interpreter_without_torch_says_so_first(bare_pytho
     code, out, err = run("verify", "--against", str(DEV), "--python", bare_python, "--no-imports", "-q")
     assert code == 1
     _says_wrong_interpreter(bare_python, "dev-cpu", err, out)
-    assert out.startswith(f"envcheck verify: this machine ({bare_python}) against dev-cpu")
+    title = " ".join(out.split("\npolicy:", 1)[0].split())
+    assert title.startswith(f"envcheck verify: this machine ({bare_python}) against dev-cpu: ")
 
 
 def test_lock_check_of_a_torch_lock_in_an_interpreter_without_torch(bare_python: str, tmp_path: Path) -> None:
