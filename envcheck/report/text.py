@@ -132,6 +132,10 @@ def wrap(text: str, width: int, first: str, rest: str) -> list[str]:
             lines.append(line)
             line, empty = rest, True
             queue.append(word)
+        elif room < 1 and line != rest:  # the first line's label leaves no room: start on the next
+            lines.append(line.rstrip())
+            line = rest
+            queue.append(word)
         elif " " in word:  # a command wider than a line: its words, like any others
             queue += reversed(word.split(" "))
         else:
@@ -172,7 +176,7 @@ def _cut(text: str, limit: int = WIDTH) -> str:
         if used > room:
             break
         kept += c
-    space = kept.rfind(" ")
+    space = len(kept) if text[len(kept)] == " " else kept.rfind(" ")
     if space >= room * 3 // 4:
         return kept[:space].rstrip() + " …"
     start = space + 1
