@@ -223,3 +223,29 @@ def test_a_plain_folder_is_no_venv(tmp_path: Path) -> None:
     code, _, err = run("show", str(tmp_path))
     assert code == 2
     assert "is a directory" in err and "--python" not in err
+
+
+def test_every_option_and_argument_help_is_a_sentence() -> None:
+    import typer.main
+
+    from envcheck.cli import build
+
+    for name, command in typer.main.get_command(build()).commands.items():  # type: ignore[attr-defined]
+        for param in command.params:
+            text = (getattr(param, "help", None) or "").strip()
+            assert text, (name, param.name)
+            assert text[0].isupper() or text[0] in "-`", (name, param.name, text)
+            assert text.endswith((".", ")")), (name, param.name, text)
+
+
+def test_the_suffix_mapping_outside_a_command_line() -> None:
+    """What cluster's rank 0 and the pytest plugin get: the suffix decides, nothing to contradict."""
+    from envcheck.report.options import ReportFormatChoice as F
+    from envcheck.report.options import resolve_format
+
+    assert resolve_format(F.text, "report.json") is F.json
+    assert resolve_format(F.text, "out/REPORT.XML") is F.junit
+    assert resolve_format(F.html, "report.txt") is F.html
+    assert resolve_format(F.markdown, None) is F.markdown
+    assert resolve_format(F.json, "-") is F.json
+    assert resolve_format("text", "r.md") is F.markdown  # type: ignore[arg-type]

@@ -39,7 +39,12 @@ def predict(
         str | None,
         typer.Option("--python-version", help="The target's Python, X.Y (default: the manifest's)."),
     ] = None,
-    implementation: Annotated[str, typer.Option("--implementation", help="cp (CPython) or pp.")] = "cp",
+    implementation: Annotated[
+        str,
+        typer.Option(
+            "--implementation", help="The target's Python implementation: cp (CPython) or pp (PyPy)."
+        ),
+    ] = "cp",
     index_url: Annotated[
         str | None, typer.Option("--index-url", help="Replace pip's configured index (as pip's option).")
     ] = None,

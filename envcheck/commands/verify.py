@@ -317,6 +317,7 @@ def gate(
     if checks is not None:
         compile_checks_file(checks)  # a syntax error is an input error before anything runs
     base = load(manifest)
+    found_slips: list[slips.WrongInterpreter] = []
     with progress("gate", quiet=quiet) as step:
         report, current, found = run_gate_with_imports(
             manifest,
@@ -330,8 +331,10 @@ def gate(
             step=step,
             imports=import_ or (),
             app_imports=not no_imports,
-            say_slips=True,
+            slips_found=found_slips,
         )
+    for slip in found_slips:  # now that the progress line is gone: before every other line
+        slip.say()
     _say_counts(flows.goldens(base), current, report, found)
     report_findings(
         report,
@@ -378,14 +381,14 @@ def run_gate_with_imports(
     step: Step | None = None,
     imports: Sequence[str] = (),
     app_imports: bool = True,
-    say_slips: bool = False,
+    slips_found: list[slips.WrongInterpreter] | None = None,
 ) -> tuple[Report, VerifySection, AppImports | None]:
     """``run_gate``, with the application's entry modules given (``imports``: after the manifest's
     recorded ones and the policy's) and the imports' own results returned too (None: ``app_imports``
     off). Raises ``UsageError`` for a module name that is not one (the manifest's included).
 
     The title names the interpreter's path; an interpreter without torch against a manifest with torch
-    is named probably the wrong one there (and, with ``say_slips``, on stderr first)."""
+    is named probably the wrong one there (and added to ``slips_found``, for the caller to say)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from envcheck import flows
@@ -422,8 +425,8 @@ def run_gate_with_imports(
         has_torch=live.torch.static is not None,
     )
     if slip is not None:
-        if say_slips:
-            slip.say()
+        if slips_found is not None:
+            slips_found.append(slip)
         report = slip.titled(report)
     return report, current, found
 
