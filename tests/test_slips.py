@@ -176,3 +176,33 @@ def test_a_reference_without_torch_names_no_slip(bare_python: str, tmp_path: Pat
     assert "wrong interpreter" not in err + out
     title = " ".join(out.split("\npolicy:", 1)[0].split())
     assert title == f"envcheck gate: this machine ({bare_python}) against {manifest}"
+
+
+def test_envchecks_own_interpreter_is_named_so() -> None:
+    """No --python: the warning says the interpreter inspected was envcheck's own."""
+    from envcheck.commands.slips import wrong_interpreter
+
+    slip = wrong_interpreter(
+        python=None,
+        executable="/opt/tool/bin/python",
+        reference="dev",
+        reference_torch="2.13.0+cpu",
+        has_torch=False,
+    )
+    assert slip is not None
+    assert slip.line == (
+        "warning: envcheck's own interpreter (/opt/tool/bin/python) has no torch, and dev has torch "
+        "2.13.0+cpu: probably the wrong interpreter"
+    )
+    assert (
+        wrong_interpreter(
+            python=None, executable="/x", reference="dev", reference_torch="2.13.0+cpu", has_torch=True
+        )
+        is None
+    )
+    assert (
+        wrong_interpreter(
+            python=None, executable="/x", reference="dev", reference_torch=None, has_torch=False
+        )
+        is None
+    )
