@@ -206,7 +206,8 @@ def test_a_venv_or_interpreter_as_requirements_lock(tmp_path: Path) -> None:
         (b"  [1, 2]", "expected a JSON object"),
         (b"hello world\n", "not valid JSON"),
         (b"torch==2.13.0+cpu\nthis is prose, not a pin\n", "not valid JSON"),  # half a lock: no guess
-        (b"MZ", "an executable"),
+        (b"MZ\x90\x00" + b"\x00" * 60 + b"PE\x00\x00", "an executable"),  # a PE file
+        (b"MZ-tools==1.0\n", "a requirements lock"),  # MZ alone is no executable
         (b"#!/bin/sh\necho hi\n", "not valid JSON"),  # a shell script is no python
     ],
 )

@@ -85,10 +85,12 @@ def read_text(path: str) -> str:
         raw = read_capped(path, MAX_MANIFEST_BYTES)
     except NotOpened as e:
         if e.kind == "directory" and is_environment_folder(path):
+            python = _interpreter_in(path)
             raise ManifestError(
                 path,
                 ["a Python environment's folder, not a manifest"],
-                tip=f"To inspect that environment, pass its interpreter: --python {_interpreter_in(path)}",
+                tip=f"To inspect that environment, pass its interpreter: --python {python} (`envcheck "
+                f"snapshot --python {python}` records its manifest).",
             ) from e
         raise ManifestError(path, [f"cannot read: it {e.reason}"]) from e
     except OSError as e:
@@ -103,10 +105,10 @@ def read_text(path: str) -> str:
         raise ManifestError(path, [f"byte {e.start}: not UTF-8 text"]) from e
 
 
-# The first bytes of an executable: ELF, PE (MZ), Mach-O (both byte orders, 32/64 bit, universal).
+# The first bytes of an executable: ELF, Mach-O (both byte orders, 32/64 bit, universal); a PE file starts
+# with MZ and holds its PE signature in its first bytes too (``what_else``).
 _EXECUTABLE_MAGICS = (
     b"\x7fELF",
-    b"MZ",
     b"\xcf\xfa\xed\xfe",
     b"\xce\xfa\xed\xfe",
     b"\xfe\xed\xfa\xcf",
@@ -115,7 +117,10 @@ _EXECUTABLE_MAGICS = (
 )
 # A line of a pip-tools requirements lock: ``name==version`` (extras, ``===``, a direct ``name @ url``).
 _PIN_LINE = re.compile(rb"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?\s*(===?|@)\s*\S")
-_PYTHON_TIP = "To inspect that interpreter's environment, pass it with --python: --python {path}"
+_PYTHON_TIP = (
+    "To inspect that interpreter's environment, pass it with --python: --python {path} "
+    "(`envcheck snapshot --python {path}` records its manifest)."
+)
 _LOCK_TIP = (
     "That is a requirements lock: check an environment against it with `envcheck lock --check {path}`; "
     "a manifest is the JSON file `envcheck snapshot` writes."
@@ -129,7 +134,7 @@ def what_else(raw: bytes) -> tuple[str, str] | None:
     head = raw[:4096]
     if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith((b"{", b"[")):
         return None
-    if head.startswith(_EXECUTABLE_MAGICS):
+    if head.startswith(_EXECUTABLE_MAGICS) or (head.startswith(b"MZ") and b"PE\x00\x00" in head):
         return "an executable (an interpreter?)", _PYTHON_TIP
     first = head.split(b"\n", 1)[0]
     if first.startswith(b"#!") and b"python" in first:
