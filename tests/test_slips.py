@@ -206,3 +206,14 @@ def test_envchecks_own_interpreter_is_named_so() -> None:
         )
         is None
     )
+
+
+def test_a_real_venv_where_a_manifest_goes(bare_python: str) -> None:
+    venv = Path(bare_python).parent.parent
+    code, _, err = run("gate", str(venv))
+    assert code == 2
+    assert err.splitlines() == [
+        f"error: {venv}: a Python environment's folder, not a manifest",
+        f"Tip: To inspect that environment, pass its interpreter: --python {bare_python} "
+        f"(`envcheck snapshot --python {bare_python}` records its manifest).",
+    ]
