@@ -284,11 +284,10 @@ class Gate:
 
 def _summary_line(report: Report, failing: int, fail_on: Severity) -> str:
     from envcheck.escape import one_line
+    from envcheck.report.interface import severity_counts
 
-    counts: dict[str, int] = {}
-    for f in report.findings:
-        counts[f.severity] = counts.get(f.severity, 0) + 1
-    shown = ", ".join(f"{n} {sev}" for sev, n in sorted(counts.items())) or "no findings"
+    # "1 error, 3 warnings, 2 info": worst first, each word in the plural its number takes.
+    shown = severity_counts(report.findings) if report.findings else "no findings"
     verdict = f"{failing} at or above {fail_on}: the gate fails" if failing else "the gate passes"
     return one_line(f"{report.title}: {shown}; {verdict}. {report.policy_line}".strip())
 
@@ -339,11 +338,13 @@ class EnvcheckItem(pytest.Item):
 
 
 def _describe(findings: Sequence[Finding]) -> str:
-    """Each finding as the text report says it: severity, rule, subject, message, remedy, cause."""
+    """Each finding as the text report says it: severity, rule, subject, message, remedy, cause; a root
+    cause before the findings it causes (``envcheck.report.interface.groups``), never after them."""
     from envcheck.escape import terminal
+    from envcheck.report.interface import groups
 
     blocks = []
-    for f in findings:
+    for f in (member for group in groups(findings) for member in group.members):
         lines = [f"{f.severity.upper()} {f.rule} {f.subject}", f"  {f.message}"]
         if f.base is not None or f.target is not None:
             lines.append(f"  base: {f.base}  target: {f.target}")
