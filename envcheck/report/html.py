@@ -15,7 +15,8 @@ severity in each cell; then the members of each group.
 
 Every string from a finding, the title or the policy is data from a manifest: ``escape.terminal`` shows
 its control characters as ``\\xNN`` and ``html.escape(quote=True)`` makes ``<``, ``>``, ``&`` and quotes
-entities, so nothing in a manifest can add markup, end an attribute or run script.
+entities, so nothing in a manifest can add markup, end an attribute or run script. A command in backticks
+(in a remedy or a message) is shown as ``<code>``, its text escaped the same way.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import html
 from collections.abc import Sequence
 
 from envcheck.escape import terminal
-from envcheck.findings import SEVERITY_RANK, Finding, Severity, at_or_above
+from envcheck.findings import SEVERITY_RANK, Finding, MachineGroup, Severity, at_or_above
 from envcheck.report.interface import (
     Group,
     ReportContext,
@@ -84,6 +85,8 @@ details.finding > summary { cursor: pointer; padding: 8px 12px; display: flex; f
 dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: 0 0 6px; }
 dt { color: var(--muted); }
 dd { margin: 0; white-space: pre-wrap; overflow-wrap: anywhere; }
+code { font: 13px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; background: #f2f4f7;
+  padding: 1px 4px; border-radius: 4px; }
 pre { margin: 0; padding: 6px 8px; background: #f2f4f7; border-radius: 4px; white-space: pre-wrap;
   overflow-wrap: anywhere; font: 13px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
 .consequences { border-top: 1px dashed var(--line); padding-top: 6px; }
@@ -180,6 +183,15 @@ def h(text: str | None) -> str:
     return html.escape(terminal(text or ""), quote=True)
 
 
+def code(text: str | None) -> str:
+    """``h(text)`` with each `` `command` `` in backticks shown as ``<code>`` (its text escaped like the
+    rest); a backtick without its pair is shown as it is."""
+    parts = (text or "").split("`")
+    if len(parts) % 2 == 0:  # an odd number of backticks: the last one opens nothing
+        parts[-2:] = [parts[-2] + "`" + parts[-1]]
+    return "".join(f"<code>{h(part)}</code>" if i % 2 else h(part) for i, part in enumerate(parts))
+
+
 def _badge(severity: Severity) -> str:
     return f'<span class="badge {severity}">{severity}</span>'
 
@@ -270,11 +282,11 @@ class HtmlFormat(ReportFormat):
             rows.append(f"<dt>{names.first}</dt><dd>{h(f.base)}</dd>")
         if f.target is not None:
             rows.append(f"<dt>{names.second}</dt><dd>{h(f.target)}</dd>")
-        rows.append(f"<dt>why</dt><dd>{h(f.message)}</dd>")
+        rows.append(f"<dt>why</dt><dd>{code(f.message)}</dd>")
         if f.intended:
             rows.append(f"<dt>intended</dt><dd>{h(f.intended)}</dd>")
         if f.remedy:
-            rows.append(f"<dt>remedy</dt><dd><pre>{h(f.remedy)}</pre></dd>")
+            rows.append(f'<dt>remedy</dt><dd class="remedy">{code(f.remedy)}</dd>')
         return [
             f'<details class="finding {severity}"{" open" if open_ else ""}>',
             summary,
@@ -298,13 +310,15 @@ class HtmlFormat(ReportFormat):
         machines = sorted({f.machine for f in findings if f.machine} | {g.name for g in context.groups})
         rules.sort(key=lambda r: (min(SEVERITY_RANK[s] for (_, rule), s in worst.items() if rule == r), r))
         members = {g.name: g for g in context.groups}
+        member = context.member
         out = ['<section class="fleet">', "<h2>Drift matrix</h2>"]
         if rules:
             out.append(
-                '<p class="legend">One row per machine (or group of identical machines), one column per '
-                "rule: the worst severity found there. E = error, W = warning, I = info.</p>"
+                f'<p class="legend">One row per {h(member)} (or group of {h(member)}s that share one '
+                "environment), one column per rule: the worst severity found there. E = error, W = warning, "
+                "I = info.</p>"
             )
-        out += ['<div class="table"><table id="matrix">', "<thead><tr><th>Machine</th>"]
+        out += ['<div class="table"><table id="matrix">', f"<thead><tr><th>{h(member.capitalize())}</th>"]
         out += [f'<th class="rule-name">{h(r)}</th>' for r in rules]
         out.append("<th>Result</th></tr></thead><tbody>")
         for m in machines:
@@ -312,7 +326,7 @@ class HtmlFormat(ReportFormat):
             label = h(m)
             group = members.get(m)
             if group is not None and group.size > 1:
-                label += f' <span class="machine">({plural(group.size, "machine")})</span>'
+                label += f' <span class="machine">({h(plural(group.size, member))})</span>'
             cells = []
             for r in rules:
                 s = worst.get((m, r))
@@ -320,14 +334,17 @@ class HtmlFormat(ReportFormat):
                     cells.append('<td class="cell none">·</td>')
                 else:
                     cells.append(f'<td class="cell {s}" title="{s}">{s[0].upper()}</td>')
-            result = summarize(mine, context.fail_on).counts() if mine else "no drift"
+            result = summarize(mine, context.fail_on).counts() if mine else _no_finding(group)
             out.append(f'<tr><td class="machine-name">{label}</td>{"".join(cells)}<td>{h(result)}</td></tr>')
         out.append("</tbody></table></div>")
         if context.groups:
-            out += ["<h2>Machine groups</h2>", '<div class="table"><table id="groups">']
-            out.append("<thead><tr><th>Group</th><th>Machines</th><th>Environment</th></tr></thead><tbody>")
+            out += [f"<h2>{h(member.capitalize())} groups</h2>", '<div class="table"><table id="groups">']
+            out.append(
+                f"<thead><tr><th>Group</th><th>{h(member.capitalize())}s</th><th>Environment</th></tr></thead>"
+                "<tbody>"
+            )
             for g in sorted(context.groups, key=lambda g: g.name):
-                same = "identical to the base" if g.identical_to_base else "differs from the base"
+                same = _environment(g, any(f.machine == g.name for f in findings))
                 listed = ", ".join(g.members) or "—"
                 out.append(
                     f'<tr><td class="machine-name">{h(g.name)}</td><td>{h(listed)}</td><td>{same}</td></tr>'
@@ -335,3 +352,18 @@ class HtmlFormat(ReportFormat):
             out.append("</tbody></table></div>")
         out.append("</section>")
         return out
+
+
+def _no_finding(group: MachineGroup | None) -> str:
+    """The result of a matrix row without a finding, in the words of the groups' table (one machine is
+    never "no drift" there and "differs from the base" here)."""
+    if group is not None and not group.identical_to_base:
+        return "no drift that matters"
+    return "no drift"
+
+
+def _environment(group: MachineGroup, found: bool) -> str:
+    """A group's environment beside the base, agreeing with its row of the matrix."""
+    if group.identical_to_base:
+        return "identical to the base"
+    return "differs from the base" if found else "differs from the base in nothing that matters"

@@ -87,7 +87,7 @@ def _fleet(findings: Sequence[Finding], context: ReportContext) -> dict[str, obj
             "identical_to_base": sum(g.size for g in context.groups if g.identical_to_base),
             "drifting": sum(g.size for g in drifting),
             "drift_groups": len(drifting),
-            "line": fleet_line(context.groups),
+            "line": fleet_line(context.groups, context.member),
         },
         "groups": [
             {

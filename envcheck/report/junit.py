@@ -84,7 +84,7 @@ class JunitFormat(ReportFormat):
         if context.policy is not None:
             ET.SubElement(props, "property", name="policy", value=xml(context.policy))
         if context.groups:
-            ET.SubElement(props, "property", name="fleet", value=fleet_line(context.groups))
+            ET.SubElement(props, "property", name="fleet", value=fleet_line(context.groups, context.member))
         for group in context.groups:  # the machines behind each case's @group
             shown, more = shortened(group.members, FLEET_MEMBERS)
             value = ", ".join(shown) + (f", … and {more} more" if more else "")

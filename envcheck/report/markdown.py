@@ -85,7 +85,7 @@ class MarkdownFormat(ReportFormat):
         if machines:
             if not context.groups:  # a fleet's groups are listed above, with their counts
                 lines += [f"- {cell(line)}" for line in machines] + [""]
-            lines += ["| Rule | Machines |", "|---|---|"]
+            lines += [f"| Rule | {context.member.capitalize()}s |", "|---|---|"]
             lines += [
                 f"| {rule_code(rule)} | {cell(', '.join(ms))} |" for rule, ms in machines_by_rule(findings)
             ]
@@ -106,7 +106,9 @@ class MarkdownFormat(ReportFormat):
     @staticmethod
     def _fleet(findings: Sequence[Finding], context: ReportContext) -> list[str]:
         """The fleet's groups as a table: each group's machines (the first ``FLEET_MEMBERS``) and counts."""
-        lines = [f"**Fleet:** {fleet_line(context.groups)}", "", "| Group | Machines | Result | Members |"]
+        member = context.member.capitalize()
+        lines = [f"**Fleet:** {fleet_line(context.groups, context.member)}", ""]
+        lines.append(f"| Group | {member}s | Result | Members |")
         lines.append("|---|---|---|---|")
         for group in context.groups:
             shown, more = shortened(group.members, FLEET_MEMBERS)

@@ -29,8 +29,8 @@ EVIL_PACKAGE = f"evil{SCRIPT}"
 EVIL_LABEL = 'prod"><img src=x onerror=alert(2)><script>alert(3)</script>'
 TAGS = {
     "html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "p", "input", "output", "main",
-    "section", "details", "summary", "span", "div", "dl", "dt", "dd", "pre", "table", "thead", "tbody", "tr",
-    "th", "td", "script",
+    "section", "details", "summary", "span", "div", "dl", "dt", "dd", "pre", "code", "table", "thead",
+    "tbody", "tr", "th", "td", "script",
 }  # fmt: skip
 
 
@@ -332,3 +332,35 @@ def test_fleet_diff_in_chromium(tmp_path: Path) -> None:
         assert f'<td class="machine-name">{machine}' in matrix
     assert "ENV-TORCH-VARIANT" in matrix and "ENV-PKG-ADDED" in matrix
     assert "evil&lt;script&gt;alert(1)&lt;/script&gt;" in dom and dom.count("<script") == 1
+
+
+def test_commands_in_backticks_are_code_escaped_like_the_rest() -> None:
+    finding = Finding(
+        rule="ENV-PKG-VERSION",
+        severity="error",
+        subject="numpy",
+        message="`import h5py` fails",
+        remedy="On the target: `pip install 'numpy<2' </code><script>x</script>`, then rerun; "
+        "a lone ` stays.",
+    )
+    text = render([finding], "html", title="t", fail_on="error")
+    assert "<dd><code>import h5py</code> fails</dd>" in text
+    assert (
+        '<dd class="remedy">On the target: <code>pip install &#x27;numpy&lt;2&#x27; '
+        "&lt;/code&gt;&lt;script&gt;x&lt;/script&gt;</code>, then rerun; a lone ` stays.</dd>"
+    ) in text
+    assert "`pip" not in text  # no literal backticks around a command
+
+
+def test_a_fleet_machine_is_never_both_without_drift_and_different() -> None:
+    quiet = MachineGroup(name="g4", members=("node-5",))  # differs, but nothing that matters was found
+    same = MachineGroup(name="g3", members=("node-3",), identical_to_base=True)
+    text = render([], "html", title="fleet", fail_on="error", groups=[quiet, same])
+    rows = text[text.index('<table id="matrix">') : text.index("</table>")].split("<tr>")[2:]
+    assert "no drift that matters" in rows[1] and "no drift that matters" not in rows[0]
+    members = text[text.index('<table id="groups">') :]
+    assert "differs from the base in nothing that matters" in members and "identical to the base" in members
+    # predict's platforms and a job's ranks are called so.
+    platforms = render([], "html", title="p", fail_on="error", groups=[quiet], member="platform")
+    assert "<th>Platform</th>" in platforms and "<h2>Platform groups</h2>" in platforms
+    assert "Machine" not in platforms
