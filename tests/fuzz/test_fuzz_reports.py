@@ -38,8 +38,8 @@ from envcheck.verify.compare import compare, outcomes
 # The HTML report's own elements: a manifest's strings show as text (&lt;script&gt;), never as a tag.
 HTML_TAGS = {
     "html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "p", "input", "output", "main",
-    "section", "details", "summary", "span", "div", "dl", "dt", "dd", "pre", "table", "thead", "tbody", "tr",
-    "th", "td", "script",
+    "section", "details", "summary", "span", "div", "dl", "dt", "dd", "pre", "code", "table", "thead",
+    "tbody", "tr", "th", "td", "script",
 }  # fmt: skip
 
 # How escaped hostile data looks in a text report: evidence that mutations reach the output.
