@@ -323,3 +323,17 @@ def test_fleet_words_name_platforms_and_ranks() -> None:
     ranks = MachineGroup(name="env-1", members=("node-1:0-3",), machines=4)
     text = render([], "text", title="t", fail_on="error", groups=[ranks], member="rank")
     assert "4 ranks in 1 group" in text
+
+
+def test_a_hostile_columns_never_breaks_a_diff() -> None:
+    from typer.testing import CliRunner
+
+    from envcheck.cli import app
+
+    manifests = Path(__file__).resolve().parents[1] / "data" / "manifests"
+    args = ["diff", str(manifests / "dev-cpu.json"), str(manifests / "cuda.json")]
+    for columns, width in (("abc", 100), ("", 100), ("10", MIN_WIDTH), ("1" * 40, MAX_WIDTH), ("-3", 100)):
+        result = CliRunner().invoke(app, args, env={"COLUMNS": columns})
+        assert result.exit_code == 1, (columns, result.output)
+        lines = result.stdout.splitlines()
+        assert lines[0].startswith("envcheck diff:") and max(map(cells, lines)) <= width, columns
