@@ -15,6 +15,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from envcheck.findings import Finding
 from envcheck.report import render
@@ -337,3 +339,15 @@ def test_a_hostile_columns_never_breaks_a_diff() -> None:
         assert result.exit_code == 1, (columns, result.output)
         lines = result.stdout.splitlines()
         assert lines[0].startswith("envcheck diff:") and max(map(cells, lines)) <= width, columns
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.text(alphabet=st.sampled_from(list("ab /-_`'\t\n漢é\u0301")), max_size=400),
+    width=st.integers(min_value=MIN_WIDTH, max_value=130),
+)
+def test_wrap_keeps_every_character_and_the_width(text: str, width: int) -> None:
+    lines = wrap(text, width, "    remedy    ", " " * 14)
+    assert all(cells(line) <= width for line in lines)
+    # Only whitespace is taken away or moved: every other character is kept, in order.
+    assert "".join("".join(line.split()) for line in lines) == "remedy" + "".join(text.split())
