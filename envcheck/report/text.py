@@ -132,7 +132,7 @@ def wrap(text: str, width: int, first: str, rest: str) -> list[str]:
             lines.append(line)
             line, empty = rest, True
             queue.append(word)
-        elif room < 1 and line != rest:  # the first line's label leaves no room: start on the next
+        elif cells(word[0]) > room and line != rest:  # the label leaves no room: start on the next line
             lines.append(line.rstrip())
             line = rest
             queue.append(word)

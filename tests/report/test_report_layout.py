@@ -258,6 +258,7 @@ def test_wrap_breaks_between_words_keeps_commands_whole_and_breaks_a_path_after_
     # Wide characters take two columns; one that does not fit still moves on (no endless loop).
     assert all(cells(line) <= 10 for line in wrap("漢字" * 20, 10, "", ""))
     assert wrap("x", 1, "abc", "") == ["abc", "x"]
+    assert wrap("漢字", 41, "x" * 40, "") == ["x" * 40, "漢字"]  # a wide character never sticks out by one
     assert wrap("", 80, "    why       ", "") == ["    why"]
     # A one-line entry is cut after a word, or inside a long word after a separator.
     assert _cut("one two three four five six", 20) == "one two three four …"
