@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 from envcheck.cli import app
 from envcheck.diff import engine
 from envcheck.diff.rules.base import STATIC_FACT_RULES
-from envcheck.manifest.codec import encode
+from envcheck.manifest.codec import decode, encode
 from envcheck.manifest.io import load
+from envcheck.manifest.model import Manifest
 
 from .conftest import CPU, CUDA
 
@@ -68,3 +69,13 @@ def test_diff_against_a_saved_prediction_gives_the_same_report() -> None:
     report = json.loads(result.stdout)
     rules = {f["rule"] for f in report["findings"]}
     assert "ENV-PREDICT-RUNTIME" in rules and "ENV-NATIVE-LOST" not in rules
+
+
+def test_the_wheels_a_prediction_downloads_are_not_direct_installs() -> None:
+    # The predicted side records each wheel's download URL in direct_url (a local wheel store's file:// URL
+    # on some machines): that is where pip would fetch the index's release, not an install from a path.
+    text = PREDICTED.read_text(encoding="utf-8").replace("https://files.invalid/", "file:///srv/wheel-store/")
+    assert "file:///srv/wheel-store/" in text
+    base, predicted = load(CPU), decode(Manifest, json.loads(text))
+    findings = engine.diff_and_doctor(base, predicted)
+    assert not [f for f in findings if f.rule in ("ENV-PKG-SOURCE", "ENV-PKG-DIRECT")]

@@ -589,7 +589,9 @@ def _unmet_install(m: Manifest, shown: str, needs: list[tuple[Distribution, Req,
         "or when the two ran different checkouts or commits."
     ),
     fm=("FM-07", "FM-25"),
-    static_facts=True,
+    # Not beside a predicted side: its direct_url names the wheel pip would download from the index,
+    # and predict leaves path and VCS installs out (ENV-PREDICT-LEFT-OUT).
+    static_facts=False,
 )
 def pkg_source(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
     from envcheck.diff.rules._provenance import source
@@ -647,7 +649,9 @@ def pkg_source(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding
         "version number."
     ),
     fm=("FM-07",),
-    static_facts=True,
+    # Not beside a predicted side: its direct_url names the wheel pip would download from the index,
+    # and predict leaves path and VCS installs out (ENV-PREDICT-LEFT-OUT).
+    static_facts=False,
 )
 def pkg_direct(rule: Rule, m: Manifest) -> Iterator[Finding]:
     from envcheck.diff.rules._provenance import source
