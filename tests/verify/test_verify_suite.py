@@ -162,15 +162,25 @@ def test_default_cpu_capability_breaks_the_bit_exact_random_stream(golden: Verif
     env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
     current = run_suite(sys.executable, timeout=TIMEOUT, env=env)
     findings = compare(golden, current)
+    # The variable reached the target, and envcheck says which capability each run dispatched.
+    assert any(f.rule == "VERIFY-INFO" and f.subject == "import_torch.cpu_capability" for f in findings)
+    # Whether torch's randn takes another path at the default capability is torch's choice for each CPU
+    # family (on x86 it does, from AVX2 and from AVX-512 alike): the bits are compared first.
+    before = {r.name: r for r in golden.results}["random_stream"].outputs["randn"].sha256
+    after = {r.name: r for r in current.results}["random_stream"].outputs["randn"].sha256
+    if before == after:
+        pytest.skip(
+            f"torch.randn gave the same bits at the default capability as at {capability}: nothing to catch"
+        )
     errors = {f.subject for f in findings if f.severity == "error"}
     # torch.randn's vectorised path differs by a few ULPs from the scalar one; the operator checks use
     # uniform inputs, so their differences stay within tolerance.
     assert "random_stream.randn" in errors
     assert all(s.startswith("random_stream.") for s in errors)
-    assert any(f.rule == "VERIFY-INFO" and f.subject == "import_torch.cpu_capability" for f in findings)
-    # Whether the default kernels are slower depends on the CPU: several times on most, yet on an AVX-512
-    # Xeon they ran at 0.7x. So the test measures, from the two runs' own numbers, whether the one-thread sum
-    # fell below the golden's noise threshold, and holds the warning to that measurement, either way.
+    # Whether the default kernels are slower beyond the golden's noise depends on the CPU and on what else
+    # runs: on an AVX-512 AMD EPYC a one-thread sum of 2**20 floats ran at 0.19x, yet an earlier run gave
+    # 0.7x. So the test measures, from the two runs' own numbers, whether the one-thread sum fell below the
+    # golden's noise threshold, and holds the warning to that measurement, either way.
     speed = {r.name: r for r in golden.results}["speed_matmul"]
     now = {r.name: r for r in current.results}["speed_matmul"]
     best, measured = speed.metrics.get("sum_1thread"), now.metrics.get("sum_1thread")
