@@ -25,6 +25,7 @@ import time
 import traceback
 
 from .result import emit as _emit
+from .result import finish as _finish
 
 OUT = None
 MAX_ERROR_CHARS = 2000
@@ -154,14 +155,7 @@ def main(argv):
         one(config["module"])
     elif mode == "all":
         all_of(list(config.get("modules") or ()))
-    _result["stage"] = "done"
-    _result["done"] = True
-    emit()
-    # The result is on disk: skip the interpreter's teardown, which the imported modules may make slow
-    # or crash (their atexit hooks, thread pools).
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    _finish(OUT, _result)
 
 
 if __name__ == "__main__":

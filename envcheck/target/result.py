@@ -8,6 +8,7 @@ manifest or reports, without passing it (DESIGN §5.8).
 
 import json
 import os
+import sys
 
 from .redact import redact_json
 
@@ -24,3 +25,17 @@ def emit(path, result):
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(data, f)
     os.replace(tmp, path)
+
+
+def finish(path, result):
+    # type: (str | None, dict) -> None
+    """The last step of an entry module: mark ``result`` done, write it, and leave at once with exit 0.
+    The result is on disk, so the interpreter's teardown is skipped: the modules imported in the target
+    (torch, the application's) run atexit hooks and join thread pools there, which only add to the wall
+    time, and may hang or crash after the work is done."""
+    result["stage"] = "done"
+    result["done"] = True
+    emit(path, result)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

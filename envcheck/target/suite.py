@@ -22,12 +22,12 @@ import importlib.util
 import inspect
 import json
 import math
-import os
 import sys
 import time
 import traceback
 
 from .result import emit as _emit
+from .result import finish as _finish
 
 OUT = None
 _result = {"stage": "start", "done": False, "current": None, "planned": [], "results": []}
@@ -423,14 +423,8 @@ def main(argv):
             _result["results"].append(entry)
             _result["current"] = None
             emit()
-    _result["stage"] = "done"
-    _result["done"] = True
-    emit()
-    # The result is on disk: skip torch's interpreter teardown (atexit hooks, thread-pool joins), which
-    # only adds to the wall time the suite is budgeted on.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    _finish(OUT, _result)  # exits
+    return 0
 
 
 if __name__ == "__main__":
