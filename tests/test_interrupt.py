@@ -69,3 +69,50 @@ def test_an_interrupt_ends_every_target_and_leaves_the_manifest(
     assert [pid for pid in pids if process_alive(pid)] == []
     assert processes_mentioning(str(tmpdir)) == {}
     assert list(tmpdir.iterdir()) == []
+
+
+# In a fresh interpreter: the registry's "closed" state is process-wide and would refuse every later test's
+# targets. A worker thread that makes its temp folder after an interrupt's clean-up is refused (nothing is
+# made), and one that registers a folder made just before the clean-up sees it removed: the snapshot's
+# probe thread left an envcheck-probe-* folder behind once (SIGTERM while the thread started its target).
+_AFTER_THE_INTERRUPT = r"""
+import os, sys, tempfile, threading
+from envcheck.probe import sessions
+
+parent = sys.argv[1]
+made = tempfile.mkdtemp(dir=parent)
+sessions.kill_all()  # what the interrupt handler does
+outcome = {}
+
+def worker():
+    try:
+        sessions.make_folder("envcheck-probe-", parent)
+        outcome["make"] = "made"
+    except sessions.Interrupted:
+        outcome["make"] = "refused"
+    try:
+        sessions.register_folder(made)
+        outcome["register"] = "kept"
+    except sessions.Interrupted:
+        outcome["register"] = "removed"
+
+thread = threading.Thread(target=worker)
+thread.start()
+thread.join()
+print(outcome["make"], outcome["register"], sorted(os.listdir(parent)))
+"""
+
+
+def test_a_temp_folder_after_the_interrupt_is_refused_or_removed(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _AFTER_THE_INTERRUPT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["refused", "removed", "[]"]

@@ -97,14 +97,11 @@ class WheelCache:
             return
         self.root.mkdir(parents=True, exist_ok=True)
         self._remove_stale()
-        import tempfile
 
         from envcheck.probe import sessions
 
         # Beside the cache (one file system: the rename into it is atomic); an interrupt removes it.
-        with sessions.uninterrupted():
-            tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
-            sessions.register_folder(str(tmp))
+        tmp = Path(sessions.make_folder(".tmp-", str(self.root)))
         try:
             urls = [f"{w.url.split('#', 1)[0]}#sha256={w.sha256}" for w in missing]
             result = run_pip(

@@ -22,7 +22,6 @@ import signal
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -194,10 +193,8 @@ class RunningTarget:
         deadline: Deadline,
         env: Mapping[str, str] | None,
     ) -> None:
-        with sessions.uninterrupted():
-            self._workdir = tempfile.TemporaryDirectory(prefix="envcheck-probe-", ignore_cleanup_errors=True)
-            sessions.register_folder(self._workdir.name)
-        self._out = Path(self._workdir.name) / "result.json"
+        self._workdir = sessions.make_folder("envcheck-probe-")
+        self._out = Path(self._workdir) / "result.json"
         self.deadline = deadline
         self._started = time.monotonic()
         popen_env = dict(os.environ if env is None else env)
@@ -205,14 +202,14 @@ class RunningTarget:
         popen_env.setdefault("PYTHONIOENCODING", "utf-8")
         try:
             # A full disk fails the copy: the same one-line error as a target that cannot start.
-            argv = [python, "-c", _BOOT, copy_package(self._workdir.name), module, str(self._out), *args]
+            argv = [python, "-c", _BOOT, copy_package(self._workdir), module, str(self._out), *args]
             self._proc = sessions.launch(
                 lambda: subprocess.Popen(
                     argv,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.PIPE,
-                    cwd=self._workdir.name,
+                    cwd=self._workdir,
                     env=popen_env,
                     # Its own session: at the deadline or on an interrupt it is killed with every child
                     # it started (a Ctrl-C at the terminal never reaches it by itself).
@@ -254,8 +251,7 @@ class RunningTarget:
         self.wait()
 
     def _remove_workdir(self) -> None:
-        sessions.remove_folder(self._workdir.name)
-        self._workdir.cleanup()
+        sessions.remove_folder(self._workdir)
 
     def _wait_unreaped(self) -> bool:
         """Wait until the target's process ends or the deadline passes; True if it ended.

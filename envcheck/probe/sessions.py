@@ -149,19 +149,36 @@ def temporary_folder(prefix: str) -> Iterator[Path]:
     For every ``envcheck-*`` folder a command creates (``envcheck-verify-*``, ``envcheck-scan-*``, ...):
     the interrupt handler removes it even while the code using it is still blocked.
     """
-    with uninterrupted():
-        folder = tempfile.mkdtemp(prefix=prefix)
-        register_folder(folder)
+    folder = make_folder(prefix)
     try:
         yield Path(folder)
     finally:
         remove_folder(folder)
 
 
-def register_folder(folder: str) -> None:
-    """Have an interrupt remove ``folder`` (made by the caller); ``remove_folder`` when done with it."""
+def make_folder(prefix: str, parent: str | None = None) -> str:
+    """A fresh temp folder (``tempfile.mkdtemp``), registered for removal by an interrupt in the same step:
+    created and registered under the registry's lock, so an interrupt in another thread either sees it
+    (and removes it) or comes first (then no folder is made, and this raises ``Interrupted``). A worker
+    thread that made its folder just after an interrupt's clean-up would otherwise leave it behind when
+    the process exits. ``remove_folder`` when done with it."""
     with uninterrupted(), _registry.lock:
+        if _registry.closed:
+            raise Interrupted
+        folder = tempfile.mkdtemp(prefix=prefix, dir=parent)
         _registry.folders.add(folder)
+    return folder
+
+
+def register_folder(folder: str) -> None:
+    """Have an interrupt remove ``folder`` (made by the caller); ``remove_folder`` when done with it. After
+    an interrupt the folder is removed at once and this raises ``Interrupted``."""
+    with uninterrupted(), _registry.lock:
+        if not _registry.closed:
+            _registry.folders.add(folder)
+            return
+    shutil.rmtree(folder, ignore_errors=True)
+    raise Interrupted
 
 
 def remove_folder(folder: str) -> None:
