@@ -143,7 +143,8 @@ class PythonInfo:
     wheel_tags: list[str]
     mp_start_method: str | None
     shared_library: str | None
-    # Identity of the interpreter's own library (DESIGN §5.5), recorded by the probe; None: not recorded.
+    # Identity of the interpreter's own library (docs/reference.md), recorded by the probe; None: not
+    # recorded.
     # ``own_library``: the real path of the installation's libpython; ``loaded_library``: the real path of
     # the libpython mapped into the process (another one when LD_LIBRARY_PATH names a distribution's);
     # ``build_version``: the version the installation's headers declare (``version`` is what the loaded

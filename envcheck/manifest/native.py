@@ -188,8 +188,9 @@ RefusalKind = Literal[
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RefusedFile:
     """A file envcheck did not read, and why: scanned trees and wheels are untrusted, so only regular files
-    inside them are opened (DESIGN §5.11). ``path`` is as the tree, RECORD or the zip names it; ``owner``
-    the distribution (or ``tree`` / ``unowned`` / ``wheel``); ``reason`` names the cap or the target."""
+    inside them are opened (docs/guarantees.md). ``path`` is as the tree, RECORD or the zip names it;
+    ``owner`` the distribution (or ``tree`` / ``unowned`` / ``wheel``); ``reason`` names the cap or the
+    target."""
 
     path: str
     owner: str

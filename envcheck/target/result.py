@@ -1,9 +1,9 @@
 """The one result writer of the target side: ``emit`` redacts the whole result, then writes it atomically.
 
-Both entry modules (``probe``, ``suite``) keep their result in a dict and call ``emit`` after every step,
-so a crash or a hang part-way leaves everything learnt before it on disk. Every string of the result
-passes ``redact.redact_json`` here, the choke point: no field can reach the file, and so envcheck's
-manifest or reports, without passing it (DESIGN §5.8).
+The entry modules (``probe``, ``suite``, ``app_imports``) keep their result in a dict and call ``emit``
+after every step, so a crash or a hang part-way leaves everything learnt before it on disk. Every string
+of the result passes ``redact.redact_json`` here, the choke point: no field can reach the file, and so
+envcheck's manifest or reports, without passing it (docs/architecture.md, docs/guarantees.md).
 """
 
 import json

@@ -326,8 +326,8 @@ def torch_compile(ctx):
 
 
 # The speed check's sampling: ROUNDS rounds, each giving every measurement SLICE seconds in turn, so a
-# burst of other work on the machine hits all of them alike; about 0.3 s in all with the set-up (DESIGN §6
-# budget: the whole CPU suite within `import torch` + 5 s).
+# burst of other work on the machine hits all of them alike; about 0.3 s in all with the set-up (the
+# budget in README.md's Speed table: the whole CPU suite within `import torch` + 5 s).
 SPEED_ROUNDS = 4
 SPEED_SLICE = 0.02
 
@@ -388,7 +388,7 @@ def speed_matmul(ctx):
 
 
 def checks(torch, config, Check):
-    # One process for the whole CPU suite pays `import torch` once (DESIGN §6 budget). The DataLoader and
+    # One process for the whole CPU suite pays `import torch` once (README.md, Speed). The DataLoader and
     # Gloo checks fork right after the import, before any OpenMP pool exists: forking a process whose GNU
     # OpenMP pool is running can deadlock the child (https://github.com/pytorch/pytorch/issues/17199).
     return [
