@@ -256,7 +256,7 @@ class Gate:
         from envcheck.commands.verify import run_gate
         from envcheck.findings import at_or_above
 
-        report, current = run_gate(self.manifest_path, self.base, self.policy, self.python, self.timeout)
+        report, current, _ = run_gate(self.manifest_path, self.base, self.policy, self.python, self.timeout)
         by_item: dict[str, list[Finding]] = {}
         for finding in report.findings:
             by_item.setdefault(self._owner(finding), []).append(finding)

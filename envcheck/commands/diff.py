@@ -150,13 +150,7 @@ def diff(
     if not paths:
         from envcheck.commands import slips
 
-        slip = slips.wrong_interpreter(
-            python=python,
-            executable=live.python.executable,
-            reference=base_name,
-            reference_torch=base_manifest.torch.static.version if base_manifest.torch.static else None,
-            has_torch=live.torch.static is not None,
-        )
+        slip = slips.live_against(python, base_name, base_manifest, live)
         if slip is not None:
             slip.say()
             report = slip.titled(report)

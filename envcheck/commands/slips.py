@@ -17,6 +17,7 @@ import typer
 
 if TYPE_CHECKING:
     from envcheck.flows import Report
+    from envcheck.manifest.model import Manifest
     from envcheck.manifest.verify import VerifySection
 
 # What ``--python`` takes, in the tips: any environment's interpreter.
@@ -92,6 +93,20 @@ def wrong_interpreter(
         return None
     return WrongInterpreter(
         executable=executable, own=python is None, reference=reference, torch=reference_torch
+    )
+
+
+def live_against(
+    python: str | None, reference: str, base: Manifest, live: Manifest
+) -> WrongInterpreter | None:
+    """``wrong_interpreter`` of a live snapshot ``live`` checked against the manifest ``base`` (named
+    ``reference``): a gate, or a diff against this machine."""
+    return wrong_interpreter(
+        python=python,
+        executable=live.python.executable,
+        reference=reference,
+        reference_torch=base.torch.static.version if base.torch.static else None,
+        has_torch=live.torch.static is not None,
     )
 
 

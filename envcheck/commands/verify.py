@@ -319,7 +319,7 @@ def gate(
     base = load(manifest)
     found_slips: list[slips.WrongInterpreter] = []
     with progress("gate", quiet=quiet) as step:
-        report, current, found = run_gate_with_imports(
+        report, current, found = run_gate(
             manifest,
             base,
             rules_policy,
@@ -358,34 +358,16 @@ def run_gate(
     compile_: bool = False,
     strict: bool = False,
     step: Step | None = None,
-) -> tuple[Report, VerifySection]:
-    """The gate's work, for ``envcheck gate`` and the pytest plugin: this machine's snapshot, the smoke
-    suite and the application's imports (separate target processes, run side by side), then the one gate
-    flow. Returns the report and the suite's results."""
-    report, current, _ = run_gate_with_imports(
-        manifest, base, policy, python, timeout, checks=checks, compile_=compile_, strict=strict, step=step
-    )
-    return report, current
-
-
-def run_gate_with_imports(
-    manifest: Path,
-    base: Manifest,
-    policy: Policy,
-    python: str | None,
-    timeout: float,
-    *,
-    checks: Path | None = None,
-    compile_: bool = False,
-    strict: bool = False,
-    step: Step | None = None,
     imports: Sequence[str] = (),
     app_imports: bool = True,
     slips_found: list[slips.WrongInterpreter] | None = None,
 ) -> tuple[Report, VerifySection, AppImports | None]:
-    """``run_gate``, with the application's entry modules given (``imports``: after the manifest's
-    recorded ones and the policy's) and the imports' own results returned too (None: ``app_imports``
-    off). Raises ``UsageError`` for a module name that is not one (the manifest's included).
+    """The gate's work, for ``envcheck gate`` and the pytest plugin: this machine's snapshot, the smoke
+    suite and the application's imports (separate target processes, run side by side), then the one gate
+    flow. The application's entry modules come after the manifest's recorded ones and the policy's
+    (``imports``). Returns the report, the suite's results and the imports' own results (None:
+    ``app_imports`` off). Raises ``UsageError`` for a module name that is not one (the manifest's
+    included).
 
     The title names the interpreter's path; an interpreter without torch against a manifest with torch
     is named probably the wrong one there (and added to ``slips_found``, for the caller to say)."""
@@ -417,13 +399,7 @@ def run_gate_with_imports(
     report = flows.gate(
         base_name, base, live, current, policy, strict=strict, live_name=live_name, imports=found
     )
-    slip = slips.wrong_interpreter(
-        python=python,
-        executable=live.python.executable,
-        reference=base_name,
-        reference_torch=base.torch.static.version if base.torch.static else None,
-        has_torch=live.torch.static is not None,
-    )
+    slip = slips.live_against(python, base_name, base, live)
     if slip is not None:
         if slips_found is not None:
             slips_found.append(slip)

@@ -50,7 +50,7 @@ STARTUP_PROBE = (
 
 
 def gate(python: Path) -> Report:
-    report, _ = run_gate(DEV_CPU, load(DEV_CPU), Policy(), str(python), 120.0)
+    report, _, _ = run_gate(DEV_CPU, load(DEV_CPU), Policy(), str(python), 120.0)
     return report
 
 
