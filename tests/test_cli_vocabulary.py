@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from clirun import run
 
-from envcheck.cli import COMMANDS, SHORT_HELP, app
+from envcheck.cli import COMMANDS, SHORT_HELP
 from envcheck.manifest import load
 from envcheck.report.summary import summary
 
@@ -21,13 +21,6 @@ DATA = Path(__file__).parent / "data" / "manifests"
 DEV = DATA / "dev-cpu.json"
 AGAIN = DATA / "dev-cpu-again.json"
 LOCK_TEXT = "numpy==2.4.6\n    # via -r requirements.in\ntorch==2.13.0+cpu\n    # via -r requirements.in\n"
-
-
-def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args), env=env)
-    if result.exception and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))

@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clirun import run
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 from hostile import envcheck_argv, make_char_device
-from typer.testing import CliRunner
 
-from envcheck.cli import app
 from envcheck.export import cyclonedx, purl_ref
 from envcheck.manifest.io import dumps, load
 
@@ -27,11 +26,6 @@ EXAMPLES = sorted((ROOT / "manifests" / "examples").glob("*.json"))
 CPU_EXAMPLE = ROOT / "manifests" / "examples" / "torch-2.13.0-cpu-linux.json"
 BAD = Path(__file__).parent / "data" / "bad"
 HOSTILE = "<script>alert(1)</script>\x1b]0;x\x07\ud800"
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 def validated(text: str) -> dict[str, Any]:

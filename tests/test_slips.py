@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from clirun import run
 
 from envcheck.diff import engine
 from envcheck.manifest import load
@@ -22,15 +22,6 @@ pytestmark = pytest.mark.slow
 DATA = Path(__file__).parent / "data" / "manifests"
 DEV = DATA / "dev-cpu.json"
 TIP = "Tip: pass the environment's interpreter with --python, e.g. --python path/to/venv/bin/python"
-
-
-def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    from envcheck.cli import app
-
-    result = CliRunner().invoke(app, list(args), env=env)
-    if result.exception and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest.fixture(scope="module")

@@ -9,21 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from clirun import run
 from diffdata import MANIFESTS, manifest
-from typer.testing import CliRunner
 
-from envcheck.cli import app
 from envcheck.findings import rule_ids
 from envcheck.manifest.io import MAX_MANIFEST_BYTES, dumps
 
 BAD = MANIFESTS.parent / "bad"
 DEV, CUDA = str(MANIFESTS / "dev-cpu.json"), str(MANIFESTS / "cuda.json")
 TWIN_A, TWIN_B = str(MANIFESTS / "twin-a.json"), str(MANIFESTS / "twin-b.json")
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 def test_same_environment_exits_0() -> None:

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from clirun import run
 
-from envcheck.cli import app
 from envcheck.findings import Finding, MachineGroup
 from envcheck.report import render
 from envcheck.report.html import CONTENT_SECURITY_POLICY
@@ -62,11 +61,6 @@ def parsed(text: str) -> Tags:
     parser.feed(text)
     parser.close()
     return parser
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 def edited(name: str, label: str, *, hostile: bool = False) -> dict[str, Any]:
