@@ -34,7 +34,7 @@ import ast
 import dataclasses
 from collections.abc import Sequence
 
-from envcheck.findings import Finding
+from envcheck.findings import FIRST_CAUSES, Finding
 
 # echo rule -> the rules whose finding on the same subject says all it says. Order does not matter: a
 # finding is dropped when any of its betters is present.
@@ -82,13 +82,12 @@ PROBE_IMPORT = ("ENV-PROBE-FAILED", "import torch")
 # The suite's import check of torch alone (``VERIFY-IMPORT``): the same failure once more.
 SUITE_IMPORT = ("VERIFY-IMPORT", "import torch")
 
-# What can make ``import torch`` fail, most telling first: whether a finding of one of these explains a
-# failed import is decided by ``_explains_import``.
+# What can make ``import torch`` fail, most telling first: the roots a report leads with
+# (``findings.FIRST_CAUSES``, in their order, less the failed import itself), then a library loaded from
+# another file. Whether a finding of one of these explains a failed import is decided by
+# ``_explains_import``.
 IMPORT_CAUSES: tuple[str, ...] = (
-    "ENV-TORCH-TREES",
-    "ENV-TORCH-SHADOWED",
-    "ENV-NATIVE-MISSING",
-    "ENV-SYMBOL-VERSION",
+    *(rule for rule in FIRST_CAUSES if rule != PROBE_IMPORT[0]),
     "ENV-NATIVE-SHADOWED",
     "ENV-CUDA-LIB-SHADOWED",
     "ENV-NATIVE-LOADED-FROM",
