@@ -15,6 +15,7 @@ UTF-8 cannot encode (``print`` would raise ``UnicodeEncodeError``).
 from __future__ import annotations
 
 import re
+import shlex
 
 # C0 controls except TAB and LF, DEL, C1 controls, lone surrogates (from undecodable file names: PEP 383),
 # and the bidirectional overrides/isolates that reorder what a reader sees (CVE-2021-42574, "Trojan Source").
@@ -82,3 +83,21 @@ def json_text(dumped: str) -> str:
     Only for text ``json.dumps`` produced: those characters can only occur inside its string literals,
     where a ``\\uXXXX`` escape means the same character."""
     return _UNSAFE_JSON.sub(_json_escape, dumped)
+
+
+# PowerShell treats the typographic single quotes as quote characters too (its tokenizer's IsSingleQuote):
+# each one is doubled like ``'`` so that none can end the literal.
+_POWERSHELL_QUOTES = re.compile("['\u2018\u2019\u201a\u201b]")
+
+
+def shell_word(text: str, *, windows: bool) -> str:
+    """``text`` as one literal word of a command line a person pastes: POSIX single quotes (always written;
+    ``shlex.quote``'s form where ``text`` holds one) or, for a Windows machine, PowerShell single quotes with
+    each quote character doubled. Neither shell
+    expands anything inside (no ``$(…)``, backticks, ``$VAR`` or ``$env:X``), so a value taken from a
+    manifest, a lock or a target reaches the command as the bytes it was. Control characters are shown as
+    escapes first: a pasted remedy must not carry a newline that ends the command early."""
+    text = one_line(text)
+    if windows:
+        return "'" + _POWERSHELL_QUOTES.sub(lambda m: m.group() * 2, text) + "'"
+    return f"'{text}'" if "'" not in text else shlex.quote(text)
