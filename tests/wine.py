@@ -26,8 +26,9 @@ from pathlib import Path
 
 import pytest
 
-# The builtin DLLs Wine would use in place of a missing VC++ redistributable: disabled, they make a machine
-# without it. python.org's own vcruntime140*.dll beside python.exe still load, as on a real machine.
+# The builtin DLLs Wine would use in place of a missing VC++ redistributable: native-only (``=n``), they make
+# a machine without it. python.org's own vcruntime140*.dll beside python.exe still load, as on a real
+# machine (``=d`` would disable those too: python.exe then fails to start, exit 53).
 NO_VC_RUNTIME = (
     ",".join(
         (
@@ -43,7 +44,7 @@ NO_VC_RUNTIME = (
             "vcomp140",
         )
     )
-    + "=d"
+    + "=n"
 )
 
 _WINE_DIRS = ("/usr/lib/wine", "/usr/lib64/wine", "/opt/wine-stable/bin")
