@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from envcheck.commands._common import check_outputs, handles_errors, report_findings
+from envcheck.errors import UsageError
 from envcheck.report.options import (
     FailOnOption,
     FormatOption,
@@ -54,6 +55,14 @@ def predict(
     find_links: Annotated[
         list[str] | None, typer.Option("--find-links", help="A folder or page of wheels (repeatable).")
     ] = None,
+    resolver: Annotated[
+        str,
+        typer.Option(
+            "--resolver",
+            help="pip, uv, or auto: uv where it is installed (envcheck[uv], or on PATH) and can name the "
+            "target's platform, else pip.",
+        ),
+    ] = "auto",
     save: Annotated[
         Path | None,
         typer.Option(
@@ -97,6 +106,8 @@ def predict(
     from envcheck.predict import IndexOptions, parse_target
     from envcheck.predict import predict as run_prediction
 
+    if resolver not in ("pip", "uv", "auto"):
+        raise UsageError(f"--resolver {resolver[:20]!a}: use pip, uv or auto")
     check_outputs(output, junit)
     rules_policy = load_rules_policy(policy, no_policy)
     source = load(manifest)
@@ -107,6 +118,7 @@ def predict(
         extra_index_urls=tuple(extra_index_url or ()),
         find_links=tuple(find_links or ()),
         timeout=timeout,
+        resolver=resolver,
     )
     with progress("predict", quiet=quiet) as step:
         predictions = run_prediction(source, targets, options, progress=step)

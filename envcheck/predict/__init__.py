@@ -10,12 +10,13 @@ Network: only here (and in ``lock``), through pip and the indexes it is configur
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from envcheck.predict.resolve import IndexOptions, Resolution
+from envcheck.predict.resolve import IndexOptions, Resolution, ResolvedWheel
 from envcheck.predict.target import PredictTarget, parse_target
 
 if TYPE_CHECKING:
@@ -58,7 +59,10 @@ def predict(
 
     cache = cache or WheelCache()
     say = progress or (lambda _step: None)
-    say("resolving with pip")
+    say(
+        "resolving with "
+        + ("uv" if options.resolver == "uv" else "pip" if options.resolver == "pip" else "uv or pip")
+    )
     with temporary_folder("envcheck-predict-") as work, ThreadPoolExecutor(max_workers=4) as pool:
         futures = [
             pool.submit(_resolve, source, t, options, work / f"{i}-{t.platform}")
@@ -78,6 +82,15 @@ def _resolve(source: Manifest, target: PredictTarget, options: IndexOptions, fol
     return resolve(source, target, options, workdir=folder)
 
 
+def _requires(
+    w: ResolvedWheel, known: dict[tuple[str, str], tuple[str, ...]], cache: WheelCache
+) -> tuple[str, ...]:
+    from envcheck.diff.rules.base import canon
+
+    key = (canon(w.name), w.version)
+    return known[key] if key in known else cache.requires_of(w)
+
+
 def _finish(
     source: Manifest,
     resolution: Resolution,
@@ -85,16 +98,27 @@ def _finish(
     cache: WheelCache,
     say: Callable[[str], None],
 ) -> Prediction:
+    from envcheck.diff.rules.base import canon
     from envcheck.predict.build import predicted_manifest
     from envcheck.predict.fetch import is_pure
     from envcheck.redact import redact_text
 
     target = resolution.target
     start = time.perf_counter()
+    # A resolver that does not give the requirements (uv): the source's where it has the very same
+    # version, else the wheel's own METADATA (the wheel is fetched for that, pure or not).
+    known = {(canon(d.name), d.version): tuple(d.requires) for d in source.packages}
+    unknown = [w for w in resolution.wheels if w.requires is None and (canon(w.name), w.version) not in known]
     missing = [w for w in resolution.wheels if not is_pure(w) and cache.wheel_path(w) is None]
+    missing += [w for w in unknown if w not in missing and cache.wheel_path(w) is None]
     if missing:
         say(f"downloading {len(missing)} wheels for {target.platform}")
-    cache.fetch(resolution.wheels, target, options)
+    cache.fetch(resolution.wheels, target, options, also=unknown)
+    wheels = tuple(
+        w if w.requires is not None else dataclasses.replace(w, requires=_requires(w, known, cache))
+        for w in resolution.wheels
+    )
+    resolution = dataclasses.replace(resolution, wheels=wheels)
     fetched = time.perf_counter()
     say(f"scanning the wheels for {target.platform}")
     tree = cache.scan_tree(resolution.wheels)

@@ -79,11 +79,20 @@ class WheelCache:
             return None
         return self.root / wheel.sha256 / wheel.filename
 
-    def fetch(self, wheels: Sequence[ResolvedWheel], target: PredictTarget, options: IndexOptions) -> None:
-        """Download every platform wheel of ``wheels`` not yet cached, with one ``pip download`` run,
+    def fetch(
+        self,
+        wheels: Sequence[ResolvedWheel],
+        target: PredictTarget,
+        options: IndexOptions,
+        *,
+        also: Sequence[ResolvedWheel] = (),
+    ) -> None:
+        """Download every platform wheel of ``wheels`` (and every wheel of ``also``, pure ones included:
+        those whose requirements only their METADATA says) not yet cached, with one ``pip download`` run,
         then verify and move each into the cache. Raises ``UsageError`` when pip fails or a download
         does not match the sha256 of the report."""
         wanted = [w for w in wheels if not is_pure(w) and not _local_path(w.url)]
+        wanted += [w for w in also if w not in wanted and not _local_path(w.url)]
         missing = [w for w in wanted if (e := self.entry(w)) is not None and not e.is_file()]
         in_use = {e.parent for w in wanted if (e := self.entry(w)) is not None}
         for folder in in_use:  # last use, for pruning the least recently used first
@@ -117,7 +126,7 @@ class WheelCache:
                 ],
                 tmp,
                 report=None,
-                timeout=options.timeout,
+                timeout=options.remaining(),
             )
             if result.returncode != 0:
                 last = [line for line in result.log.splitlines() if line.startswith("ERROR")][-1:]
@@ -232,6 +241,44 @@ class WheelCache:
         stored.parent.mkdir(parents=True, exist_ok=True)
         _write_scan(stored, section, torch_version, macos)
         return TreeScan(section=section, torch_version=torch_version, cached=False, macos_minimum=macos)
+
+    def requires_of(self, wheel: ResolvedWheel) -> tuple[str, ...]:
+        """The ``Requires-Dist`` lines of ``wheel``'s METADATA, read from the cached (or local) file,
+        within ``MAX_METADATA_BYTES``. Raises ``UsageError`` for a wheel that is missing, unreadable or
+        whose METADATA is over the cap."""
+        path = self.wheel_path(wheel)
+        if path is None:
+            raise UsageError(f"{wheel.filename} is not in the wheel cache")
+        return tuple(requires_dist(path))
+
+
+# The most of a wheel's METADATA that envcheck reads (a real one, long description included, is well under
+# 1 MB). pip's resolver, run by envcheck, refuses a larger one before reading it (``pip_entry``).
+MAX_METADATA_BYTES = 16 * 1024**2
+
+
+def requires_dist(wheel: Path) -> list[str]:
+    """``Requires-Dist`` of the wheel's ``*.dist-info/METADATA``, refused past ``MAX_METADATA_BYTES``."""
+    import zipfile
+    from email.parser import BytesHeaderParser
+
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            names = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
+            if len(names) != 1:
+                raise UsageError(f"{wheel.name} has {len(names)} .dist-info/METADATA files, not one")
+            info = zf.getinfo(names[0])
+            if info.file_size > MAX_METADATA_BYTES:
+                raise UsageError(
+                    f"{wheel.name}: its METADATA is {info.file_size} bytes, over the "
+                    f"{MAX_METADATA_BYTES}-byte cap (MAX_METADATA_BYTES): not read"
+                )
+            with zf.open(info) as f:
+                raw = f.read(MAX_METADATA_BYTES + 1)
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
+        raise UsageError(f"cannot read the METADATA of {wheel.name}: {e}") from e
+    message = BytesHeaderParser().parsebytes(raw[:MAX_METADATA_BYTES])
+    return [str(v) for v in message.get_all("Requires-Dist") or []]
 
 
 def sha256_of(path: Path) -> str:

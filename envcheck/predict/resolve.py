@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from envcheck.errors import UsageError
 from envcheck.manifest.model import LeftOut, Unavailable
 from envcheck.predict.target import PredictTarget
+from envcheck.probe.runner import Deadline
 
 if TYPE_CHECKING:
     from envcheck.manifest.model import Distribution, Manifest
@@ -53,6 +54,10 @@ _CANNOT_INSTALL = re.compile(r"Cannot install ([A-Za-z0-9][A-Za-z0-9._-]*)")
 _AVAILABLE = re.compile(r"^Available versions: (.*)$", re.M)
 
 
+class DeadlineReached(UsageError):
+    """The command's ``--timeout`` passed: what finished is said by the caller, then exit 2."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class IndexOptions:
     """Where pip looks, on top of its own configuration: ``--index-url`` replaces the configured index,
@@ -62,6 +67,21 @@ class IndexOptions:
     extra_index_urls: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
     timeout: float = 300.0
+    # ``pip``, ``uv`` or ``auto`` (uv where it is installed and can express the target, else pip).
+    resolver: str = "pip"
+    # One deadline for the whole command: each pip or uv run gets what is left of it (and at most
+    # ``timeout``).
+    deadline: Deadline | None = None
+
+    def remaining(self) -> float:
+        """Seconds the next pip or uv run may take: ``timeout``, or less where the command's deadline is
+        nearer. Raises ``UsageError`` once the deadline has passed."""
+        if self.deadline is None:
+            return self.timeout
+        left = self.deadline.remaining()
+        if left <= 0.0:
+            raise DeadlineReached(f"the {self.deadline.seconds:.0f} s deadline (--timeout) has passed")
+        return min(self.timeout, left)
 
     def pip_args(self) -> list[str]:
         args = ["--retries", "1", "--timeout", "15"]
@@ -84,7 +104,8 @@ class ResolvedWheel:
     url: str
     sha256: str | None
     filename: str
-    requires: tuple[str, ...]
+    # None where the resolver does not say (uv's lock): filled in from the source manifest or the wheel.
+    requires: tuple[str, ...] | None
     requested: bool
 
 
@@ -245,8 +266,104 @@ def _dry_run(
     constrained: dict[str, tuple[str, str]],
     folder: Path,
 ) -> _Pip:
+    if resolver_for(target, options) == "uv":
+        return _uv_compile(target, options, pinned, constrained, folder)
     argv = pip_argv(target, options, pinned.values(), constrained.values(), folder)
-    return run_pip(target, argv, folder, report=folder / "report.json", timeout=options.timeout)
+    return run_pip(target, argv, folder, report=folder / "report.json", timeout=options.remaining())
+
+
+def resolver_for(target: PredictTarget, options: IndexOptions) -> str:
+    """``pip`` or ``uv`` for ``target``: ``auto`` takes uv where it is installed and can name the target's
+    platform, else pip. Raises ``UsageError`` for ``uv`` when uv is missing or cannot name the target."""
+    from envcheck.predict.uv import uv_binary, uv_platform
+
+    if options.resolver == "pip":
+        return "pip"
+    found = uv_binary() is not None and uv_platform(target) is not None
+    if options.resolver == "auto":
+        return "uv" if found else "pip"
+    if uv_binary() is None:
+        raise UsageError(
+            "--resolver uv: uv is not installed", tip="pip install 'envcheck[uv]', or use --resolver pip"
+        )
+    if not found:
+        raise UsageError(
+            f"--resolver uv: uv cannot resolve for {target.platform} ({target.implementation})",
+            tip="Use --resolver pip (or auto) for this target.",
+        )
+    return "uv"
+
+
+def _uv_compile(
+    target: PredictTarget,
+    options: IndexOptions,
+    pinned: dict[str, tuple[str, str]],
+    constrained: dict[str, tuple[str, str]],
+    folder: Path,
+) -> _Pip:
+    """One ``uv pip compile`` in place of pip's dry run: the same pins and constraints, its lock read back
+    as pip's report (``envcheck.predict.uv``). Its messages name a failing pin as pip's do."""
+    from envcheck.predict.uv import lock_report, uv_argv, uv_binary, uv_environment, uv_platform
+    from envcheck.probe import sessions
+
+    uv, platform = uv_binary(), uv_platform(target)
+    assert uv is not None and platform is not None
+    folder.mkdir(parents=True, exist_ok=True)
+    pins, constraints, lock = folder / "pins.txt", folder / "constraints.txt", folder / "pylock.toml"
+    pins.write_text("".join(f"{n}=={v}\n" for n, v in sorted(pinned.values())), encoding="utf-8")
+    constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(constrained.values())), encoding="utf-8")
+    argv = uv_argv(
+        uv,
+        target,
+        platform[0],
+        index_url=options.index_url,
+        extra_index_urls=options.extra_index_urls,
+        find_links=options.find_links,
+        pins=pins,
+        constraints=constraints,
+        lock=lock,
+    )
+    log_path = folder / "uv.log"
+    timeout = options.remaining()
+    try:
+        returncode = sessions.run_logged(argv, log_path, timeout=timeout, env=uv_environment(platform[1]))
+    except OSError as e:
+        raise UsageError(f"cannot run uv: {e.strerror or e}") from e
+    if returncode is None:
+        raise UsageError(
+            f"uv did not finish within {timeout:.0f} s for {target.platform}",
+            tip="Check the indexes, or raise --timeout.",
+        )
+    text = sessions.log_tail(log_path)
+    for line in text.splitlines():
+        if "Failed to fetch" in line or "error sending request" in line or "dns error" in line:
+            raise UsageError(f"an index cannot be reached: {line.strip()[:300]}", tip=_INDEX_TIP)
+    report = None
+    if returncode == 0:
+        report = lock_report(lock, target, [n for n, _ in pinned.values()], MAX_REPORT_BYTES)
+    return _Pip(returncode=returncode, log=_as_pip_log(text), report=report)
+
+
+_INDEX_TIP = "Check --index-url / --extra-index-url and pip's configuration (`pip config list`)."
+# uv's explanation of a failed resolution names the culprit first: ``Because X==1 has no wheels with a
+# matching platform tag``, ``Because there is no version of X==1``, ``Because only X<=1 is available``.
+_UV_BECAUSE = re.compile(
+    r"Because (?:there is no version of |there are no versions of |only )?([A-Za-z0-9][A-Za-z0-9._-]*)"
+)
+
+
+def _as_pip_log(text: str) -> str:
+    """uv's messages, with an ``ERROR:`` line and pip's ``No matching distribution found for X`` for the
+    distribution uv's explanation starts from, so one reading of the log serves both resolvers."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    found = _UV_BECAUSE.search(text)
+    cause = next((line.removeprefix("cause: ") for line in lines if "Because" in line), None)
+    out = [text]
+    if found is not None:
+        out.append(f"ERROR: No matching distribution found for {found.group(1)}")
+    if cause is not None:
+        out.append(f"ERROR: {cause}")
+    return "\n".join(out)
 
 
 def pip_argv(
@@ -395,7 +512,8 @@ def _wheels(report: dict[str, object] | None) -> tuple[ResolvedWheel, ...]:
         if sha is None and isinstance(archive.get("hash"), str) and archive["hash"].startswith("sha256="):
             sha = archive["hash"].split("=", 1)[1]
         requires = meta.get("requires_dist") if isinstance(meta.get("requires_dist"), list) else []
-        assert isinstance(requires, list)
+        if meta.get("requires_unknown") is True:  # uv's lock: filled in later
+            requires = None
         from urllib.parse import unquote, urlsplit
 
         out.append(
@@ -407,7 +525,7 @@ def _wheels(report: dict[str, object] | None) -> tuple[ResolvedWheel, ...]:
                 if isinstance(sha, str) and re.fullmatch(r"[0-9a-fA-F]{64}", sha)
                 else None,
                 filename=unquote(urlsplit(url).path.rsplit("/", 1)[-1]),
-                requires=tuple(str(r) for r in requires),
+                requires=None if requires is None else tuple(str(r) for r in requires),
                 requested=bool(item.get("requested")),
             )
         )
@@ -464,8 +582,10 @@ def _index_versions(name: str, platform: str, target: PredictTarget, options: In
                 ["index", "versions", name, *other.pip_options(), *options.pip_args()],
                 Path(tmp),
                 report=None,
-                timeout=min(options.timeout, 120.0),
+                timeout=min(options.remaining(), 120.0),
             )
+        except DeadlineReached:
+            raise
         except UsageError:
             return []
     m = _AVAILABLE.search(result.log)
