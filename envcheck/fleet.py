@@ -142,7 +142,7 @@ def read_document(path: str) -> dict[str, Any]:
     """A manifest file parsed as JSON, checked as far as the fingerprint needs (an object of a schema this
     envcheck reads), not decoded. Raises ``ManifestError`` with the message ``envcheck.manifest.io.load``
     gives for the same file."""
-    from envcheck.manifest.io import MAX_MANIFEST_BYTES, loads, read_text
+    from envcheck.manifest.io import MAX_MANIFEST_BYTES, check_counts, check_values, loads, read_text
     from envcheck.manifest.model import SCHEMA_VERSION
 
     try:  # a fleet may hold several oversized files: refuse them before reading 32 MiB of each
@@ -156,6 +156,7 @@ def read_document(path: str) -> dict[str, Any]:
     text = read_text(path)
     data: Any = None
     if len(text) <= MAX_MANIFEST_BYTES:  # a longer text is refused by loads below, with its size
+        check_values(text, path)
         try:
             data = json.loads(text)
         except (ValueError, RecursionError):  # the checking reader below names the problem
@@ -165,6 +166,7 @@ def read_document(path: str) -> dict[str, Any]:
         loads(text, source=path)  # raises the located error; a document it accepts is decoded below anyway
     if not isinstance(data, dict):
         raise ManifestError(path, ["<top>: expected a JSON object, the manifest"])
+    check_counts(data, path)
     return data
 
 

@@ -15,6 +15,16 @@ from envcheck.manifest.model import SCHEMA_VERSION, Manifest
 
 # A torch CUDA environment's manifest is a few MB; 32 MiB leaves room and stops a hostile file early.
 MAX_MANIFEST_BYTES = 32 * 1024 * 1024
+# What a manifest may hold, each kind named when refused (docs/guarantees.md). The bytes cap alone does not
+# bound memory: 32 MiB of short JSON strings parse into ~4 M objects (~300 MB), and every requirement line,
+# variable or distribution becomes objects again in a diff (300 k requirement lines: 670 MB, 400 k
+# variables: 744 MB). A CUDA environment's manifest holds ~100 k JSON values, ~300 distributions, ~3 k
+# requirement lines, ~20 variables and ~1 k native files: each limit leaves ten times room or more.
+MAX_JSON_VALUES = 1_000_000
+MAX_DISTRIBUTIONS = 10_000
+MAX_REQUIREMENT_LINES = 20_000
+MAX_ENV_VARIABLES = 10_000
+MAX_NATIVE_FILES = 100_000
 
 
 def dumps(manifest: Manifest) -> str:
@@ -30,6 +40,7 @@ def loads(text: str | bytes, *, source: str = "manifest") -> Manifest:
         )
     if not text.strip():
         raise ManifestError(source, ["file is empty"], tip="Write one with `envcheck snapshot -o FILE`.")
+    check_values(text, source)
     try:
         # Integers past Python's conversion limit (4300 digits) become a located problem, not a ValueError.
         data: Any = json.loads(text, parse_int=parse_json_int)
@@ -56,6 +67,7 @@ def loads(text: str | bytes, *, source: str = "manifest") -> Manifest:
         )
     if version < 1:
         raise ManifestError(source, [f"schema_version: {version} is not a valid schema version"])
+    check_counts(data, source)
     # Decoding allocates tens of thousands of objects that all live on: the cyclic collector would walk
     # them again and again for nothing (~25% of the decode).
     enabled = gc.isenabled()
@@ -65,6 +77,58 @@ def loads(text: str | bytes, *, source: str = "manifest") -> Manifest:
     finally:
         if enabled:
             gc.enable()
+
+
+def check_values(text: str | bytes, source: str) -> None:
+    """Refuse, before it is parsed, a text that could hold more than ``MAX_JSON_VALUES`` JSON values: each
+    value but the first of its array or object follows a comma, so commas and brackets bound the count
+    (commas inside strings only make the bound looser). Raises ``ManifestError``."""
+    comma, brackets, braces = (",", "[", "{") if isinstance(text, str) else (b",", b"[", b"{")
+    bound = text.count(comma) + text.count(brackets) + text.count(braces)  # type: ignore[arg-type]
+    if bound > MAX_JSON_VALUES:
+        raise ManifestError(
+            source,
+            [
+                f"file may hold up to {bound} JSON values, more than the {MAX_JSON_VALUES} a manifest may "
+                "hold (MAX_JSON_VALUES): not parsed"
+            ],
+        )
+
+
+def check_counts(data: dict[str, Any], source: str) -> None:
+    """Refuse a parsed manifest that holds more distributions, requirement lines, environment variables or
+    native files than its named limit, before it is decoded (the shape itself is the decoder's to judge).
+    Raises ``ManifestError`` naming the kind, the count and the limit."""
+    packages = data.get("packages")
+    dists = packages if isinstance(packages, list) else []
+    env = data.get("env")
+    caller = data.get("env_caller")
+    counts = (
+        ("packages", "distributions", len(dists), MAX_DISTRIBUTIONS),
+        ("packages[].requires", "requirement lines", _total(dists, "requires"), MAX_REQUIREMENT_LINES),
+        ("packages[].native_files", "native files", _total(dists, "native_files"), MAX_NATIVE_FILES),
+        ("env", "environment variables", len(env) if isinstance(env, dict) else 0, MAX_ENV_VARIABLES),
+        (
+            "env_caller",
+            "environment variables",
+            len(caller) if isinstance(caller, list) else 0,
+            MAX_ENV_VARIABLES,
+        ),
+    )
+    for location, kind, count, limit in counts:
+        if count > limit:
+            raise ManifestError(
+                source, [f"{location}: {count} {kind}, more than the {limit} a manifest may hold: not read"]
+            )
+
+
+def _total(dists: list[Any], key: str) -> int:
+    total = 0
+    for dist in dists:
+        items = dist.get(key) if isinstance(dist, dict) else None
+        if isinstance(items, list):
+            total += len(items)
+    return total
 
 
 def load(path: str | os.PathLike[str]) -> Manifest:
