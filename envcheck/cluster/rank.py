@@ -49,6 +49,10 @@ WATCHDOG_GRACE = 20.0
 POLL_S = 0.2
 # A payload bigger than this is refused by rank 0 (a manifest is a few MB; see MAX_MANIFEST_BYTES).
 MAX_PAYLOAD_BYTES = 48 * 1024 * 1024
+# torch's TCPStore server drops a value over 8 MiB (it closes the client's connection and prints a C++
+# stack trace): a payload travels in parts of at most this many bytes, ``result/<rank>/<i>``, and then
+# ``result/<rank>`` says how many parts and bytes there are.
+PART_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -371,8 +375,7 @@ def _work(
             timeout=options.collective_timeout,
             device=device,
         )
-    store.set(rdzv.key("result", rdzv.rank), outgoing(payload))
-    store.check([rdzv.key("result", rdzv.rank)])  # answered in order: the server has it before we exit
+    send_result(store, rdzv, outgoing(payload))
     if gathered is None:
         return None
     gathered.members = members or []
@@ -390,6 +393,54 @@ def outgoing(payload: dict[str, Any]) -> str:
     for name in ("torch_error", "snapshot_error", "collectives"):
         sent[name] = redact_json(sent.get(name))
     return json.dumps(sent)
+
+
+def send_result(store: Store, rdzv: Rendezvous, text: str) -> None:
+    """Put this rank's payload on the store in parts (``PART_BYTES``), then the header that tells rank 0
+    it is all there. A payload over ``MAX_PAYLOAD_BYTES``, which rank 0 would refuse, is replaced by one
+    that says its size (a CLUSTER-RANK-SNAPSHOT finding of this rank)."""
+    data = text.encode("utf-8")
+    if len(data) > MAX_PAYLOAD_BYTES:
+        payload = json.loads(text)
+        too_big = {name: payload.get(name) for name in ("rank", "host", "local_rank", "torch_error")}
+        too_big["too_big_bytes"] = len(data)
+        data = json.dumps(too_big).encode("utf-8")
+    parts = [data[i : i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
+    for number, part in enumerate(parts):
+        store.set(rdzv.key("result", rdzv.rank) + f"/{number}", part)
+    store.set(rdzv.key("result", rdzv.rank), json.dumps({"parts": len(parts), "bytes": len(data)}))
+    store.check([rdzv.key("result", rdzv.rank)])  # answered in order: the server has it before we exit
+
+
+def receive_result(store: Store, rank: int, key: str) -> bytes | str:
+    """The payload ``send_result`` put under ``key`` (which ``check`` found), or why it cannot be read:
+    a header that is not one, more bytes than ``MAX_PAYLOAD_BYTES``, a part missing or of the wrong
+    size. Each part is read only once the header's claims are within bounds."""
+    try:
+        header = json.loads(store.get(key))
+    except (ValueError, RecursionError):
+        return "its header is not JSON"
+    parts = header.get("parts") if isinstance(header, dict) else None
+    size = header.get("bytes") if isinstance(header, dict) else None
+    if type(parts) is not int or type(size) is not int or not 0 <= size <= parts * PART_BYTES:
+        return "its header is not one of a payload in parts"
+    if size > MAX_PAYLOAD_BYTES:
+        return f"{size} bytes, more than {MAX_PAYLOAD_BYTES}"
+    if parts > -(-size // PART_BYTES):
+        return f"{parts} parts for {size} bytes"
+    chunks: list[bytes] = []
+    for number in range(parts):
+        name = f"{key}/{number}"
+        if not store.check([name]):
+            return f"part {number} of {parts} is missing"
+        chunk = store.get(name)
+        if len(chunk) > PART_BYTES:
+            return f"part {number} is {len(chunk)} bytes, more than {PART_BYTES}"
+        chunks.append(chunk)
+    data = b"".join(chunks)
+    if len(data) != size:
+        return f"{len(data)} bytes in its parts, not the {size} its header says"
+    return data
 
 
 def _members(
@@ -433,7 +484,19 @@ def _collect(store: Store, rdzv: Rendezvous, gathered: Gathered, *, until: float
         for r in list(pending):
             if store.check([rdzv.key("result", r)]):
                 pending.remove(r)
-                _receive(r, store.get(rdzv.key("result", r)), gathered)
+                received = receive_result(store, r, rdzv.key("result", r))
+                if isinstance(received, str):
+                    gathered.received.add(r)
+                    gathered.problems.append(
+                        RankProblem(
+                            rule="CLUSTER-RANK-SNAPSHOT",
+                            host=None,
+                            rank=r,
+                            detail=f"its results are unreadable: {received}",
+                        )
+                    )
+                else:
+                    _receive(r, received, gathered)
         if not pending or time.monotonic() >= until:
             break
         # Nothing more can come from a rank whose process is gone (one not started yet may still come).
@@ -509,7 +572,10 @@ def _receive(rank: int, raw: bytes, gathered: Gathered) -> None:
                     rule=rule, host=host, rank=rank, detail=f"{what}: {redact_text(str(error)[:2000])}"
                 )
             )
-    if manifest is None and payload.get("snapshot_error") is None:
+    too_big = payload.get("too_big_bytes")
+    if type(too_big) is int:
+        refuse(f"{too_big} bytes, more than the {MAX_PAYLOAD_BYTES} rank 0 reads: not sent", host)
+    elif manifest is None and payload.get("snapshot_error") is None:
         refuse("it sent no manifest", host)
     collectives = payload.get("collectives")
     if isinstance(collectives, dict):

@@ -9,10 +9,21 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from envcheck.cluster.rank import MAX_PAYLOAD_BYTES, Gathered, _proc_state, _receive, outgoing
+from envcheck.cluster import rank as rank_module
+from envcheck.cluster.rank import (
+    MAX_PAYLOAD_BYTES,
+    PART_BYTES,
+    Gathered,
+    _proc_state,
+    _receive,
+    outgoing,
+    receive_result,
+    send_result,
+)
 from envcheck.cluster.report import (
     Environments,
     JobView,
@@ -364,3 +375,104 @@ def test_an_undecodable_majority_leaves_the_reference_to_the_next_environment() 
     assert bad.machine == "h:0-1"
     assert [g.name for g in report.groups] == ["h:2"]
     assert report.title.endswith("against the reference environment (h:2)")
+
+
+def _rendezvous(rank: int) -> Rendezvous:
+    return Rendezvous(
+        host="127.0.0.1", port=0, rank=rank, world_size=2, local_rank=rank, agent_store=False, prefix="p/0"
+    )
+
+
+def _gather_from(store: object, rank: int) -> Gathered:
+    """Rank 0's reading of ``rank``'s result as ``_collect`` does it."""
+    gathered = Gathered(world_size=2, host="h")
+    received = receive_result(store, rank, _rendezvous(rank).key("result", rank))  # type: ignore[arg-type]
+    if isinstance(received, str):
+        gathered.problems.append(
+            RankProblem(rule="CLUSTER-RANK-SNAPSHOT", host=None, rank=rank, detail=received)
+        )
+    else:
+        _receive(rank, received, gathered)
+    return gathered
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("client", ["torch", "stdlib"])
+def test_a_payload_over_the_stores_8_mib_limit_arrives_in_parts(client: str) -> None:
+    """torch's store server drops a value over 8 MiB, closing the connection with a C++ stack trace; the
+    rank was then reported as having sent no results. A 20 MiB payload now arrives whole."""
+    import datetime
+
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]
+
+    server = TCPStore("127.0.0.1", 0, 1, True, timeout=datetime.timedelta(seconds=10))
+    sender: Any = (
+        TCPStore("127.0.0.1", server.port, None, False, timeout=datetime.timedelta(seconds=10))
+        if client == "torch"
+        else RawStoreClient("127.0.0.1", server.port, 10)
+    )
+    payload = {"rank": 1, "host": "h", "manifest": _example(), "padding": "x" * (20 * 1024 * 1024)}
+    text = outgoing(payload)
+    assert 8 * 1024 * 1024 < len(text) < MAX_PAYLOAD_BYTES
+    try:
+        send_result(sender, _rendezvous(1), text)
+    finally:
+        if isinstance(sender, RawStoreClient):
+            sender.close()
+    gathered = _gather_from(server, 1)
+    assert gathered.problems == []
+    assert len(gathered.environments.by_key) == 1
+    assert len(server.get("p/0/result/1/0")) == PART_BYTES
+
+
+def test_a_payload_over_what_rank_0_reads_is_reported_with_its_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rank_module, "MAX_PAYLOAD_BYTES", 1024)
+    store = _DictStore()
+    text = outgoing({"rank": 1, "host": "h", "manifest": _example()})
+    send_result(store, _rendezvous(1), text)
+    assert max(len(v) for v in store.values.values()) < 1024  # what is sent instead is small
+    (problem,) = _gather_from(store, 1).problems
+    assert problem.rule == "CLUSTER-RANK-SNAPSHOT" and problem.host == "h"
+    assert f"{len(text.encode())} bytes, more than the 1024 rank 0 reads: not sent" in problem.detail
+
+
+class _DictStore:
+    """A store in memory, to plant what a hostile rank could put on the real one."""
+
+    def __init__(self, values: dict[str, bytes] | None = None) -> None:
+        self.values = dict(values or {})
+
+    def set(self, key: str, value: str | bytes) -> None:
+        self.values[key] = value.encode() if isinstance(value, str) else value
+
+    def get(self, key: str) -> bytes:
+        return self.values[key]
+
+    def check(self, keys: list[str]) -> bool:
+        return all(k in self.values for k in keys)
+
+
+def _header(parts: object, size: object) -> bytes:
+    return json.dumps({"parts": parts, "bytes": size}).encode()
+
+
+@pytest.mark.parametrize(
+    ("values", "why"),
+    [
+        ({"p/0/result/1": b"{nope"}, "its header is not JSON"),
+        ({"p/0/result/1": b"[1]"}, "not one of a payload in parts"),
+        ({"p/0/result/1": _header(True, 10)}, "not one of a payload in parts"),
+        ({"p/0/result/1": _header(1, PART_BYTES + 1)}, "not one of a payload in parts"),
+        ({"p/0/result/1": _header(10**12, 10**15)}, f"more than {MAX_PAYLOAD_BYTES}"),
+        ({"p/0/result/1": _header(10**9, 10)}, "1000000000 parts for 10 bytes"),
+        ({"p/0/result/1": _header(2, PART_BYTES + 1), "p/0/result/1/0": b"x"}, "part 1 of 2 is missing"),
+        (
+            {"p/0/result/1": _header(1, 3), "p/0/result/1/0": b"x" * (PART_BYTES + 1)},
+            f"more than {PART_BYTES}",
+        ),
+        ({"p/0/result/1": _header(1, 3), "p/0/result/1/0": b"{}"}, "2 bytes in its parts, not the 3"),
+    ],
+)
+def test_a_hostile_header_or_part_is_a_finding_of_its_rank(values: dict[str, bytes], why: str) -> None:
+    (problem,) = _gather_from(_DictStore(values), 1).problems
+    assert problem.rule == "CLUSTER-RANK-SNAPSHOT" and why in problem.detail
