@@ -45,6 +45,10 @@ def shadowed_torch(d: dict[str, Any]) -> None:
     d["packages"].append(old)
 
 
+def torch_without_metadata(d: dict[str, Any]) -> None:
+    d["packages"] = [p for p in d["packages"] if p["name"] != "torch"]
+
+
 def editable_filelock(d: dict[str, Any]) -> None:
     dist_entry(d, "filelock")["direct_url"] = {"url": "file:///src/filelock", "dir_info": {"editable": True}}
 
@@ -239,6 +243,7 @@ def sitecustomize(d: dict[str, Any]) -> None:
 TRIGGERS: dict[str, tuple[str, tuple[Edit, ...], Severity, str]] = {
     "ENV-TORCH-TREES": ("dev-cpu", (second_torch_tree,), "error", "torch"),
     "ENV-TORCH-SHADOWED": ("dev-cpu", (shadowed_torch,), "error", "torch"),
+    "ENV-TORCH-NO-METADATA": ("dev-cpu", (torch_without_metadata,), "warning", "torch"),
     "ENV-GPU-UNUSED": ("dev-cpu", (gpu("8.9"),), "error", "torch"),
     "ENV-NUMPY-TORCH-ABI": ("dev-cpu", (old_torch_with_numpy2,), "error", "numpy"),
     "ENV-COMPANION-PIN": ("dev-cpu", (companion("0.27.0+cpu", "torch==2.12.0"),), "error", "torchvision"),

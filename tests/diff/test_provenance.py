@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -187,7 +188,12 @@ def test_lock_check_fails_on_the_editable_install(pair: Pair, tmp_path: Path) ->
     assert done.returncode == 1, done.stderr
     (f,) = of(json.loads(done.stdout)["findings"], "LOCK-SOURCE")
     assert (f["rule"], f["severity"], f["target"]) == ("LOCK-SOURCE", "error", f"editable: {pair.src}")
-    assert "install --force-reinstall --no-deps tinyprov==1.0.0`" in f["remedy"]
+    assert shlex.split(f["remedy"].strip("`"))[-4:] == [
+        "install",
+        "--force-reinstall",
+        "--no-deps",
+        "tinyprov==1.0.0",
+    ]
     # A lock that pins the checkout itself (a direct reference) is not compared by source.
     lock.write_text(f"tinyprov @ file://{pair.src}\n", encoding="utf-8")
     done = run("lock", "--check", lock, "--python", pair.editable, "--format", "json")
@@ -336,10 +342,10 @@ def test_a_pythonpath_copy_is_dropped_from_pythonpath_not_uninstalled(tmp_path: 
     _, found = findings("doctor", manifest)
     (shadow,) = of(found, "ENV-TORCH-SHADOWED")
     assert f"{other} (PYTHONPATH)" in shadow["message"] and str(own) in shadow["message"]
-    assert shadow["remedy"].startswith(f"`export PYTHONPATH={keep}`")
+    assert shadow["remedy"].startswith(f"`export PYTHONPATH='{keep}'`")
     assert "uninstall" not in shadow["remedy"].lower()
     (trees,) = of(found, "ENV-TORCH-TREES")
-    assert f"`export PYTHONPATH={keep}`" in trees["remedy"] and "uninstall" not in trees["remedy"].lower()
+    assert f"`export PYTHONPATH='{keep}'`" in trees["remedy"] and "uninstall" not in trees["remedy"].lower()
     # The only entry: nothing is left to export.
     manifest = snapshot(python, tmp_path / "m1.json", env={"PYTHONPATH": str(other)}, probe=False)
     (shadow,) = of(findings("doctor", manifest)[1], "ENV-TORCH-SHADOWED")

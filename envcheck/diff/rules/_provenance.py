@@ -9,11 +9,10 @@ base interpreter's site-packages). Pure: the rules that report them read these h
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-from envcheck.diff.rules.base import view, windows
+from envcheck.diff.rules.base import shell_word, view, windows
 from envcheck.manifest.identity import aliases, canonical
 from envcheck.manifest.model import Distribution, Manifest, PathEntry
 from envcheck.redact import redact_text
@@ -178,6 +177,5 @@ def _drop_from_pythonpath(m: Manifest, folder: str) -> str:
     separator = ";" if win else ":"
     kept = [p for p in value.split(separator) if p and not same_folder(m, p, folder)]
     if win:
-        rest = separator.join(kept)
-        return "`$env:PYTHONPATH = " + (f'"{rest}"`' if kept else "$null`")
-    return f"`export PYTHONPATH={shlex.quote(':'.join(kept))}`" if kept else "`unset PYTHONPATH`"
+        return "`$env:PYTHONPATH = " + (f"{shell_word(separator.join(kept), m)}`" if kept else "$null`")
+    return f"`export PYTHONPATH={shell_word(':'.join(kept), m)}`" if kept else "`unset PYTHONPATH`"

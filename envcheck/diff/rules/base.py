@@ -22,11 +22,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
-import shlex
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from envcheck import escape
 from envcheck.findings import Finding, Rule, RuleKind, Severity, register
 
 if TYPE_CHECKING:
@@ -242,10 +242,15 @@ def windows(m: Manifest) -> bool:
 
 
 def _quote(arg: str, on_windows: bool) -> str:
-    # PowerShell (Windows' default shell) takes double quotes; POSIX shells shlex's single quotes.
-    if on_windows:
-        return f'"{arg}"'
-    return f"'{arg}'" if "'" not in arg else shlex.quote(arg)
+    # Values come from manifests: one literal word, expanded by neither shell (PowerShell, Windows' default
+    # shell, expands `$(…)` inside double quotes: single quotes with each quote doubled).
+    return escape.shell_word(arg, windows=on_windows)
+
+
+def shell_word(value: str, m: Manifest | None) -> str:
+    """``value`` (a name, a path, a requirement from a manifest) as one literal word of a command pasted on
+    ``m``'s machine: POSIX single quotes, or PowerShell's on a Windows machine (``escape.shell_word``)."""
+    return _quote(value, m is not None and windows(m))
 
 
 def torch_index_label(version: str | None) -> str | None:
@@ -260,12 +265,18 @@ def torch_index_label(version: str | None) -> str | None:
 def _recorded_index(source: Manifest, label: str) -> str | None:
     """An index URL the source machine's pip was configured with that serves ``label`` (its path ends in
     ``/<label>``, the PyTorch index's convention), unless redaction made it unusable."""
+    found = _recorded_index_var(source, label)
+    return found[1] if found is not None else None
+
+
+def _recorded_index_var(source: Manifest, label: str) -> tuple[str, str] | None:
+    """``(variable, URL)`` of ``_recorded_index``."""
     for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"):
         for url in (source.env.get(var) or "").split():
             if "<redacted>" in url or not url.startswith(("https://", "http://", "file://")):
                 continue
             if url.rstrip("/").rsplit("/", 1)[-1] == label:
-                return url
+                return var, url
     return None
 
 
@@ -306,14 +317,22 @@ def pip_install(
     if len(pins) == 1 and source is not None and labels:
         wheel = _recorded_wheel(source, *pins[0])
         if wheel is not None:
-            return f"`{install}{_quote(f'{pins[0][0]} @ {wheel}', on_windows)}`"
+            return (
+                f"`{install}{_quote(f'{pins[0][0]} @ {wheel}', on_windows)}` (the wheel's URL as the "
+                "manifest's direct_url.json recorded it: check that you trust it before running)"
+            )
     command = install + " ".join(_quote(f"{n}=={v}", on_windows) for n, v in pins)
     note = ""
     if labels:
         label = labels[0]  # one command installs from one index: the pins share torch's label
-        url = _recorded_index(source, label) if source is not None else None
-        if url is not None:
+        recorded = _recorded_index_var(source, label) if source is not None else None
+        if recorded is not None:
+            var, url = recorded
             command += f" --index-url {_quote(url, on_windows)}"
+            note = (
+                f" (the index URL as the manifest recorded it in {var}: check that you trust it before "
+                "running)"
+            )
         else:
             command += " --index-url " + ("$env:TORCH_INDEX_URL" if on_windows else '"$TORCH_INDEX_URL"')
             note = (

@@ -6,7 +6,15 @@ import re
 from collections.abc import Iterator
 
 from envcheck.diff.rules._requirements import Req, applicable, requirement_name, satisfies
-from envcheck.diff.rules.base import canon, difference_rule, pip_install, pkg, release, single_rule
+from envcheck.diff.rules.base import (
+    canon,
+    difference_rule,
+    pip_install,
+    pkg,
+    release,
+    shell_word,
+    single_rule,
+)
 from envcheck.diff.rules.torch import VARIANT_KEY, build_cause, family_pins, full_version
 from envcheck.findings import Finding, Rule
 from envcheck.manifest.model import Manifest
@@ -330,7 +338,8 @@ def nvidia_pins(rule: Rule, m: Manifest) -> Iterator[Finding]:
                 yield rule.finding(
                     name,
                     f"{by} requires {req}; {dist.version} is installed.",
-                    f"`pip install '{req}'` (or reinstall torch from one index with a constraints file).",
+                    f"`pip install {shell_word(req, m)}` (or reinstall torch from one index with a "
+                    "constraints file).",
                     base=req,
                     target=dist.version,
                 )

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from envcheck.diff.rules.base import canon, difference_rule, pip_install, pkg, single_rule
+from envcheck.diff.rules.base import canon, difference_rule, pip_install, pkg, shell_word, single_rule
 from envcheck.findings import Finding, Rule, Severity
 from envcheck.manifest.identity import Aliases, aliases, canonical, folder_entries, foreign_libpython
 from envcheck.manifest.model import Distribution, LoadedLibrary, Manifest, NativeFile
@@ -300,8 +300,8 @@ def loader_fix(m: Manifest, path: str, how: str | None = None) -> str:
         )
     return (
         f"the loader finds {folder} through its cache: remove the file of "
-        f"/etc/ld.so.conf.d that names it (`grep -rl {folder} /etc/ld.so.conf /etc/ld.so.conf.d`) and run "
-        "`sudo ldconfig`"
+        "/etc/ld.so.conf.d that names it "
+        f"(`grep -rl {shell_word(folder, m)} /etc/ld.so.conf /etc/ld.so.conf.d`) and run `sudo ldconfig`"
     )
 
 
@@ -361,7 +361,8 @@ def native_changed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Fin
             f"{key} in {tp.where} is a different file on the target ({tp.owner}) than on the base, with no "
             "version change to explain it.",
             (
-                f"Reinstall {tp.owner} (`pip install --force-reinstall --no-deps {tp.owner}`), or find who "
+                f"Reinstall {tp.owner} "
+                f"(`pip install --force-reinstall --no-deps {shell_word(tp.owner, target)}`), or find who "
                 "replaced the file."
                 if _is_wheel(tp.owner)
                 else "Reinstall the operating system's package that provides it, or find who replaced the "
@@ -1268,7 +1269,7 @@ def native_record_escape(rule: Rule, m: Manifest) -> Iterator[Finding]:
             "envcheck did not read that file.",
             f"Delete that line from the RECORD of {entry.owner} before any pip uninstall or upgrade (pip "
             f"deletes every file RECORD lists), then reinstall it from a trusted index: "
-            f"`pip install --force-reinstall --no-deps {entry.owner}`.",
+            f"`pip install --force-reinstall --no-deps {shell_word(entry.owner, m)}`.",
             base="inside the environment",
             target=entry.path,
         )

@@ -24,11 +24,12 @@ from envcheck.diff.rules.base import (
     pip_requirement,
     pkg,
     release,
+    shell_word,
     single_rule,
     torch_index_label,
     view,
 )
-from envcheck.diff.rules.torch import COMPANIONS, build_cause, torch_causes
+from envcheck.diff.rules.torch import COMPANIONS, build_cause, installed_version, torch_causes
 from envcheck.findings import Finding, Rule
 from envcheck.manifest.model import Distribution, Manifest
 
@@ -73,9 +74,11 @@ def _compute_changes(base: Manifest, target: Manifest) -> dict[str, _Change]:
     for name in set(b_index) | set(t_index):
         b, t = b_index.get(name), t_index.get(name)
         if name == "torch":
+            # torch's files without its metadata on one side (ENV-TORCH-NO-METADATA) is no package change
+            # here: ENV-TORCH-* compare the torch/version.py both sides have.
             if "missing" in causes:
                 keys[name] = causes["missing"]
-            elif b is None and t is not None:
+            elif b is None and t is not None and installed_version(base) is None:
                 keys[name] = f"ENV-PKG-ADDED:{t.name}"
         elif b is not None and t is None:
             keys[name] = f"ENV-PKG-MISSING:{b.name}"
@@ -237,9 +240,10 @@ def pkg_missing(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
     b_dependents = _dependents(base)
     for name in missing:
         dist = b_index[name]
-        if changes[name].key != f"{rule.id}:{dist.name}":
-            continue  # torch: ENV-TORCH-MISSING reports it, once
-        cause = changes[name].cause
+        change = changes.get(name)
+        if change is None or change.key != f"{rule.id}:{dist.name}":
+            continue  # torch: ENV-TORCH-MISSING (or ENV-TORCH-NO-METADATA) reports it, once
+        cause = change.cause
         requirers = sorted(t_index[r].name for r in t_graph.required_by.get(name, ()))
         if requirers:
             yield rule.finding(
@@ -292,15 +296,18 @@ def pkg_added(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]
     changes = _changes(base, target)
     for name in added:
         dist = t_index[name]
-        cause = changes[name].cause
+        change = changes.get(name)
+        if change is None:
+            continue  # torch, whose files the base has without their metadata: ENV-TORCH-NO-METADATA's
+        cause = change.cause
         yield rule.finding(
             dist.name,
             f"{dist.name} {dist.version} is installed on the target only"
             + (
                 ", brought by the other torch build." if cause in torch_causes(base, target).values() else "."
             ),
-            f"Remove it if the application does not need it (`pip uninstall {dist.name}`), or add it to the "
-            "base's lock file.",
+            "Remove it if the application does not need it "
+            f"(`pip uninstall {shell_word(dist.name, target)}`), or add it to the base's lock file.",
             base="missing",
             target=dist.version,
             caused_by=cause,
@@ -344,7 +351,7 @@ def pkg_version(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
             base=b.version,
             target=t.version,
             severity="error" if companion else "warning" if is_major or label_changed else None,
-            caused_by=changes[name].cause,
+            caused_by=changes[name].cause if name in changes else None,
         )
 
 

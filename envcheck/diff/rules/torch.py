@@ -138,6 +138,34 @@ def torch_missing(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Find
         )
 
 
+@single_rule(
+    "ENV-TORCH-NO-METADATA",
+    family=FAMILY,
+    severity="warning",
+    title="torch's files are installed without their metadata (.dist-info)",
+    why=(
+        "`import torch` works, but pip does not know torch is there: `pip check` and `pip list` miss it, "
+        "and installing anything that requires torch installs another copy over these files, of "
+        "whichever build the default index serves. An interrupted install or uninstall leaves this."
+    ),
+    fm=("FM-25",),
+    static_facts=True,
+)
+def torch_no_metadata(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    static = m.torch.static
+    if static is None or not static.version or pkg(m, "torch") is not None:
+        return
+    yield rule.finding(
+        "torch",
+        f"torch {static.version} is in {static.location}, but no torch .dist-info folder is on sys.path: "
+        "pip does not see it.",
+        "Reinstall it so its metadata is written again: "
+        + pip_install([("torch", static.version)], source=m, on=m, options="--force-reinstall --no-deps")
+        + ".",
+        target=static.version,
+    )
+
+
 @difference_rule(
     "ENV-TORCH-VERSION",
     family=FAMILY,
