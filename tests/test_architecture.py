@@ -17,6 +17,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("envcheck.target",),
     (
         "envcheck.errors",
+        "envcheck.deadline",
         "envcheck.findings",
         "envcheck.files",
         "envcheck.outputs",

@@ -26,6 +26,9 @@ class SnapshotOptions:
     # live snapshots of gate, doctor and diff (``commands._common.snapshot_this_machine``).
     integrity: bool = False
     verify: bool = True
+    # The command's deadline for envcheck's own work on the snapshot (hashing, the native walk): set by
+    # ``take_snapshot`` from its probes' (``envcheck.deadline``).
+    deadline: Deadline | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -35,6 +38,8 @@ class Probes:
 
     python: str
     started: float
+    # The deadline the probes were started under: --timeout from their start.
+    deadline: Deadline | None = None
     facts: RunningTarget
     runtime: RunningTarget | None
 
@@ -56,4 +61,4 @@ def start_probes(options: SnapshotOptions) -> Probes:
         if runtime is not None:  # it would be left running until its deadline
             runtime.kill()
         raise
-    return Probes(python=python, started=started, facts=facts, runtime=runtime)
+    return Probes(python=python, started=started, deadline=deadline, facts=facts, runtime=runtime)

@@ -17,6 +17,7 @@ from pathlib import Path
 from envcheck import __version__
 from envcheck.collect import facts
 from envcheck.collect.launch import Probes, SnapshotOptions, start_probes
+from envcheck.deadline import Deadline, DeadlineExpired
 from envcheck.errors import ManifestError, ProbeError
 from envcheck.manifest.model import SCHEMA_VERSION, Manifest, Meta, ProbeOutcome
 from envcheck.manifest.native import NativeSection
@@ -107,13 +108,15 @@ def take_snapshot(
     # The native tree is static: it is walked while the runtime probe imports torch.
     if native is not None:
         say("walking the native tree")
-    native_section = native(base, options) if native is not None else None
+    # envcheck's own work ends with the targets' deadline (plus the grace to read what they left).
+    own = (probes.deadline or Deadline.after(options.timeout)).for_own_work()
+    native_section = native(base, dataclasses.replace(options, deadline=own)) if native is not None else None
     manifest = base.replace(native=native_section)
     if runtime_probe is not None:
         say("waiting for import torch in the target")
         run = runtime_probe.wait()
         say("reading the libraries the target loaded")
-        manifest = _add_runtime(manifest, run, owners)
+        manifest = _add_runtime(manifest, run, owners, own)
     manifest = manifest.replace(
         meta=dataclasses.replace(manifest.meta, duration_s=round(time.monotonic() - started, 3))
     )
@@ -150,7 +153,9 @@ def _malformed(outcome: ProbeOutcome, error: ManifestError) -> ProbeOutcome:
     return dataclasses.replace(outcome, status="error", exception=exception[:4000])
 
 
-def _add_runtime(manifest: Manifest, run: TargetRun, owners: facts.Owners) -> Manifest:
+def _add_runtime(
+    manifest: Manifest, run: TargetRun, owners: facts.Owners, deadline: Deadline | None = None
+) -> Manifest:
     """The runtime probe's sections and outcome added to ``manifest``; a malformed result adds only an
     outcome that says so (the static facts stand)."""
     outcome = run.outcome
@@ -168,7 +173,7 @@ def _add_runtime(manifest: Manifest, run: TargetRun, owners: facts.Owners) -> Ma
     runtimes = None
     if found.loaded is not None:
         paths = found.loaded
-        identities = _identities([p for p in paths if owners.owner(p)[1] is None])
+        identities = _identities([p for p in paths if owners.owner(p)[1] is None], deadline)
         runtimes = facts.runtimes(paths, found.threadpools, owners, identities)
     native = manifest.native
     if native is not None and runtimes is not None and native.skipped is None:
@@ -189,15 +194,23 @@ def _add_runtime(manifest: Manifest, run: TargetRun, owners: facts.Owners) -> Ma
     )
 
 
-def _identities(paths: Sequence[str]) -> dict[str, str | None]:
+def _identities(paths: Sequence[str], deadline: Deadline | None = None) -> dict[str, str | None]:
     """sha256 of files no RECORD vouches for (system libraries, hand-copied files), hashed in parallel.
 
     The paths come from the target: ``file_sha256`` reads only regular files (a "library" that is a FIFO
-    would block the open, /dev/zero would never end); anything else has no identity."""
-    from envcheck.native.hashing import file_sha256
+    would block the open, /dev/zero would never end); anything else has no identity. A target may also
+    name thousands of large files: hashing stops at ``deadline``, and ``DeadlineExpired`` says how many
+    were hashed (an interpreter that lied so kept ``snapshot --timeout 30`` running 126 s)."""
+    from envcheck.native.hashing import hash_files
 
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        return dict(zip(paths, pool.map(file_sha256, paths), strict=True))
+    digests, cut = hash_files(paths, deadline)
+    if cut and deadline is not None:
+        raise DeadlineExpired(
+            "hashing the libraries the target loaded",
+            deadline,
+            f"{len(digests)} of {len(digests) + len(cut)} hashed; first not hashed: {cut[0]}",
+        )
+    return digests
 
 
 def _facts_failure(python: str, run: TargetRun) -> str:

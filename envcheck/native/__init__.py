@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from envcheck.collect.launch import SnapshotOptions
+    from envcheck.deadline import Deadline
     from envcheck.manifest.model import Manifest, Runtimes
     from envcheck.manifest.native import LoadedDisagreement, NativeSection
     from envcheck.native.interface import Probe, Resolver
@@ -45,12 +46,19 @@ def scan_for_snapshot(manifest: Manifest, options: SnapshotOptions) -> NativeSec
     from envcheck.manifest.native import NativeSection
 
     try:
-        return _snapshot_tree(manifest, verify_files=options.verify_files, integrity=options.integrity)
+        return _snapshot_tree(
+            manifest,
+            verify_files=options.verify_files,
+            integrity=options.integrity,
+            deadline=options.deadline,
+        )
     except Exception as e:  # partial failure is data (STYLE 6): the snapshot goes on
         return NativeSection(skipped=f"native scan failed: {type(e).__name__}: {e}")
 
 
-def _snapshot_tree(manifest: Manifest, *, verify_files: bool, integrity: bool = False) -> NativeSection:
+def _snapshot_tree(
+    manifest: Manifest, *, verify_files: bool, integrity: bool = False, deadline: Deadline | None = None
+) -> NativeSection:
     from envcheck.files import is_inside
     from envcheck.manifest.native import RefusedFile
     from envcheck.native.tree import Catalog, RootFile, Walker, is_extension
@@ -110,7 +118,7 @@ def _snapshot_tree(manifest: Manifest, *, verify_files: bool, integrity: bool = 
     system = manifest.platform.system if manifest.platform else platform.system()
     walker = Walker(catalog, {}, host=True, executable=_executable(python.executable), refused=refused)
     walker.resolvers = _host_resolvers(system, manifest, walker.probe)
-    return walker.walk(roots, verify_files=verify_files, integrity=integrity)
+    return walker.walk(roots, verify_files=verify_files, integrity=integrity, deadline=deadline)
 
 
 def _environment_roots(manifest: Manifest) -> list[str]:

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal, NamedTuple, cast
 
+from envcheck.deadline import Deadline
 from envcheck.manifest.native import (
     RECORD_FILE_ABSENT,
     DependencyKind,
@@ -222,7 +223,12 @@ class Walker:
         return info if isinstance(info, BinaryInfo) else None
 
     def walk(
-        self, roots: Iterable[RootFile], *, verify_files: bool, integrity: bool = False
+        self,
+        roots: Iterable[RootFile],
+        *,
+        verify_files: bool,
+        integrity: bool = False,
+        deadline: Deadline | None = None,
     ) -> NativeSection:
         """Resolve the closure of ``roots`` into a ``NativeSection`` (never raises for a bad file: the
         reason is recorded on its node). ``integrity``: every file RECORD lists is checked against its
@@ -234,7 +240,8 @@ class Walker:
         self._record_bytes = 0  # bytes submitted for the RECORD check
         # Files without a RECORD digest (and with ``integrity`` every file) are hashed in the background
         # while the walk reads headers.
-        self._hasher = Hasher(refresh=verify_files, inside=self.inside)
+        # A file the deadline stops hashing keeps RECORD's digest (``unhashed``), as one over the bounds.
+        self._hasher = Hasher(refresh=verify_files, inside=self.inside, deadline=deadline)
         nodes: dict[str, _Node] = {}
         by_path: dict[str, str] = {}
         queue: deque[tuple[str, tuple[Image, ...], Image | None]] = deque()

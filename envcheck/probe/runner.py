@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from envcheck.deadline import Deadline as Deadline  # noqa: PLC0414 - re-exported to the probes' callers
 from envcheck.errors import ProbeError
 from envcheck.probe import sessions
 from envcheck.target.copying import PACKAGE as TARGET_PACKAGE
@@ -63,31 +64,6 @@ _BOOT = (
     "import sys, runpy; sys.path.insert(0, sys.argv[1]); m = sys.argv[2]; del sys.argv[1:3]; "
     "runpy.run_module(m, run_name='__main__', alter_sys=True)"
 )
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Deadline:
-    """When all the target work of one command must be over: ``at`` on the ``time.monotonic`` clock,
-    ``seconds`` the budget it was made with (``--timeout``). Shared by every target the command starts,
-    reruns included, so ``--timeout`` bounds the command, not each process."""
-
-    at: float
-    seconds: float
-
-    @classmethod
-    def after(cls, seconds: float) -> Deadline:
-        """The deadline ``seconds`` from now."""
-        return cls(at=time.monotonic() + seconds, seconds=seconds)
-
-    def remaining(self) -> float:
-        """Seconds left, 0.0 once passed."""
-        return max(0.0, self.at - time.monotonic())
-
-    def expired(self) -> bool:
-        return self.remaining() <= 0.0
-
-    def earliest(self, other: Deadline) -> Deadline:
-        return self if self.at <= other.at else other
 
 
 def resolve_python(python: str | None) -> str:

@@ -1,0 +1,122 @@
+"""One deadline for the whole command (``envcheck.deadline``): ``--timeout`` bounds envcheck's own work on
+what a target reports, not only the target.
+
+The hostile case: an interpreter that "loads" hundreds of large files no RECORD owns (a ``sitecustomize``
+that maps one page of each of 300 sparse 500 MiB files), so that envcheck would hash 150 GB of them. Before
+the deadline covered hashing, ``snapshot --timeout 30`` of such an interpreter ran 126 s. Each case runs
+under ``tests/hostile.py`` (300 MB, the deadline + 5 s)."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from hostile import assert_bounded, envcheck_argv, run_bounded
+
+from envcheck.deadline import OWN_WORK_GRACE_S, Deadline, DeadlineExpired
+from envcheck.native.hashing import Hasher, file_sha256, hash_files
+
+LIBS = 300
+LIB_BYTES = 500 * 1024 * 1024
+TIMEOUT = 20.0
+
+_SITECUSTOMIZE = """
+import mmap, os
+_MAPPED = []
+for name in sorted(os.listdir(os.environ["ENVCHECK_TEST_BIGLIBS"])):
+    with open(os.path.join(os.environ["ENVCHECK_TEST_BIGLIBS"], name), "rb") as f:
+        _MAPPED.append(mmap.mmap(f.fileno(), 4096, access=mmap.ACCESS_READ))
+"""
+
+
+def _sparse(path: Path, size: int) -> Path:
+    with path.open("wb") as f:
+        f.truncate(size)
+    return path
+
+
+@pytest.fixture
+def lying_libraries(tmp_path: Path) -> dict[str, str]:
+    """The environment of a target whose every process maps ``LIBS`` sparse files named like libraries."""
+    libs = tmp_path / "libs"
+    libs.mkdir()
+    for i in range(LIBS):
+        _sparse(libs / f"libbig{i:03d}.so", LIB_BYTES)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
+    return {
+        **os.environ,
+        "PYTHONPATH": str(site),
+        "ENVCHECK_TEST_BIGLIBS": str(libs),
+        "ENVCHECK_CACHE_DIR": str(tmp_path / "cache"),
+    }
+
+
+@pytest.mark.slow
+def test_a_target_naming_150_gb_of_libraries_ends_at_the_deadline(
+    tmp_path: Path, lying_libraries: dict[str, str], torch_python: str
+) -> None:
+    out = tmp_path / "manifest.json"
+    argv = envcheck_argv(
+        "snapshot", "--python", torch_python, "--timeout", f"{TIMEOUT:g}", "--no-verify", "-o", str(out)
+    )
+    result = run_bounded(argv, timeout=TIMEOUT + OWN_WORK_GRACE_S, env=lying_libraries)
+    assert_bounded(result, timeout=TIMEOUT + OWN_WORK_GRACE_S)
+    assert result.returncode == 2, result.stderr
+    first = result.stderr.splitlines()[0]
+    assert first.startswith(
+        f"error: the command's deadline (--timeout {TIMEOUT:g} s) passed while hashing the libraries the "
+        "target loaded ("
+    ), result.stderr
+    # The hostile files and the real ones torch maps; fewer than all of them hashed, the first left named.
+    found = re.search(r"\((\d+) of (\d+) hashed; first not hashed: [^)]+\)", first)
+    assert found is not None, first
+    hashed, named = found.group(1, 2)
+    assert int(hashed) < int(named) and int(named) > LIBS and first.endswith(": stopped")
+    assert "--timeout" in result.stderr.splitlines()[1]
+    assert not out.exists()
+
+
+def test_hashing_stops_at_the_deadline_and_names_what_it_did_not_hash(tmp_path: Path) -> None:
+    small = tmp_path / "small.so"
+    small.write_bytes(b"\x7fELF" + bytes(100))
+    big = _sparse(tmp_path / "big.so", 64 * 1024 * 1024)
+    digests, cut = hash_files([str(small)], Deadline.after(60))
+    assert digests[str(small)] is not None and cut == []
+    passed = Deadline(at=0.0, seconds=7)
+    digests, cut = hash_files([str(small), str(big)], passed)
+    assert digests == {} and cut == [str(small), str(big)]
+    with pytest.raises(DeadlineExpired, match=r"deadline \(--timeout 7 s\) passed while hashing "):
+        file_sha256(str(big), deadline=passed)
+
+
+def test_a_walks_hasher_past_the_deadline_leaves_the_file_unhashed(tmp_path: Path) -> None:
+    big = _sparse(tmp_path / "big.so", 8 * 1024 * 1024)
+    hasher = Hasher(use_cache=False, deadline=Deadline(at=0.0, seconds=1))
+    try:
+        hasher.submit(str(big))
+        assert hasher.result(str(big)) is None
+    finally:
+        hasher.close()
+    assert hasher.cut == {str(big)}
+
+
+def test_a_step_inside_the_command_takes_the_earlier_deadline() -> None:
+    command = Deadline.after(5)
+    assert command.within(600) == command
+    assert command.within(1).at < command.at
+    assert command.for_own_work().at == command.at + OWN_WORK_GRACE_S
+    assert Deadline.never().remaining() == float("inf") and not Deadline.never().expired()
+    with pytest.raises(DeadlineExpired, match=r"passed while diffing \(3 of 9 rules\): stopped"):
+        Deadline(at=0.0, seconds=5).check("diffing", "3 of 9 rules")
+
+
+def test_the_probes_runner_still_exports_the_deadline() -> None:
+    from envcheck.probe import runner
+
+    assert runner.Deadline is Deadline
+    assert sys.modules["envcheck.deadline"].Deadline is Deadline
