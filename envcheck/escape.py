@@ -61,12 +61,32 @@ def one_line(text: str) -> str:
     return terminal(text).replace("\n", "\\n").replace("\t", "\\t")
 
 
+# What GitHub turns into a link or a notification in a comment's text (GFM's extended autolinks, and
+# mentions): an ``@`` before a name (``@user``, ``@org/team``, and the ``@`` of ``user@host.example``),
+# a URL scheme's ``://`` (``https://``, ``ftp://``, any scheme), ``www.``, and ``mailto:`` / ``xmpp:``.
+_AUTOLINK = re.compile(
+    r"@(?=[A-Za-z0-9_-])|(?<=[A-Za-z0-9]):(?=//)|(?<![A-Za-z0-9])(?i:www|mailto|xmpp)(?=[.:])"
+)
+# U+2060 WORD JOINER: invisible and unbreakable, it is not a character a name, a host or a scheme may hold,
+# so GitHub links and pings nothing across it.
+_JOINER = "\u2060"
+
+
+def unlinked(text: str) -> str:
+    """``text`` with an invisible word joiner (U+2060) after each ``@`` that starts a name and inside each
+    URL scheme's ``://``, ``www.``, ``mailto:`` and ``xmpp:``: GitHub neither pings ``@user`` nor links a
+    bare URL or an e-mail address of a manifest. The text reads the same; a command copied from a rendered
+    Markdown report carries the joiner (the text and JSON reports do not)."""
+    return _AUTOLINK.sub(lambda m: m.group() + _JOINER, text)
+
+
 def markdown(text: str) -> str:
     """Inline Markdown text: HTML is shown, never interpreted (``<script>``, ``<!--``, ``</details>``),
     table pipes and backticks cannot end a cell or a code span, brackets cannot make a link or an image,
-    control characters and newlines are visible (``\\x1b``, ``\\n``)."""
+    control characters and newlines are visible (``\\x1b``, ``\\n``), and ``@mentions``, bare URLs and
+    e-mail addresses neither ping nor link on GitHub (``unlinked``)."""
     escaped = _MARKDOWN_SPECIAL.sub(lambda m: _MARKDOWN[m.group()], text)
-    return one_line(escaped)
+    return unlinked(one_line(escaped))
 
 
 def xml(text: str) -> str:

@@ -14,7 +14,7 @@ import html
 import re
 from collections.abc import Sequence
 
-from envcheck.escape import markdown, one_line
+from envcheck.escape import markdown, one_line, unlinked
 from envcheck.findings import Finding, Severity
 from envcheck.report.interface import (
     Group,
@@ -59,7 +59,7 @@ def rule_code(rule: str) -> str:
 def _html_text(text: str) -> str:
     """Finding text inside raw HTML (a ``<summary>``): on one line, ``<``, ``>`` and ``&`` as entities. No
     tag is added around it: a summary holds text only, which is all a reader needs to find the root."""
-    return html.escape(one_line(text))
+    return html.escape(unlinked(one_line(text)))
 
 
 class MarkdownFormat(ReportFormat):
