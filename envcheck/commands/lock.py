@@ -72,6 +72,14 @@ def lock(
             "source serves) in the lock's comments and on stderr.",
         ),
     ] = False,
+    trust_manifest_index: Annotated[
+        bool,
+        typer.Option(
+            "--trust-manifest-index",
+            help="Use the index the manifest's pip was configured with for a +cpu or +cu130 torch build "
+            "(a manifest is untrusted input: without this, that index is named on stderr and not used).",
+        ),
+    ] = False,
     check: Annotated[
         bool,
         typer.Option(
@@ -103,9 +111,10 @@ def lock(
     Every distribution at its exact version, local label kept (torch==2.13.0+cpu); the distributions
     nothing else requires are the requirements, the rest are pins that `# via` explains; pip, setuptools,
     wheel are pip-tools' "unsafe" packages. pip's own configuration (find-links, indexes) is honoured. A
-    labelled torch build needs its PyTorch wheel index: --extra-index-url, else the one the manifest's
-    pip was configured with, else pip's configuration if it serves the build, else the lock names
-    ${TORCH_INDEX_URL}. Install with `pip install -r LOCK` or `pip-sync LOCK`.
+    labelled torch build needs its PyTorch wheel index: --extra-index-url, else (with
+    --trust-manifest-index) the one the manifest's pip was configured with, else pip's configuration if
+    it serves the build, else the lock names ${TORCH_INDEX_URL}. Install with `pip install -r LOCK` or
+    `pip-sync LOCK`. What pip-compile adds that the environment lacked is named on stderr.
 
     With --check, LOCK is compared with the environment of --python: names, full versions with local
     labels, nothing missing, nothing extra (LOCK-* rules, in the report formats).
@@ -114,7 +123,16 @@ def lock(
     manifest without distributions, a distribution no reachable source serves).
     """
     if check:
-        _refuse(ctx, "hashes", "index_url", "extra_index_url", "find_links", "allow_unlocked", mode="--check")
+        _refuse(
+            ctx,
+            "hashes",
+            "index_url",
+            "extra_index_url",
+            "find_links",
+            "allow_unlocked",
+            "trust_manifest_index",
+            mode="--check",
+        )
         _check(path, python, fmt, output, junit, fail_on, policy, no_policy, verbose, timeout, quiet)
         return
     _refuse(
@@ -128,7 +146,18 @@ def lock(
         "verbose",
         mode="writing a lock (they go with --check)",
     )
-    _write(path, output, hashes, index_url, extra_index_url, find_links, allow_unlocked, timeout, quiet)
+    _write(
+        path,
+        output,
+        hashes,
+        index_url,
+        extra_index_url,
+        find_links,
+        allow_unlocked,
+        timeout,
+        quiet,
+        trust_manifest_index=trust_manifest_index,
+    )
 
 
 def _refuse(ctx: typer.Context, *params: str, mode: str) -> None:
@@ -153,6 +182,8 @@ def _write(
     allow_unlocked: bool,
     timeout: float,
     quiet: bool = False,
+    *,
+    trust_manifest_index: bool = False,
 ) -> None:
     from envcheck.commands._common import write_output
     from envcheck.escape import one_line
@@ -168,6 +199,7 @@ def _write(
         extra_index_urls=tuple(extra_index_url or ()),
         find_links=tuple(find_links or ()),
         allow_unlocked=allow_unlocked,
+        trust_manifest_index=trust_manifest_index,
         timeout=timeout,
     )
     from envcheck.commands.progress import progress
@@ -181,6 +213,8 @@ def _write(
         )
     for left in result.unlocked:
         typer.echo(one_line(f"left out: {left.name}=={left.version}: {left.reason}"), err=True)
+    for added in result.added:
+        typer.echo(one_line(f"added: {added.name}=={added.version}: {added.why}"), err=True)
     write_output(result.text, target)
 
 

@@ -10,15 +10,21 @@ name, and by version when the URL names a wheel.
 The comparison is exact: canonical names, full versions with local labels (``2.13.0+cpu`` is not
 ``2.13.0+cu130``), nothing missing, nothing extra, and a pin of an index release met by an index release
 (not an editable checkout, a local path or a VCS install at the same version: ``LOCK-SOURCE``); installer
-tooling is ignored on both sides, as in ``envcheck lock``.
+tooling is ignored on both sides, as in ``envcheck lock``. What a lock written with ``--allow-unlocked``
+lists as left out (its ``# Left out`` comment block) is compared by name and version, never reported as
+extra.
+
+Bounded: the lock is read whole only up to ``MAX_LOCK_BYTES`` and then walked line by line, refused at the
+first pin past ``MAX_LOCK_PINS``. Every value of the lock that reaches a remedy is quoted for the shell of
+the checked machine (``envcheck.escape.shell_word``): pasted, a remedy expands nothing but the ``${VAR}``
+references pip itself expands in requirement files.
 """
 
 from __future__ import annotations
 
 import re
-import shlex
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from envcheck.errors import EnvcheckError
@@ -27,10 +33,24 @@ from envcheck.lock.inputs import INSTALLER_TOOLING
 from envcheck.lock.rules import LOCK_EXTRA, LOCK_MISSING, LOCK_SOURCE, LOCK_VERSION
 
 if TYPE_CHECKING:
+    from packaging.markers import Marker
+
     from envcheck.diff.rules._provenance import Source
     from envcheck.manifest.model import Distribution, Manifest
 
 MAX_LOCK_BYTES = 16 * 1024 * 1024
+# Pins per lock: a CUDA torch environment pins about 60, a large monorepo a few thousand. Past this the
+# lock is refused with one line as soon as the reader gets there (a 1.2 M-pin lock is never held whole).
+MAX_LOCK_PINS = 100_000
+# The comment block `envcheck lock --allow-unlocked` writes (``envcheck.lock.compile``), and its entries.
+LEFT_OUT_HEADER = "# Left out (--allow-unlocked): install these by other means."
+_LEFT_OUT = re.compile(r"^#   (?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)==(?P<version>[^\s:]+): ")
+# What pip expands in a requirements file (``${VAR}``: upper case, digits, underscore), the only expansion a
+# remedy lets through.
+_PIP_VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)\}")
+# str.splitlines' line boundaries, matched one line at a time.
+_BREAK = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_LINE = re.compile(f"([^{_BREAK}]*)(\r\n|[{_BREAK}]|$)")
 
 # Options a requirements file may hold that choose where pip looks or what it accepts: tolerated.
 _SOURCE_OPTIONS = frozenset(
@@ -74,6 +94,17 @@ class LockedPin:
     line: int
     marker: str | None = None
     direct: bool = False  # ``name @ URL``: the lock pins a direct reference, not an index release
+    # The marker as ``packaging`` parsed it from the line (its text is not always parseable again).
+    parsed_marker: Marker | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LeftOut:
+    """A distribution the lock lists as left out (``--allow-unlocked``): installed by other means."""
+
+    name: str
+    version: str
+    line: int
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -84,30 +115,37 @@ class LockFile:
     pins: tuple[LockedPin, ...]
     sources: tuple[tuple[str, str], ...]
     source: str = "lock"
+    left_out: tuple[LeftOut, ...] = ()
 
     def for_interpreter(self, markers: dict[str, str]) -> LockFile:
         """The pins whose markers hold in ``markers`` (PEP 508 variables of the checked interpreter).
         Raises ``LockFileError`` for a marker that cannot be evaluated there, and for a distribution two
         lines pin for the same interpreter."""
-        from packaging.markers import Marker, UndefinedComparison, UndefinedEnvironmentName
+        from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
+
+        from envcheck.escape import one_line
 
         kept: dict[str, LockedPin] = {}
         for pin in self.pins:
             where = f"{self.source} line {pin.line}"
             if pin.marker is not None:
                 try:
-                    if not Marker(pin.marker).evaluate({**markers, "extra": ""}):
+                    marker = pin.parsed_marker if pin.parsed_marker is not None else Marker(pin.marker)
+                    if not marker.evaluate({**markers, "extra": ""}):
                         continue
-                except (UndefinedComparison, UndefinedEnvironmentName) as e:
+                except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName, ValueError) as e:
                     raise LockFileError(
-                        f"{where}: a marker that cannot be evaluated: {pin.marker} ({e})"
+                        f"{where}: a marker that cannot be evaluated: {one_line(pin.marker[:200])} "
+                        f"({one_line(str(e).splitlines()[0][:200] if str(e) else type(e).__name__)})"
                     ) from e
             if pin.name in kept:
                 raise LockFileError(
                     f"{where}: {pin.written} is pinned twice (first on line {kept[pin.name].line})"
                 )
             kept[pin.name] = pin
-        return LockFile(pins=tuple(kept.values()), sources=self.sources, source=self.source)
+        return LockFile(
+            pins=tuple(kept.values()), sources=self.sources, source=self.source, left_out=self.left_out
+        )
 
 
 def read_lock(path: str) -> bytes:
@@ -154,23 +192,51 @@ def parse_lock(data: bytes, source: str) -> LockFile:
         raise LockFileError(f"{source}: not UTF-8 text (byte {e.start}): not a requirements lock") from e
     pins: list[LockedPin] = []
     sources: list[tuple[str, str]] = []
-    for number, line in _logical_lines(text):
+    left_out: list[LeftOut] = []
+    for number, line in _logical_lines(text, left_out):
         where = f"{source} line {number}"
         if line.startswith("-"):
             sources += _option(line, where)
-        else:
-            pins.append(_requirement(line, where, number))
+            continue
+        if len(pins) >= MAX_LOCK_PINS:
+            raise LockFileError(
+                f"{where}: more than {MAX_LOCK_PINS:,} pins (MAX_LOCK_PINS): not a requirements lock this "
+                "check reads",
+                tip="Split the environment, or check a lock that pip-compile or `envcheck lock` wrote.",
+            )
+        pins.append(_requirement(line, where, number))
     if not pins:
         raise LockFileError(f"{source}: no requirements: not a requirements lock")
-    return LockFile(pins=tuple(pins), sources=tuple(sources), source=source)
+    return LockFile(pins=tuple(pins), sources=tuple(sources), source=source, left_out=tuple(left_out))
 
 
-def _logical_lines(text: str) -> list[tuple[int, str]]:
-    """(first line number, text) of each logical line: comments removed, ``\\`` continuations joined."""
-    out: list[tuple[int, str]] = []
+def _physical_lines(text: str) -> Iterator[str]:
+    """The lines of ``text`` as ``str.splitlines`` cuts them, one at a time (no list of them all)."""
+    end = len(text)
+    for match in _LINE.finditer(text):
+        if match.start() == end:
+            return
+        yield match.group(1)
+
+
+def _logical_lines(text: str, left_out: list[LeftOut]) -> Iterator[tuple[int, str]]:
+    """(first line number, text) of each logical line: comments removed, ``\\`` continuations joined.
+    The entries of a ``# Left out`` block are appended to ``left_out`` on the way."""
     pending: list[str] = []
     start = 0
-    for number, raw in enumerate(text.splitlines(), 1):
+    in_left_out = False
+    for number, raw in enumerate(_physical_lines(text), 1):
+        if raw.rstrip() == LEFT_OUT_HEADER:
+            in_left_out = True
+            continue
+        if in_left_out:
+            entry = _LEFT_OUT.match(raw)
+            if entry is not None:
+                from envcheck.diff.rules.base import canon
+
+                left_out.append(LeftOut(name=canon(entry["name"]), version=entry["version"], line=number))
+                continue
+            in_left_out = False
         line = _COMMENT.sub("", raw)
         if not pending:
             start = number
@@ -180,10 +246,9 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
         joined = " ".join([*pending, line]).strip()
         pending = []
         if joined:
-            out.append((start, joined))
+            yield start, joined
     if pending and " ".join(pending).strip():
-        out.append((start, " ".join(pending).strip()))
-    return out
+        yield start, " ".join(pending).strip()
 
 
 def _option(line: str, where: str) -> list[tuple[str, str]]:
@@ -217,10 +282,17 @@ def _requirement(line: str, where: str, number: int) -> LockedPin:
         why = str(e).splitlines()[0] if str(e) else "invalid"  # packaging adds the line and a caret
         raise LockFileError(f"{where}: not a requirement: {one_line(text[:120])} ({why})") from e
     marker = str(req.marker) if req.marker is not None else None
+    parsed = req.marker
     if req.url is not None:
         version = _wheel_version(req.url)
         return LockedPin(
-            name=canon(req.name), written=req.name, version=version, line=number, marker=marker, direct=True
+            name=canon(req.name),
+            written=req.name,
+            version=version,
+            line=number,
+            marker=marker,
+            direct=True,
+            parsed_marker=parsed,
         )
     specs = list(req.specifier)
     if len(specs) != 1 or specs[0].operator not in ("==", "===") or specs[0].version.endswith(".*"):
@@ -229,7 +301,14 @@ def _requirement(line: str, where: str, number: int) -> LockedPin:
             tip="Write the lock with `envcheck lock` or pip-compile.",
         )
     version = specs[0].version
-    return LockedPin(name=canon(req.name), written=req.name, version=version, line=number, marker=marker)
+    return LockedPin(
+        name=canon(req.name),
+        written=req.name,
+        version=version,
+        line=number,
+        marker=marker,
+        parsed_marker=parsed,
+    )
 
 
 def _split_hashes(line: str, where: str) -> tuple[str, list[str]]:
@@ -258,13 +337,20 @@ def _wheel_version(url: str) -> str | None:
 
 def compare(lock: LockFile, live: Manifest, *, python: str | None) -> list[Finding]:
     """Each difference between ``lock`` and the environment of ``live``: missing, another version, extra.
-    Pure. ``python`` names the checked interpreter in the remedies (``python -m pip ...``)."""
-    from envcheck.diff.rules.base import canon, index
+    Pure. ``python`` names the checked interpreter in the remedies (``python -m pip ...``), quoted for the
+    shell of ``live``'s machine (PowerShell on Windows)."""
+    from envcheck.diff.rules.base import canon, index, windows
+    from envcheck.escape import shell_word
 
+    on_windows = windows(live)
     installed = {n: d for n, d in index(live).items() if n not in INSTALLER_TOOLING}
-    pip = f"{shlex.quote(python)} -m pip" if python else "python -m pip"
+    if python is None:
+        pip = "python -m pip"
+    else:
+        pip = f"{'& ' if on_windows else ''}{shell_word(python, windows=on_windows)} -m pip"
     found: list[Finding] = []
     locked = {p.name: p for p in lock.pins if p.name not in INSTALLER_TOOLING}
+    left_out = {e.name: e for e in lock.left_out if e.name not in locked}
     for name, pin in sorted(locked.items()):
         dist = installed.get(name)
         wanted = f"{pin.written}=={pin.version}" if pin.version else pin.written
@@ -273,7 +359,7 @@ def compare(lock: LockFile, live: Manifest, *, python: str | None) -> list[Findi
                 LOCK_MISSING.finding(
                     pin.written,
                     f"{wanted} is in the lock (line {pin.line}) but not installed",
-                    _install(pip, pin, lock.sources),
+                    _install(pip, pin, lock.sources, windows=on_windows),
                     base=pin.version,
                 )
             )
@@ -281,8 +367,9 @@ def compare(lock: LockFile, live: Manifest, *, python: str | None) -> list[Findi
             found.append(
                 LOCK_VERSION.finding(
                     dist.name,
-                    f"{dist.name} {dist.version} is installed; the lock pins {pin.version} (line {pin.line})",
-                    _install(pip, pin, lock.sources),
+                    f"{dist.name} {dist.version} is installed; the lock pins {pin.version} (line {pin.line})"
+                    + _ALREADY_SATISFIED * _satisfied(pin.version, dist.version),
+                    _install(pip, pin, lock.sources, windows=on_windows, installed=dist.version),
                     base=pin.version,
                     target=dist.version,
                 )
@@ -293,23 +380,58 @@ def compare(lock: LockFile, live: Manifest, *, python: str | None) -> list[Findi
                     dist.name,
                     f"{dist.name} {dist.version} is installed from {where.shown}; the lock pins the index "
                     f"release {pin.version} (line {pin.line})" + ("" if where.built_here else _LOCAL_WHEEL),
-                    _install(pip, pin, lock.sources, options="--force-reinstall --no-deps"),
+                    _install(pip, pin, lock.sources, windows=on_windows, options=_FORCE),
                     base=pin.version,
                     target=where.shown,
                     severity=None if where.built_here else "warning",
                 )
             )
     for name, dist in sorted(installed.items()):
-        if canon(name) not in locked:
+        if canon(name) in locked:
+            continue
+        entry = left_out.get(canon(name))
+        if entry is not None and _same(entry.version, dist.version):
+            continue  # listed as installed by other means, at this version
+        if entry is not None:
             found.append(
-                LOCK_EXTRA.finding(
+                LOCK_VERSION.finding(
                     dist.name,
-                    f"{dist.name} {dist.version} is installed but not in the lock",
-                    f"`{pip} uninstall -y {shlex.quote(dist.name)}`",
+                    f"{dist.name} {dist.version} is installed; the lock left out {entry.version} (line "
+                    f"{entry.line}: installed by other means)",
+                    f"Install {dist.name} {entry.version} by the means line {entry.line} of the lock names.",
+                    base=entry.version,
                     target=dist.version,
                 )
             )
+            continue
+        found.append(
+            LOCK_EXTRA.finding(
+                dist.name,
+                f"{dist.name} {dist.version} is installed but not in the lock",
+                f"`{pip} uninstall -y {shell_word(dist.name, windows=on_windows)}`",
+                target=dist.version,
+            )
+        )
     return found
+
+
+_FORCE = "--force-reinstall --no-deps"
+_ALREADY_SATISFIED = (
+    " (the same version under PEP 440, another build: `pip install` of the pin alone answers "
+    '"Requirement already satisfied")'
+)
+
+
+def _satisfied(locked: str, installed: str) -> bool:
+    """True when pip takes ``installed`` as meeting ``==locked`` (``2.13.0+cpu`` meets ``==2.13.0``: PEP
+    440 ignores a local label the specifier does not name) although the two differ."""
+    from packaging.specifiers import InvalidSpecifier, Specifier
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Specifier(f"=={locked}").contains(Version(installed), prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return False
 
 
 def _same(locked: str, installed: str) -> bool:
@@ -331,21 +453,69 @@ def _unreleased(dist: Distribution) -> Source | None:
     return None if found.released else found
 
 
-def _install(pip: str, pin: LockedPin, sources: Sequence[tuple[str, str]], *, options: str = "") -> str:
+def _install(
+    pip: str,
+    pin: LockedPin,
+    sources: Sequence[tuple[str, str]],
+    *,
+    windows: bool,
+    options: str = "",
+    installed: str | None = None,
+) -> str:
     """``pip install 'name==version'`` with the lock's ``--index-url``, and for a labelled torch build
     (``+cpu``) all its index and find-links lines, which is where that build comes from (credentials
-    out: pip finds them in its keyring or netrc; ``${VAR}`` left for the shell to expand)."""
-    from envcheck.diff.rules.base import torch_index_label
-    from envcheck.lock.compile import _without_userinfo
-    from envcheck.redact import redact_text
+    out: pip finds them in its keyring or netrc). Every value is quoted for the shell (``windows``:
+    PowerShell); a ``${VAR}`` of the lock is left for that shell to expand, as pip would.
 
-    wanted = f"{pin.written}=={pin.version}" if pin.version else pin.written
-    command = f"{pip} install {options + ' ' if options else ''}{shlex.quote(wanted)}"
+    When ``installed`` meets the pin under PEP 440 but is another build (the pin ``2.13.0``, ``2.13.0+cpu``
+    installed), pip would answer "already satisfied": the remedy forces the reinstall without touching
+    the dependencies, and pins the plain version with ``===`` (pip would otherwise pick the labelled
+    file, which sorts higher, from any source that serves both)."""
+    from envcheck.diff.rules.base import local_label, torch_index_label
+    from envcheck.escape import shell_word
+
+    requirement = f"{pin.written}=={pin.version}" if pin.version else pin.written
+    if pin.version is not None and installed is not None and _satisfied(pin.version, installed):
+        options = _FORCE
+        if local_label(pin.version) is None:
+            requirement = f"{pin.written}==={_normalised(pin.version)}"
+    command = f"{pip} install {options + ' ' if options else ''}{shell_word(requirement, windows=windows)}"
     labelled = torch_index_label(pin.version) is not None
     for option, value in sources:
         if not labelled and option not in ("--index-url", "-i"):
             continue
-        url = _without_userinfo(value)
-        shown = f'"{url}"' if "${" in url and '"' not in url else shlex.quote(url)
-        command += f" {option} {shown}"
-    return f"`{redact_text(command)}`"
+        command += f" {option} {_source_word(value, windows=windows)}"
+    return f"`{command}`"
+
+
+def _normalised(version: str) -> str:
+    """The PEP 440 normal form of ``version`` (what ``===`` is compared with in pip), else as written."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return str(Version(version))
+    except InvalidVersion:
+        return version
+
+
+def _source_word(value: str, *, windows: bool) -> str:
+    """An index or find-links value of the lock as shell words: credentials out, then every literal part
+    in single quotes and each ``${VAR}`` as a reference to that variable only (``"${VAR}"`` in a POSIX
+    shell, ``$env:VAR`` in PowerShell), so that ``${X}$(cmd)`` pasted runs nothing."""
+    from envcheck.escape import shell_word
+    from envcheck.lock.compile import _without_userinfo
+    from envcheck.redact import redact_text
+
+    text = redact_text(_without_userinfo(value))
+    parts: list[str] = []
+    at = 0
+    for match in _PIP_VARIABLE.finditer(text):
+        if match.start() > at:
+            parts.append(shell_word(text[at : match.start()], windows=windows))
+        parts.append(f"$env:{match[1]}" if windows else f'"${{{match[1]}}}"')
+        at = match.end()
+    if at < len(text) or not parts:
+        parts.append(shell_word(text[at:], windows=windows))
+    if windows and len(parts) > 1:
+        return "(" + " + ".join(parts) + ")"  # PowerShell joins the parts in an expression
+    return "".join(parts)

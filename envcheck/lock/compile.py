@@ -11,7 +11,11 @@ other distribution as a constraint (``-c``), all at exact full versions. pip-com
 checks that a reachable source serves each one) and writes ``# via`` and, with ``--hashes``,
 ``--generate-hashes``. envcheck then writes its own header, puts the markers the manifest's platform needs
 on their lines, names the manifest where pip-compile named its temporary files, keeps credentials out of
-index lines, and lists what ``--allow-unlocked`` left out.
+index lines (every line passes the redactor), lists what ``--allow-unlocked`` left out (in the comment
+block ``lock --check`` reads back) and what pip-compile added that the environment lacked.
+
+A manifest is untrusted input: the index its pip was configured with is used, and written into the lock,
+only with ``--trust-manifest-index``; the lock then says where that index came from.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envcheck.errors import EnvcheckError
+from envcheck.lock.check import LEFT_OUT_HEADER
 from envcheck.lock.inputs import LockInputs, Unlocked, lock_inputs
 
 if TYPE_CHECKING:
@@ -68,15 +73,32 @@ class LockOptions:
     extra_index_urls: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
     allow_unlocked: bool = False
+    trust_manifest_index: bool = False
     timeout: float = 600.0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Added:
+    """A distribution pip-compile added that the manifest's environment lacks: ``via`` names what
+    requires it (pip-compile's ``# via``)."""
+
+    name: str
+    version: str
+    via: tuple[str, ...]
+
+    @property
+    def why(self) -> str:
+        required = ", ".join(self.via) if self.via else "a requirement pip-compile resolved"
+        return f"the environment lacks it; required by {required}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Lock:
-    """A compiled lock: its ``text`` and what was left out (``--allow-unlocked``)."""
+    """A compiled lock: its ``text``, what was left out (``--allow-unlocked``) and what was added."""
 
     text: str
     unlocked: tuple[Unlocked, ...]
+    added: tuple[Added, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -105,7 +127,7 @@ def lock(manifest: Manifest, name: str, options: LockOptions, *, warn: Callable[
         g = graph(manifest)
     for warning in _platform_warnings(manifest):
         warn(warning)
-    torch_index = _torch_index(manifest, inputs, options)
+    torch_index = _torch_index(manifest, inputs, options, warn)
     # The sources are checked while pip-compile runs; an interrupt does not wait for them.
     pool = ThreadPoolExecutor(max_workers=1)
     reach = pool.submit(_unreachable_sources, options, torch_index)
@@ -121,8 +143,9 @@ def lock(manifest: Manifest, name: str, options: LockOptions, *, warn: Callable[
         warn(warning)
     if compiled is None:
         raise LockError(f"nothing of {name} could be locked", tip="Check the sources named above.")
-    text = _finish(compiled.output, manifest, name, inputs, placeholder)
-    return Lock(text=text, unlocked=inputs.unlocked)
+    added = _added(compiled.output, inputs)
+    text = _finish(compiled.output, manifest, name, inputs, placeholder, added, torch_index)
+    return Lock(text=text, unlocked=inputs.unlocked, added=added)
 
 
 _UNLOCKED_TIP = (
@@ -182,19 +205,31 @@ def _platform_warnings(m: Manifest) -> list[str]:
     ]
 
 
-def _torch_index(m: Manifest, inputs: LockInputs, options: LockOptions) -> str | None:
+def _torch_index(
+    m: Manifest, inputs: LockInputs, options: LockOptions, warn: Callable[[str], None]
+) -> str | None:
     """The index to add for a labelled torch build (``+cpu``, ``+cu130``): none when ``--index-url`` /
-    ``--extra-index-url`` were given (they are meant to serve it), else the URL the manifest's pip was
-    configured with for that label, else none for now: pip's own configuration may serve the build, and
-    ``_compile_until_locked`` falls back to ``${TORCH_INDEX_URL}`` when it does not."""
+    ``--extra-index-url`` were given (they are meant to serve it), else with ``--trust-manifest-index``
+    the URL the manifest's pip was configured with for that label, else none for now: pip's own
+    configuration may serve the build, and ``_compile_until_locked`` falls back to ``${TORCH_INDEX_URL}``
+    when it does not. An untrusted manifest's index is never contacted: ``warn`` names it."""
     from envcheck.diff.rules.base import _recorded_index
+    from envcheck.redact import redact_text
 
     if not inputs.labels or options.index_url or options.extra_index_urls:
         return None
     for label in inputs.labels:
         url = _recorded_index(m, label)
-        if url is not None:
+        if url is None:
+            continue
+        if options.trust_manifest_index:
             return url
+        warn(
+            f"the manifest names an index for +{label} builds ({redact_text(_without_userinfo(url))}); "
+            "a manifest is untrusted input, so it is not used: pass --trust-manifest-index to use it, or "
+            "name the index with --extra-index-url"
+        )
+        return None
     return None
 
 
@@ -346,16 +381,63 @@ def _compile_args(inputs: LockInputs, options: LockOptions, torch_index: str | N
 # --- the lock's text --------------------------------------------------------------------------------------
 
 
-def _finish(output: str, m: Manifest, name: str, inputs: LockInputs, placeholder: bool) -> str:
+def _added(output: str, inputs: LockInputs) -> tuple[Added, ...]:
+    """The pins of pip-compile's ``output`` that are not the manifest's (a requirement the environment
+    did not meet: torch requires fsspec, which was not installed), each with its ``# via`` requirers."""
+    from envcheck.diff.rules.base import canon
+
+    pinned = inputs.pinned
+    found: list[Added] = []
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        pin = _PIN_LINE.match(line)
+        if pin is None or canon(pin["name"]) in pinned or canon(pin["name"]) in inputs.tooling:
+            continue
+        via: list[str] = []
+        for follow in lines[i + 1 :]:
+            text = follow.strip()
+            if follow == text:  # the next pin, or the end of its annotation
+                break
+            if text.startswith("--hash"):
+                continue
+            if text.startswith("# via"):
+                via += [text[len("# via") :].strip()] if text != "# via" else []
+            elif text.startswith("#   "):
+                via.append(text[len("#   ") :].strip())
+            else:
+                break
+        kept = tuple(v for v in via if v and not v.startswith(("-c ", "-r ")))
+        found.append(Added(name=canon(pin["name"]), version=pin["version"], via=kept))
+    return tuple(found)
+
+
+def _finish(
+    output: str,
+    m: Manifest,
+    name: str,
+    inputs: LockInputs,
+    placeholder: bool,
+    added: Sequence[Added] = (),
+    torch_index: str | None = None,
+) -> str:
     """pip-compile's output as the lock: envcheck's header, the manifest named where pip-compile named
     its temporary files, markers added, credentials out of index lines, ``${TORCH_INDEX_URL}`` kept as
-    the variable, and what was left out listed at the end."""
+    the variable, a trusted manifest's index named as such, what was left out and what was added listed
+    at the end; every line through the redactor."""
     from envcheck.escape import one_line
     from envcheck.redact import redact_text
 
     shown = one_line(redact_text(name))
     index_value = os.environ.get(TORCH_INDEX_VAR) if placeholder else None
     lines = _header(m, shown, placeholder and bool(index_value))
+    if torch_index is not None:
+        lines[-1:] = [
+            "#",
+            f"# --extra-index-url {one_line(redact_text(_without_userinfo(torch_index)))}: the index the",
+            "# manifest's pip was configured with for the torch build pinned below, used because",
+            "# `envcheck lock --trust-manifest-index` was asked to trust it.",
+            "#",
+        ]
     for raw in _merge_via(output.splitlines(), shown):
         option = _OPTION_URL.match(raw)
         if option is not None:
@@ -373,9 +455,12 @@ def _finish(output: str, m: Manifest, name: str, inputs: LockInputs, placeholder
             "# index for its label (the URL ends in /<label>, e.g. /cpu) and run envcheck lock again.",
         ]
     if inputs.unlocked:
-        lines += ["", "# Left out (--allow-unlocked): install these by other means."]
+        lines += ["", LEFT_OUT_HEADER]
         lines += [f"#   {u.name}=={u.version}: {one_line(redact_text(u.reason))}" for u in inputs.unlocked]
-    return "\n".join(lines).rstrip("\n") + "\n"
+    if added:
+        lines += ["", "# Added: the environment lacked these; pip-compile resolved them for their requirers."]
+        lines += [f"#   {a.name}=={a.version}: {one_line(a.why)}" for a in added]
+    return "\n".join(redact_text(line) for line in lines).rstrip("\n") + "\n"
 
 
 def _with_marker(line: str, inputs: LockInputs) -> str:

@@ -193,7 +193,7 @@ def test_lock_check_compares_sources() -> None:
     version = next(d.version for d in m.packages if d.name == "filelock")
     (f,) = compare(lock, manifest("cuda", editable), python=None)
     assert (f.rule, f.severity, f.target) == ("LOCK-SOURCE", "error", "editable: /src/filelock")
-    assert f.remedy == f"`python -m pip install --force-reinstall --no-deps filelock=={version}`"
+    assert f.remedy == f"`python -m pip install --force-reinstall --no-deps 'filelock=={version}'`"
     (f,) = compare(lock, manifest("cuda", local_wheel), python=None)
     assert (f.rule, f.severity) == ("LOCK-SOURCE", "warning")
 

@@ -78,10 +78,19 @@ def test_an_extra_index_url_serves_the_labelled_build(small_env: Env, tmp_path: 
 
 
 @pytest.mark.slow
-def test_the_manifests_recorded_index_serves_it(small_env: Env, tmp_path: Path, index: Path) -> None:
+def test_the_manifests_recorded_index_serves_it_only_when_trusted(
+    small_env: Env, tmp_path: Path, index: Path
+) -> None:
     manifest = _manifest(small_env, tmp_path, {"PIP_EXTRA_INDEX_URL": index.as_uri()})
-    text = _lock(manifest, tmp_path / "lock.txt", env={})
+    # Untrusted (the default): the manifest's index is named on stderr, never contacted or written.
+    done = envcheck("lock", manifest, env={"TORCH_INDEX_URL": ""})
+    _one_error(done, f"{NAME}=={VERSION}")
+    assert f"the manifest names an index for +cpu builds ({index.as_uri()})" in done.stderr
+    assert "--trust-manifest-index" in done.stderr and index.as_uri() not in done.stdout
+
+    text = _lock(manifest, tmp_path / "lock.txt", "--trust-manifest-index", env={})
     assert f"--extra-index-url {index.as_uri()}\n" in text
+    assert f"# --extra-index-url {index.as_uri()}: the index the\n# manifest's pip was configured" in text
     assert f"{NAME}=={VERSION}\n" in text
 
 

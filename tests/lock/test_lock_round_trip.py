@@ -104,7 +104,7 @@ def test_a_venv_rebuilt_with_pip_sync_matches_until_one_changes(torch_env: Env, 
     assert [(f["rule"], f["subject"], f["base"], f["target"]) for f in findings] == [
         ("LOCK-VERSION", "tabulate", locked, other)
     ]
-    assert f"install tabulate=={locked}" in findings[0]["remedy"]
+    assert f"install 'tabulate=={locked}'" in findings[0]["remedy"]
 
     pip(python, "uninstall", "-y", "six")
     code, findings, _ = _check(torch_env.lock, python)
@@ -121,7 +121,7 @@ def test_lock_check_names_an_extra_distribution_in_every_format(small_env: Env, 
     code, findings, _ = _check(small_env.lock, python)
     assert code == 1
     assert [(f["rule"], f["subject"]) for f in findings] == [("LOCK-EXTRA", "iniconfig")]
-    assert "uninstall -y iniconfig" in findings[0]["remedy"]
+    assert "uninstall -y 'iniconfig'" in findings[0]["remedy"]
     junit = tmp_path / "report.xml"
     text = envcheck("lock", "--check", small_env.lock, "--python", python, "--junit", junit)
     assert text.returncode == 1 and "LOCK-EXTRA" in text.stdout and "iniconfig" in text.stdout
