@@ -10,7 +10,9 @@
   (from the wheel's RECORD, or computed), nested in the component of the distribution that ships it;
   system files, the interpreter's library and unowned files are top-level components;
 - the dependency graph: which native file needs which (as the platform loader resolved it), which
-  distribution requires which (requirements whose markers hold on the manifest's platform, extras off)
+  distribution requires which (requirements whose markers hold on the manifest's platform, and the extras
+  another installed distribution asks for: torch's ``cuda-toolkit[cublas,...]`` brings cuda-toolkit's
+  ``nvidia-cublas``; the requirement graph the diff rules read, ``envcheck.diff.rules._requirements``)
   and which files it ships (also nested in its component), and the environment (the BOM's subject)
   depending on every distribution: everything is reachable from the subject;
 - the manifest's facts (Python, platform, torch version and variant, label) as metadata properties in the
@@ -19,7 +21,9 @@
 The same manifest gives the same bytes: the serial number is derived from the manifest's canonical text,
 the timestamp is the manifest's own ``meta.created``, and components are sorted. Manifests were redacted
 when they were written; strings are carried as data (lone surrogates shown as ``\\uXXXX``, so the output is
-valid UTF-8). cyclonedx-python-lib is imported only here, when an export runs.
+valid UTF-8) after the redactor (``envcheck.redact``): a hand-made or hostile manifest's credentials do
+not reach the SBOM. A name cannot move its purl into a namespace: a ``/`` in it is percent-encoded.
+cyclonedx-python-lib is imported only here, when an export runs.
 """
 
 from __future__ import annotations
@@ -27,13 +31,13 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from envcheck.errors import EnvcheckError
-from envcheck.manifest.model import Distribution, Manifest, canonical
+from envcheck.manifest.model import Manifest, canonical
 
 if TYPE_CHECKING:
     from cyclonedx.model import Property
@@ -52,15 +56,22 @@ class ExportError(EnvcheckError):
 
 
 def _text(value: object) -> str:
-    """A manifest string as valid UTF-8 data: a lone surrogate (an undecodable file name) as ``\\uXXXX``."""
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", str(value))
+    """A manifest string as valid UTF-8 data, credentials redacted: a lone surrogate (an undecodable file
+    name) as ``\\uXXXX``."""
+    from envcheck.redact import redact_text
+
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", redact_text(str(value)))
 
 
 def purl_ref(name: str, version: str) -> str:
-    """``pkg:pypi/torch@2.13.0%2Bcpu``: the purl of a distribution, which is also its ``bom-ref``."""
+    """``pkg:pypi/torch@2.13.0%2Bcpu``: the purl of a distribution, which is also its ``bom-ref``. A ``/``
+    in the name (no PEP 508 name has one) is written ``%2F`` (and a ``%`` ``%25``) before the purl encodes
+    it, so that it stays part of the name: ``pkg:pypi/evil%252ftorch@1``, never the namespace ``evil`` of
+    ``torch``."""
     from packageurl import PackageURL
 
-    return str(PackageURL(type="pypi", name=canonical(_text(name)), version=_text(version)).to_string())
+    safe = canonical(_text(name)).replace("%", "%25").replace("/", "%2F")  # one name, one purl
+    return str(PackageURL(type="pypi", name=safe, version=_text(version)).to_string())
 
 
 def local_label(version: str) -> str | None:
@@ -139,41 +150,18 @@ def _files(manifest: Manifest) -> list[_File]:
     return list(found.values())
 
 
-def _marker_environment(manifest: Manifest) -> dict[str, str]:
-    """PEP 508 marker variables of the manifest's machine (not of the machine running the export)."""
-    py = manifest.python
-    parts = py.version.split(".")
-    env = {
-        "python_version": ".".join(parts[:2]),
-        "python_full_version": py.version,
-        "implementation_name": py.implementation.lower(),
-        "platform_python_implementation": py.implementation,
-        "extra": "",
+def _requirement_graph(manifest: Manifest) -> dict[str, tuple[str, ...]]:
+    """Canonical name -> the canonical names it requires on the manifest's machine: markers evaluated
+    there, extras followed as the installed distributions ask for them (``cuda-toolkit[cublas]`` brings
+    cuda-toolkit's ``extra == "cublas"`` requirements). Unparseable lines are left out."""
+    from envcheck.diff.rules._requirements import graph
+    from envcheck.diff.rules.base import views
+
+    with views(manifest):
+        g = graph(manifest)
+    return {
+        canonical(name): tuple(canonical(edge.req.name) for edge in edges) for name, edges in g.edges.items()
     }
-    if manifest.platform is not None:
-        system = manifest.platform.system
-        env["platform_system"] = system
-        env["platform_machine"] = manifest.platform.machine
-        env["platform_release"] = manifest.platform.release
-        env["sys_platform"] = {"Windows": "win32", "Darwin": "darwin"}.get(system, system.lower())
-        env["os_name"] = "nt" if system == "Windows" else "posix"
-    return env
-
-
-def _requires(dist: Distribution, environment: dict[str, str]) -> Iterator[str]:
-    """The canonical names ``dist`` requires on the manifest's machine: unparseable requirements and those
-    whose marker fails (or needs an extra) are left out."""
-    from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    for line in dist.requires:
-        try:
-            req = Requirement(line)
-            if req.marker is not None and not req.marker.evaluate(environment):
-                continue
-        except (InvalidRequirement, InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
-            continue
-        yield canonical(req.name)
 
 
 def _properties(pairs: Iterable[tuple[str, str]]) -> list[Property]:
@@ -318,13 +306,14 @@ def cyclonedx(manifest: Manifest) -> str:
         # so that the same manifest still gives the same bytes.
         bom.metadata.timestamp = None  # type: ignore[assignment]
 
-    environment = _marker_environment(manifest)
+    requires = _requirement_graph(manifest)
     bom.register_dependency(subject, list(dists.values()))
     for dist in manifest.packages:
         if dist.shadowed:
             continue
         ref = importable[canonical(dist.name)]
-        needed = sorted({importable[n] for n in _requires(dist, environment) if n in importable} - {ref})
+        wanted = requires.get(canonical(dist.name), ())
+        needed = sorted({importable[n] for n in wanted if n in importable} - {ref})
         bom.register_dependency(dists[ref], [dists[r] for r in needed] + ships.get(ref, []))
     for f in files:
         needed = sorted({r for r in f.needs if r in file_components} - {f.ref})

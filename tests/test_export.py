@@ -16,7 +16,7 @@ import pytest
 from clirun import run
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
-from hostile import envcheck_argv, make_char_device
+from hostile import assert_bounded, envcheck_argv, make_char_device, run_bounded
 
 from envcheck.export import cyclonedx, purl_ref
 from envcheck.manifest.io import dumps, load
@@ -245,3 +245,102 @@ def test_without_the_library_the_error_is_one_line(monkeypatch: pytest.MonkeyPat
         "error: envcheck export needs cyclonedx-python-lib, which is not installed (cyclonedx.output.json)",
         "Tip: pip install cyclonedx-python-lib",
     ]
+
+
+CUDA_EXAMPLE = ROOT / "manifests" / "examples" / "torch-2.14.1-cu130-linux-nogpu.json"
+
+
+@pytest.mark.slow
+def test_the_graph_follows_the_extras_a_requirer_asks_for() -> None:
+    # torch requires cuda-toolkit[cublas,cudart,...]; cuda-toolkit's nvidia-* requirements are all behind
+    # `extra == "..."`: the SBOM's graph follows the extras torch asked for, as pip installed them.
+    manifest = load(CUDA_EXAMPLE)
+    graph = edges(validated(cyclonedx(manifest)))
+    toolkit = next(d for d in manifest.packages if d.name == "cuda-toolkit")
+    needs = {r.split("@")[0] for r in graph[purl_ref(toolkit.name, toolkit.version)] if r.startswith("pkg:")}
+    assert needs == {
+        f"pkg:pypi/nvidia-{n}"
+        for n in (
+            "cublas",
+            "cuda-cupti",
+            "cuda-nvrtc",
+            "cuda-runtime",
+            "cufft",
+            "cufile",
+            "curand",
+            "cusolver",
+            "cusparse",
+            "nvjitlink",
+            "nvtx",
+        )
+    }
+    # Every nvidia-* distribution is now required by a distribution, not only by the environment.
+    required = set().union(*(t for ref, t in graph.items() if ref.startswith("pkg:pypi/")))
+    nvidia = {purl_ref(d.name, d.version) for d in manifest.packages if d.name.startswith("nvidia-")}
+    assert nvidia and nvidia <= required
+    # An extra nobody asked for stays off: cuda-toolkit[all] brings nvidia-npp, which is not installed,
+    # and cuda-bindings' own extra "all" is not asked for, so it requires only cuda-pathfinder.
+    bindings = next(d for d in manifest.packages if d.name == "cuda-bindings")
+    needed = graph[purl_ref(bindings.name, bindings.version)]
+    assert {r.split("@")[0] for r in needed if r.startswith("pkg:")} == {"pkg:pypi/cuda-pathfinder"}
+
+
+PURL_SPECIALS = ["evil/torch", "a/b/c", "x@1", "q?y=1", "h#sub", "pct%2Fx", "../up"]
+
+
+@pytest.mark.slow
+def test_purl_specials_in_a_name_never_change_the_namespace(tmp_path: Path) -> None:
+    from packageurl import PackageURL
+
+    from envcheck.manifest.model import canonical
+
+    data = json.loads(CPU_EXAMPLE.read_text(encoding="utf-8"))
+    six = next(p for p in data["packages"] if p["name"] == "filelock")
+    data["packages"] += [{**six, "name": n, "version": "1.0", "native_files": []} for n in PURL_SPECIALS]
+    path = tmp_path / "specials.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    out = tmp_path / "sbom.json"
+    result = run_bounded(envcheck_argv("export", str(path), "-o", str(out)), timeout=60)
+    assert_bounded(result, timeout=60)
+    assert result.returncode == 0, result.stderr
+    components = walk(validated(out.read_text(encoding="utf-8"))["components"])
+    by_name = {c["name"]: c for c in components.values() if c["type"] == "library"}
+    for name in PURL_SPECIALS:
+        purl = PackageURL.from_string(by_name[name]["purl"])
+        assert (purl.type, purl.namespace, purl.subpath, purl.qualifiers) == ("pypi", None, None, {}), name
+        decoded = purl.name.replace("%2f", "/").replace("%25", "%")
+        assert purl.version == "1.0" and decoded == canonical(name), (name, purl)
+        assert by_name[name]["bom-ref"] == by_name[name]["purl"]
+
+
+@pytest.mark.slow
+def test_an_sbom_passes_the_redactor(tmp_path: Path) -> None:
+    from test_canaries import GHP_FOLDER, SECRETS
+
+    data = json.loads(CPU_EXAMPLE.read_text(encoding="utf-8"))
+    data["meta"]["label"] = "build of https://ci:p@ssCanaryIndex04@pypi.corp.example/simple"
+    torch = next(p for p in data["packages"] if p["name"] == "torch")
+    torch["installer"] = f"pip {GHP_FOLDER}"
+    torch["requires"] = ["private-dep @ https://deploy:CanaryRequires09@git.corp.example/private-dep-1.0.whl"]
+    torch["direct_url"] = {
+        "url": "git+https://oauth2:CanaryGitToken10@gitlab.corp.example/org/canary.git",
+        "vcs_info": {"vcs": "git", "commit_id": "0" * 40},
+    }
+    node = data["native"]["nodes"][0]
+    node["path"] = "/srv/models?token=CanaryQueryToken08/lib.so"
+    path = tmp_path / "canary.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    out = tmp_path / "sbom.json"
+    result = run_bounded(envcheck_argv("export", str(path), "-o", str(out)), timeout=60)
+    assert_bounded(result, timeout=60)
+    assert result.returncode == 0, result.stderr
+    text = out.read_text(encoding="utf-8")
+    for secret in SECRETS:
+        assert secret not in text + result.stdout + result.stderr, secret
+    sbom = validated(text)
+    # Each canary-bearing field arrived, redacted: the test cannot pass by a field going missing.
+    assert sbom["metadata"]["component"]["name"] == "build of https://<redacted>@pypi.corp.example/simple"
+    components = walk(sbom["components"])
+    assert props(components["pkg:pypi/torch@2.13.0%2Bcpu"])["envcheck:installer"] == "pip <redacted>"
+    paths = [props(c).get("envcheck:path", "") for c in components.values()]
+    assert "/srv/models?token=<redacted>" in paths
