@@ -71,6 +71,7 @@ FIRST_CAUSES: dict[str, int] = {
         (
             "ENV-TORCH-TREES",
             "ENV-TORCH-SHADOWED",
+            "ENV-WIN-DLL-NOT-FOUND",
             "ENV-NATIVE-MISSING",
             "ENV-SYMBOL-VERSION",
             "ENV-PROBE-FAILED",
@@ -193,6 +194,7 @@ FAMILY_MODULES = (
     "envcheck.diff.rules.torch",
     "envcheck.diff.rules.cuda",
     "envcheck.diff.rules.native",
+    "envcheck.diff.rules.windows",
     "envcheck.diff.rules.openmp",
     "envcheck.diff.rules.numerics",
     "envcheck.diff.rules.fpmode",

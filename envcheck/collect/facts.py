@@ -29,6 +29,7 @@ from envcheck.manifest.model import (
     TorchInfo,
     TorchRuntime,
     TorchStatic,
+    WindowsInfo,
 )
 
 SOURCE = "probe output"
@@ -49,6 +50,7 @@ class StaticFacts:
     packages: list[Distribution]
     torch: TorchInfo
     env: dict[str, str]
+    windows: WindowsInfo | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -62,6 +64,9 @@ class RuntimeFacts:
     threadpools: list[dict[str, Any]] | None
     traceback_tail: str | None
     stdlib_errors: dict[str, str] | None = None
+    # Windows, after a failed ``import torch``: ``{"loaded": [...], "failure": {...}}``
+    # (``envcheck/target/probe.py``), decoded into ``WindowsInfo.loaded`` / ``load_failure``.
+    windows_load: WindowsInfo | None = None
 
 
 class _Problems:
@@ -123,6 +128,12 @@ def static_facts(data: Mapping[str, Any]) -> StaticFacts:
     env = problems.section(
         lambda: decode(dict[str, str], data.get("env") or {}, source=SOURCE, location="env")
     )
+    raw_windows = data.get("windows")
+    windows = (
+        problems.section(lambda: decode(WindowsInfo, raw_windows, source=SOURCE, location="windows"))
+        if raw_windows is not None
+        else None
+    )
     problems.raise_any()
     assert platform is not None and python is not None and torch is not None and env is not None
     return StaticFacts(
@@ -132,6 +143,7 @@ def static_facts(data: Mapping[str, Any]) -> StaticFacts:
         packages=packages or [],
         torch=torch,
         env=dict(sorted(env.items())),
+        windows=windows,
     )
 
 
@@ -193,6 +205,18 @@ def runtime_facts(data: Mapping[str, Any]) -> RuntimeFacts:
             all(isinstance(k, str) and isinstance(v, str) for k, v in stdlib.items()),
             "stdlib_errors: expected module names and error texts",
         )
+    raw_load = optional("windows_load", dict, "an object")
+    windows_load = None
+    if raw_load is not None:
+        shaped = {"loaded": raw_load.get("loaded"), "load_failure": raw_load.get("failure")}
+        windows_load = problems.section(
+            lambda: decode(WindowsInfo, shaped, source=SOURCE, location="windows_load")
+        )
+        if windows_load is not None and windows_load.loaded is not None:
+            problems.expect(
+                len(windows_load.loaded) <= MAX_LOADED_LIBRARIES,
+                f"windows_load.loaded: more modules than any process loads ({MAX_LOADED_LIBRARIES})",
+            )
     if data.get("done") is True and data.get("torch_missing") is not True:
         for key in ("torch_runtime", "loaded"):
             problems.expect(key in data, f"{key}: missing (the result says done, and torch is not missing)")
@@ -204,6 +228,7 @@ def runtime_facts(data: Mapping[str, Any]) -> RuntimeFacts:
         threadpools=pools,
         traceback_tail=tail,
         stdlib_errors=stdlib,
+        windows_load=windows_load,
     )
 
 

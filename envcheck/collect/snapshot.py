@@ -12,16 +12,17 @@ import datetime
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 
 from envcheck import __version__
 from envcheck.collect import facts
 from envcheck.collect.launch import Probes, SnapshotOptions, start_probes
 from envcheck.deadline import Deadline, DeadlineExpired
 from envcheck.errors import ManifestError, ProbeError
-from envcheck.manifest.model import SCHEMA_VERSION, Manifest, Meta, ProbeOutcome
+from envcheck.manifest.model import SCHEMA_VERSION, Manifest, Meta, ProbeOutcome, Runtimes, WindowsInfo
 from envcheck.manifest.native import NativeSection
 from envcheck.probe.runner import NOTE_PREFIX, TargetRun
+from envcheck.target.windows_facts import OPENMP_DLL
 
 NativeScanner = Callable[[Manifest, SnapshotOptions], NativeSection | None]
 # Told the step the snapshot is at (``envcheck.commands.progress`` draws it on a terminal).
@@ -104,6 +105,7 @@ def take_snapshot(
         runtimes=None,
         env=found.env,
         env_caller=_caller_shell(options.python, python, found.env),
+        windows=found.windows,
     )
     # The native tree is static: it is walked while the runtime probe imports torch.
     if native is not None:
@@ -181,6 +183,7 @@ def _add_runtime(
         from envcheck.native import reconcile_loaded
 
         native = reconcile_loaded(native, runtimes)
+    windows = _windows_runtime(manifest.windows, found, runtimes)
     python = manifest.python
     if found.stdlib_errors is not None:
         python = dataclasses.replace(python, stdlib_errors=dict(sorted(found.stdlib_errors.items())))
@@ -191,6 +194,26 @@ def _add_runtime(
         runtimes=runtimes,
         native=native,
         meta=dataclasses.replace(manifest.meta, probe=outcome),
+        windows=windows,
+    )
+
+
+def _windows_runtime(
+    windows: WindowsInfo | None, found: facts.RuntimeFacts, runtimes: Runtimes | None
+) -> WindowsInfo | None:
+    """The Windows facts with what the runtime probe learnt: the modules loaded and where the loader stopped
+    after a failed ``import torch``, and the OpenMP runtimes among the loaded modules (either list)."""
+    if windows is None:
+        return None
+    load = found.windows_load
+    loaded = load.loaded if load is not None else None
+    paths = loaded if loaded is not None else [lib.path for lib in runtimes.loaded] if runtimes else []
+    openmp = [p for p in paths if OPENMP_DLL.match(PureWindowsPath(p).name)]
+    return dataclasses.replace(
+        windows,
+        loaded=loaded,
+        load_failure=load.load_failure if load is not None else None,
+        openmp=openmp,
     )
 
 

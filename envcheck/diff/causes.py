@@ -62,6 +62,7 @@ def link(findings: Sequence[Finding]) -> list[Finding]:
     docstring). Order is kept; nothing but echoes is dropped."""
     kept, redirect = _drop_echoes(findings)
     kept = _import_causes(kept)
+    kept = _loader_causes(kept)
     by_key = {f.key: f for f in kept}
     causes: dict[str, str | None] = {}
     for f in kept:
@@ -126,6 +127,45 @@ def _import_causes(findings: list[Finding]) -> list[Finding]:
     return out
 
 
+# The live loader's verdict on Windows (``envcheck.diff.rules.windows``): the static tree's findings of the
+# same DLL, or of the same VC++ redistributable, are its consequences (``_loader_causes``).
+LOADER_RULE = "ENV-WIN-DLL-NOT-FOUND"
+_LOADER_ECHOES = frozenset({"ENV-NATIVE-REQUIRES", "ENV-NATIVE-MISSING"})
+
+
+def _loader_causes(findings: list[Finding]) -> list[Finding]:
+    """``findings`` with the static tree's ``ENV-NATIVE-REQUIRES`` / ``ENV-NATIVE-MISSING`` of a DLL that
+    Windows' loader could not load (``LOADER_RULE``) linked to it: the same DLL, or a DLL of the same VC++
+    redistributable (``MSVCP140.dll`` missing: ``VCRUNTIME140_1.dll`` is needed too, from the same
+    installer). A finding that already names a cause keeps it."""
+    from envcheck.diff.rules.windows import VC_RUNTIME_DLL
+
+    roots = [f for f in findings if f.rule == LOADER_RULE]
+    if not roots:
+        return findings
+
+    def names(f: Finding) -> set[str]:
+        if f.rule == "ENV-NATIVE-MISSING":
+            return {n.lower() for n in (f.target or "").removeprefix("missing: ").split(", ") if n}
+        return {f.subject.lower()}
+
+    out = []
+    for f in findings:
+        cause = None
+        if f.caused_by is None and f.rule in _LOADER_ECHOES:
+            wanted = names(f)
+            for root in roots:
+                if root.machine != f.machine:
+                    continue
+                same = root.subject.lower() in wanted
+                vc = bool(VC_RUNTIME_DLL.match(root.subject)) and any(VC_RUNTIME_DLL.match(n) for n in wanted)
+                if same or vc:
+                    cause = root.key
+                    break
+        out.append(f if cause is None else dataclasses.replace(f, caused_by=cause))
+    return out
+
+
 def _key(rule: str, subject: str, machine: str | None) -> str:
     return Finding(rule=rule, severity="info", subject=subject, message="", remedy="", machine=machine).key
 
@@ -151,6 +191,10 @@ def _explains_import(cause: Finding, error: str) -> bool:
     torch's own import closure lacks it."""
     if cause.rule in ("ENV-TORCH-TREES", "ENV-TORCH-SHADOWED"):
         return cause.subject.lower() == "torch" or cause.subject.lower().startswith("torch ")
+    if cause.rule == LOADER_RULE:
+        # The error names the DLL torch loaded (``Error loading "...\\c10.dll"``), the finding what it lacks.
+        failed = (cause.target or "").split(": ", 1)[0].lower()
+        return bool(failed) and failed in error.lower()
     if cause.rule == "ENV-NATIVE-MISSING":
         missing = (cause.target or "").removeprefix("missing: ").split(", ")
         return any(name and name in error for name in missing) or (cause.base or "").startswith("torch:")

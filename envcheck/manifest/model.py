@@ -367,6 +367,107 @@ class Runtimes:
     threadpoolctl: bool
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WindowsVersion:
+    """Windows' version (``10.0``) and build (``19045``), with the update revision (``UBR``), the product
+    name and the display version (``22H2``) the registry states, where it states them."""
+
+    version: str
+    build: int
+    ubr: int | None = None
+    product: str | None = None
+    display: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class VcRuntimeRegistry:
+    """The VC++ 2015-2022 x64 redistributable's own record: the registry key
+    ``HKLM\\SOFTWARE\\Microsoft\\VisualStudio\\14.0\\VC\\Runtimes\\x64`` (``view``: the 64-bit or the
+    32-bit registry, where its 32-bit installer writes it), its ``Installed`` flag and its version."""
+
+    installed: bool
+    version: str | None
+    view: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class VcRuntime:
+    """The VC++ runtime a Windows machine has: the redistributable's registry key (None: absent) and
+    ``System32\\msvcp140.dll`` (None: absent) with its FileVersion (None: absent, or no version resource)."""
+
+    registry: VcRuntimeRegistry | None = None
+    msvcp140: str | None = None
+    msvcp140_version: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PathDll:
+    """A DLL in a ``PATH`` folder that is not the environment's own, named as a DLL the environment ships,
+    a VC++ runtime DLL (outside System32) or an OpenMP runtime: a copy torch's ``PATH`` fallback
+    (``LoadLibraryW``) or another program may load in place of the right one."""
+
+    name: str
+    folder: str
+    path: str
+    version: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DllChainLink:
+    """A file on the path Windows' loader followed from the DLL that failed, with the MSVC linker version
+    (``14.42``: the toolset that built it) of its PE header."""
+
+    name: str
+    path: str
+    linker: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DllNotFound:
+    """An import (``MSVCP140.dll``) the loader finds nowhere it looks, and the path of the file needing it."""
+
+    name: str
+    needed_by: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DllRefused:
+    """An import that exists (``path``) yet does not load, with the Windows error code."""
+
+    name: str
+    path: str
+    needed_by: str
+    error: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DllLoadFailure:
+    """Where Windows' loader stops when ``import torch`` fails with ``Error loading "...\\c10.dll"``: asked of
+    the loader itself, import by import, from ``dll`` (``chain``) down to what is not found or refused."""
+
+    dll: str
+    chain: list[DllChainLink] = field(default_factory=list)
+    missing: list[DllNotFound] = field(default_factory=list)
+    refused: list[DllRefused] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WindowsInfo:
+    """What a Windows machine holds beyond the portable facts (``envcheck/target/windows_facts.py``).
+
+    ``loaded``: the modules the process had loaded when ``import torch`` failed, full paths in load order
+    (None: it did not fail; after a successful import they are ``runtimes.loaded``); ``load_failure``: where
+    the loader stopped (None: it did not fail, or the error named no DLL); ``openmp``: the OpenMP runtime
+    DLLs loaded (from either list). ``KMP_DUPLICATE_LIB_OK`` is in ``env``."""
+
+    version: WindowsVersion | None = None
+    vc_runtime: VcRuntime | None = None
+    path_dlls: list[PathDll] = field(default_factory=list)
+    loaded: list[str] | None = None
+    load_failure: DllLoadFailure | None = None
+    openmp: list[str] = field(default_factory=list)
+
+
 ManifestKind = Literal["snapshot", "predicted"]
 
 
@@ -482,6 +583,9 @@ class Manifest:
     # of ``env`` that describe that shell (PATH, VIRTUAL_ENV, CONDA_PREFIX, ...), not the environment.
     # ENV-VAR-CHANGED compares those variables only between two manifests that both leave this None.
     env_caller: list[str] | None = omitted_when_default(None)  # noqa: RUF009
+    # Windows only: the machine's version, VC++ runtime, PATH DLLs and where the loader stopped; None
+    # elsewhere and in a manifest from before.
+    windows: WindowsInfo | None = omitted_when_default(None)  # noqa: RUF009
 
     @property
     def is_predicted(self) -> bool:
@@ -512,6 +616,10 @@ __all__ = [
     "Backends",
     "Cpu",
     "Distribution",
+    "DllChainLink",
+    "DllLoadFailure",
+    "DllNotFound",
+    "DllRefused",
     "FpControl",
     "Gpu",
     "GpuDriver",
@@ -523,6 +631,7 @@ __all__ = [
     "Meta",
     "NativeFile",
     "Numerics",
+    "PathDll",
     "PathEntry",
     "PlatformInfo",
     "PredictedSection",
@@ -535,6 +644,10 @@ __all__ = [
     "TorchRuntime",
     "TorchStatic",
     "Unavailable",
+    "VcRuntime",
+    "VcRuntimeRegistry",
+    "WindowsInfo",
+    "WindowsVersion",
     "canonical",
     "field",
 ]

@@ -38,6 +38,20 @@ def loaded_libraries():
 
         psapi = ctypes.WinDLL("psapi")
         kernel32 = ctypes.WinDLL("kernel32")
+        # Without argtypes ctypes passes a 64-bit module handle as a C int and refuses it (ArgumentError).
+        kernel32.GetCurrentProcess.restype = wintypes.HANDLE
+        psapi.EnumProcessModules.argtypes = [
+            wintypes.HANDLE,
+            ctypes.POINTER(wintypes.HMODULE),
+            wintypes.DWORD,
+            ctypes.POINTER(wintypes.DWORD),
+        ]
+        psapi.GetModuleFileNameExW.argtypes = [
+            wintypes.HANDLE,
+            wintypes.HMODULE,
+            wintypes.LPWSTR,
+            wintypes.DWORD,
+        ]
         process = kernel32.GetCurrentProcess()
         needed = wintypes.DWORD()
         modules = (wintypes.HMODULE * 4096)()

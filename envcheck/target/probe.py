@@ -58,6 +58,11 @@ class Probe(object):
         self.result["env"] = collect_env()
         self.stage("start-up files", keep=False)
         self.result["python"]["startup"] = startup_facts()
+        if os.name == "nt":
+            from .windows_facts import env_dll_names, windows_facts
+
+            self.stage("windows facts", keep=False)
+            self.result["windows"] = windows_facts(env_dll_names())
 
     def runtime(self):
         import importlib.util
@@ -79,7 +84,12 @@ class Probe(object):
         note_start()  # before torch: tells a state set at start-up from one set by the import
         self.stage("import torch")
         started = time.perf_counter()
-        import torch
+        try:
+            import torch
+        except BaseException as e:
+            if os.name == "nt":
+                self.windows_load_failure(e)
+            raise
 
         self.result["import_seconds"] = time.perf_counter() - started
         from .loaded_libraries import loaded_libraries
@@ -100,6 +110,19 @@ class Probe(object):
         self.result["threadpools"] = thread_pools()
         self.stage("stdlib extension modules")
         self.result["stdlib_errors"] = stdlib_errors(stdlib_check)
+
+    def windows_load_failure(self, error):
+        """After ``import torch`` failed on Windows: the DLLs it got to, then where the loader stops
+        (``windows_facts.load_failure``), written before the failure is re-raised."""
+        from .windows_facts import load_failure, loaded_modules
+
+        self.result["windows_load"] = {"loaded": loaded_modules()}
+        self.stage("import torch: asking the loader")
+        try:
+            self.result["windows_load"]["failure"] = load_failure("%s" % (error,))
+        except Exception as e:  # the import's error is what the probe reports; this is a detail of it
+            self.result["windows_load"]["failure_error"] = "%s: %s" % (type(e).__name__, e)
+        self.stage("import torch")
 
 
 def forget_own_folder():
