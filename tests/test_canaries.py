@@ -19,12 +19,16 @@ import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from clirun import run
 from hostile import envcheck_argv
 from venvs import fault_torch, needs_torch, venv_site
 
 from envcheck.redact import REDACTED
+
+MANIFESTS = Path(__file__).resolve().parent / "data" / "manifests"
 
 GHP_FOLDER = "ghp_" + "CanaryFolder0123456789abcdefghijklmn"
 CANARIES = {
@@ -159,3 +163,135 @@ def test_no_canary_reaches_a_manifest_a_report_or_the_terminal(
     for report in ("verify.xml", "gate.xml"):
         assert "leaks_in_exception" in written[report] and "upload failed" in written[report], report
         assert "zz_dies_after_printing" in written[report], report
+
+
+# --- a manifest envcheck did not write --------------------------------------------------------------------
+# An older release's manifest, a hand-edited one, a cluster rank's payload: its strings never passed the
+# target's redactor. Every report envcheck writes from it (each format, stdout and files) still holds none
+# of its credentials.
+PLANTED = {
+    "index": "https://ci:CanaryIndexUrl21@mirror.corp.example/whl/cpu",
+    "extra": "https://pkgs.corp.example/simple?token=CanaryQuery22",
+    "wheel": "https://u:CanaryWheel23@files.corp.example/torch-2.12.0+cpu-cp311-cp311-linux_x86_64.whl",
+    "requirement": "private-dep @ https://deploy:CanaryRequirement24@git.corp.example/private-dep-1.0.whl",
+    "key_base": "CanaryAccessKey25",
+    "key_target": "CanaryAccessKey26",
+    "sys_path": "/srv/" + "ghp_" + "CanaryPath27abcdefghijklmnopqrstuvwxyz",
+    "label": "prod-box hf_" + "CanaryLabel28abcdefghijklmnopqrstu",
+    "pip_conf": "CanaryPipConf29",
+}
+UNREDACTED_SECRETS = [
+    "CanaryIndexUrl21",
+    "CanaryQuery22",
+    "CanaryWheel23",
+    "CanaryRequirement24",
+    "CanaryAccessKey25",
+    "CanaryAccessKey26",
+    "CanaryPath27",
+    "CanaryLabel28",
+    "CanaryPipConf29",
+]
+FORMATS = ("text", "json", "markdown", "junit", "html")
+
+
+def _unredacted(side: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((MANIFESTS / "dev-cpu.json").read_text(encoding="utf-8"))
+    data["meta"]["label"] = PLANTED["label"]
+    data["env"]["TORCH_ACCESS_KEY"] = PLANTED["key_base" if side == "base" else "key_target"]
+    data["python"]["sys_path"].append(PLANTED["sys_path"])
+    if side == "base":
+        data["env"]["PIP_INDEX_URL"] = PLANTED["index"]
+        data["env"]["PIP_EXTRA_INDEX_URL"] = PLANTED["extra"]
+        torch = next(d for d in data["packages"] if d["name"] == "torch")
+        torch["version"] = data["torch"]["static"]["version"] = data["torch"]["runtime"]["version"] = (
+            "2.12.0+cpu"
+        )
+        torch["direct_url"] = {"url": PLANTED["wheel"], "archive_info": {}}
+        torch["requires"] = [*torch["requires"], PLANTED["requirement"]]
+    return data
+
+
+@pytest.mark.slow
+def test_no_canary_of_an_unredacted_manifest_reaches_any_report(tmp_path: Path) -> None:
+    base, target = _unredacted("base"), _unredacted("target")
+    (tmp_path / "base.json").write_text(json.dumps(base), encoding="utf-8")
+    (tmp_path / "target.json").write_text(json.dumps(target), encoding="utf-8")
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    (fleet / "a.json").write_text(json.dumps(target), encoding="utf-8")
+    (fleet / "b.json").write_text(json.dumps(base), encoding="utf-8")
+    # pip's configuration holds a credential too: no command here reads it, none may print it.
+    pip_conf = tmp_path / "pip.conf"
+    pip_conf.write_text(f"[global]\nindex-url = https://u:{PLANTED['pip_conf']}@pip.corp.example/simple\n")
+    env = {"PIP_CONFIG_FILE": str(pip_conf), "NO_COLOR": "1", "COLUMNS": "400"}
+    out = tmp_path / "out"
+    out.mkdir()
+
+    printed: dict[str, str] = {}
+
+    def cli(name: str, *args: str) -> None:
+        code, stdout, stderr = run(*args, env=env)
+        assert code in (0, 1), f"{name}: exit {code}\n{stderr[-3000:]}"
+        printed[name] = stdout + stderr
+
+    base_json, target_json = str(tmp_path / "base.json"), str(tmp_path / "target.json")
+    cli("show", "show", base_json)
+    for fmt in FORMATS:
+        cli(f"diff {fmt}", "diff", base_json, target_json, "-f", fmt, "-o", str(out / f"diff.{fmt}"))
+        cli(f"doctor {fmt}", "doctor", base_json, "-f", fmt, "-o", str(out / f"doctor.{fmt}"))
+        cli(f"fleet {fmt}", "diff", base_json, str(fleet), "-f", fmt, "-o", str(out / f"fleet.{fmt}"))
+        cli(f"diff stdout {fmt}", "diff", base_json, target_json, "-f", fmt, "--verbose")
+    cli("diff junit", "diff", base_json, target_json, "--junit", str(out / "diff-junit.xml"))
+    cli("doctor junit", "doctor", base_json, "--junit", str(out / "doctor-junit.xml"))
+    cli(
+        "gate",
+        "gate",
+        base_json,
+        "--no-imports",
+        "-f",
+        "html",
+        "-o",
+        str(out / "gate.html"),
+        "--junit",
+        str(out / "gate.xml"),
+    )
+
+    # A cluster report: two ranks' payloads as they arrive (unredacted), diffed against the base.
+    from envcheck.cluster.report import Environments, JobView, build
+    from envcheck.diff.policy import Policy
+    from envcheck.manifest.io import load
+    from envcheck.report import render
+
+    environments = Environments()
+    environments.add("node-" + PLANTED["label"], 0, target)
+    environments.add("node-b", 1, base)
+    job = JobView(world_size=2, environments=environments, problems=(), collectives={}, members=(0, 1))
+    for against in (None, ("base.json", load(base_json))):
+        report = build(job, against, Policy())
+        for fmt in FORMATS:
+            printed[f"cluster {fmt} {against is None}"] = render(
+                report.findings,
+                fmt,
+                title=report.title,
+                fail_on="error",
+                rules=report.rules,
+                groups=report.groups,
+                member=report.member,
+                verbose=True,
+            )
+
+    written = {p.name: p.read_text(encoding="utf-8") for p in out.iterdir()}
+    assert len(written) == 3 * len(FORMATS) + 4, sorted(written)
+    leaks = [
+        f"{secret} in {where}"
+        for where, text in [*printed.items(), *written.items()]
+        for secret in UNREDACTED_SECRETS
+        if secret in text
+    ]
+    assert not leaks, leaks
+    # The canary-bearing strings arrived, redacted: the reports quote the index URL, the requirement, the
+    # variable and the label (the test cannot pass because nothing was reported).
+    everything = "\n".join([*printed.values(), *written.values()])
+    for arrived in ("mirror.corp.example", "private-dep", "TORCH_ACCESS_KEY", "prod-box", REDACTED):
+        assert arrived in everything, arrived
+    assert "mirror.corp.example" in written["diff.text"] and REDACTED in written["diff.text"]

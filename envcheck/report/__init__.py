@@ -7,6 +7,7 @@ formatter; the format modules (and rich, for coloured text) are imported only wh
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -50,12 +51,23 @@ def render(
 
     Every string that came from a manifest or a finding (title included) is escaped for the format:
     nothing in a report can drive a terminal, inject HTML or make the XML ill-formed, and every report
-    encodes as UTF-8 (lone surrogates are shown as ``\\uXXXX``). Raises ``ValueError`` for an unknown
-    format, nothing else.
+    encodes as UTF-8 (lone surrogates are shown as ``\\uXXXX``). Before that, every such string passes the
+    credential redactor (``envcheck.redact``): a manifest envcheck did not write (an older release's, a
+    hand-edited one, a cluster rank's payload) may hold a secret, and no format may carry it. Raises
+    ``ValueError`` for an unknown format, nothing else.
     """
+    from envcheck.redact import redact_text
     from envcheck.report.interface import DEFAULT_WIDTH, NO_DIFFERENCES, ReportContext
 
     formatter = (fmt if isinstance(fmt, FormatName) else FormatName.parse(fmt)).formatter()
+    findings = redacted(findings)
+    title = redact_text(title)
+    policy = redact_text(policy) if policy is not None else None
+    nothing_found = redact_text(nothing_found) if nothing_found is not None else None
+    groups = [
+        dataclasses.replace(g, name=redact_text(g.name), members=tuple(redact_text(m) for m in g.members))
+        for g in groups
+    ]
     ordered = sorted(findings, key=lambda f: f.sort_key())
     if rules is None:
         from envcheck.findings import rule_ids
@@ -76,4 +88,33 @@ def render(
     return formatter.render(ordered, context)
 
 
-__all__ = ["FORMATS", "FormatName", "render"]
+_TEXT_FIELDS = ("subject", "message", "remedy", "base", "target", "intended", "machine")
+
+
+def redacted(findings: Sequence[Finding]) -> list[Finding]:
+    """``findings`` with every credential taken out of their strings (``envcheck.redact.redact_text``);
+    a consequence's ``caused_by`` follows its root's key as redacted, so the report still folds it."""
+    from envcheck.redact import redact_text
+
+    out: list[Finding] = []
+    keys: dict[str, str] = {}
+    for f in findings:
+        changes = {
+            name: clean
+            for name in _TEXT_FIELDS
+            if (value := getattr(f, name)) is not None and (clean := redact_text(value)) != value
+        }
+        g = dataclasses.replace(f, **changes) if changes else f  # type: ignore[arg-type]
+        keys[f.key] = g.key
+        out.append(g)
+    result = []
+    for f in out:
+        cause = f.caused_by
+        if cause is not None and (fixed := keys.get(cause) or redact_text(cause)) != cause:
+            result.append(dataclasses.replace(f, caused_by=fixed))
+        else:
+            result.append(f)
+    return result
+
+
+__all__ = ["FORMATS", "FormatName", "redacted", "render"]

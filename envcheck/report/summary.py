@@ -1,19 +1,21 @@
 """A human summary of one manifest (``envcheck show``, and the lines ``envcheck snapshot`` prints).
 
-A manifest is untrusted input: every value it supplies is printed through ``escape.one_line`` (shown as
-``_v``/``_n`` below), so a label or path holding escape sequences, newlines or lone surrogates prints as
-visible data on one line and never drives the reader's terminal.
+A manifest is untrusted input: every value it supplies is redacted and printed through
+``escape.one_line`` (shown as ``_v``/``_n`` below), so a label or path holding escape sequences, newlines
+or lone surrogates prints as visible data on one line and never drives the reader's terminal.
 """
 
 from __future__ import annotations
 
 from envcheck.escape import one_line
 from envcheck.manifest.model import Manifest, ProbeOutcome
+from envcheck.redact import redact_text
 
 
 def _v(value: object) -> str:
-    """A manifest value for a summary line: escaped, on one line; ``None`` as ``?``."""
-    return "?" if value is None else one_line(str(value))
+    """A manifest value for a summary line: redacted (a manifest envcheck did not write may hold a
+    credential), escaped, on one line; ``None`` as ``?``."""
+    return "?" if value is None else one_line(redact_text(str(value)))
 
 
 def _n(value: float) -> str:

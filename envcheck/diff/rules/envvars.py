@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from envcheck.diff.rules.base import difference_rule
 from envcheck.findings import Finding, Rule, Severity
 from envcheck.manifest.model import Manifest
+from envcheck.redact import REDACTED, is_secret_name
 from envcheck.target.environment import CALLER_SHELL
 
 FAMILY = "environment variables"
@@ -65,6 +66,10 @@ def var_changed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
         bv, tv = b.get(name), t.get(name)
         if bv == tv:
             continue
+        if is_secret_name(name):
+            # A manifest envcheck did not write may hold a credential under its name: the values differ,
+            # and neither is shown.
+            bv, tv = (None if v is None else REDACTED for v in (bv, tv))
         if name == "PATH" and bv and tv and _same_path(base, target, bv, tv):
             continue
         yield rule.finding(
