@@ -1,0 +1,135 @@
+"""The README's story end to end: a Linux dev manifest gated on the customer's Windows machine.
+
+The dev manifest is a real snapshot of this test environment on Linux (torch 2.13.0+cpu). The customer's
+machine is Wine with the official embeddable CPython and the torch 2.13.0 Windows wheel, in a prefix of
+this module's own whose System32 holds none of the VC++ redistributable's DLLs and whose registry has no
+record of it, as on a Windows machine where it was never installed (Wine's builtin copies are kept out with
+``wine.NO_VC_RUNTIME``). envcheck itself runs there too, under the tool's embeddable CPython.
+
+Wine 8 cannot finish ``import torch`` even with the runtime (Intel OpenMP's ``OMP: System error #120``), so
+with the runtime present what is asserted is that the missing-runtime root cause is gone, not that the
+import succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import wine
+from wine import Wine, windows_path
+
+from .conftest import WinPython, run_envcheck
+
+pytestmark = [pytest.mark.windows, pytest.mark.slow]
+
+VC_KEY = r"HKLM\SOFTWARE\Microsoft\VisualStudio\14.0\VC\Runtimes\x64"
+VC_FILES = ("msvcp140*.dll", "vcruntime140*.dll", "concrt140.dll", "vcomp140.dll")
+ROOT = "ENV-WIN-DLL-NOT-FOUND:MSVCP140.dll"
+
+
+def system32(machine: Wine) -> Path:
+    return machine.prefix / "drive_c" / "windows" / "system32"
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wine]:
+    """The customer's machine: a prefix without the VC++ redistributable (no DLLs, no registry key)."""
+    session = wine.make_wine(tmp_path_factory.mktemp("seed-wine") / "prefix")
+    for pattern in VC_FILES:
+        for path in system32(session).glob(pattern):
+            path.unlink()
+    session.run(["reg", "delete", VC_KEY, "/f"], timeout=60)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="module")
+def dev_manifest(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The dev box's manifest: this (Linux) test environment, torch 2.13.0+cpu, snapshotted by envcheck."""
+    out = tmp_path_factory.mktemp("dev") / "dev.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "envcheck", "snapshot", "-o", str(out), "--label", "dev", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    manifest = json.loads(out.read_text(encoding="utf-8"))
+    assert manifest["platform"]["system"] == "Linux"
+    assert manifest["torch"]["static"]["version"].startswith("2.13.0")
+    return out
+
+
+def gate(machine: Wine, tool: WinPython, customer: WinPython, dev: Path) -> tuple[int, list[dict]]:
+    done = run_envcheck(
+        machine,
+        tool,
+        ["gate", windows_path(dev), "--python", customer.windows, "--format", "json", "--timeout", "240"],
+        env={"COLUMNS": "120"},
+        timeout=400,
+    )
+    assert "Traceback (most recent call last)" not in done.stdout + done.stderr, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    return done.returncode, report["findings"]
+
+
+def test_gate_without_the_redistributable(
+    machine: Wine, tool: WinPython, customer: WinPython, dev_manifest: Path
+) -> None:
+    """Exit 1; the first root cause is MSVCP140.dll, needed by c10.dll, with the redistributable and its
+    minimum as the remedy; the failed import torch is a consequence under it, never a second root."""
+    code, findings = gate(machine, tool, customer, dev_manifest)
+    assert code == 1
+    roots = [f for f in findings if f["caused_by"] is None]
+    first = roots[0]
+    assert first["id"] == ROOT, [f["id"] for f in roots[:5]]
+    assert first["severity"] == "error"
+    assert "needed by c10.dll" in first["message"]
+    assert "is found nowhere the loader looks" in first["message"]
+    assert "not installed (no redistributable registry key; no System32\\msvcp140.dll)" in first["message"]
+    remedy = first["remedy"]
+    assert "Microsoft Visual C++ 2015-2022 Redistributable (x64), 14.42 or newer" in remedy
+    assert "c10.dll was built with MSVC 14.42" in remedy
+    assert "winget install --exact --id Microsoft.VCRedist.2015+.x64" in remedy
+    by_id = {f["id"]: f for f in findings}
+    # The failed import, seen by the probe, the smoke suite and its import check: one failure, under the root.
+    assert by_id["ENV-PROBE-FAILED:import torch"]["caused_by"] == ROOT
+    assert by_id["VERIFY-IMPORT:import torch"]["caused_by"] == ROOT
+    assert not any(f["rule"] == "ENV-PROBE-FAILED" for f in roots)
+    # The static tree's VC++ runtime requirements are the same redistributable: folded under it.
+    for f in findings:
+        if f["rule"] in ("ENV-NATIVE-REQUIRES", "ENV-NATIVE-MISSING") and "140" in f["subject"]:
+            assert f["caused_by"] == ROOT, f
+    # The platform and version differences are beside it, after it.
+    assert any(f["rule"] == "ENV-PLATFORM-OS" for f in roots)
+    assert roots.index(by_id["ENV-PLATFORM-OS:platform"]) > 0
+
+
+def test_gate_with_the_runtime_dlls(
+    machine: Wine, tool: WinPython, customer: WinPython, dev_manifest: Path, vc_runtime: Path
+) -> None:
+    """Microsoft's runtime DLLs (msvc-runtime) in System32, as the redistributable installs them: the
+    missing-runtime root cause is gone (Wine 8 still cannot finish the import: OMP: System error #120)."""
+    copied = []
+    for dll in sorted(vc_runtime.glob("*.dll")):
+        target = system32(machine) / dll.name.lower()
+        shutil.copy(dll, target)
+        copied.append(target)
+    try:
+        code, findings = gate(machine, tool, customer, dev_manifest)
+    finally:
+        for path in copied:
+            path.unlink()
+    assert not any(f["rule"] == "ENV-WIN-DLL-NOT-FOUND" for f in findings), [
+        f["message"] for f in findings if f["rule"] == "ENV-WIN-DLL-NOT-FOUND"
+    ]
+    assert code == 1  # still Linux against Windows, and the import that Wine cannot finish
