@@ -37,10 +37,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from envcheck.deadline import DeadlineExpired
 from envcheck.errors import EnvcheckError, ManifestError
 from envcheck.findings import Finding
 
 if TYPE_CHECKING:
+    from envcheck.deadline import Deadline
     from envcheck.manifest.model import Manifest
 
 
@@ -258,25 +260,41 @@ class _Runner:
             )
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        if self._pool is None:
+            return
+        if kind is not None:
+            # Stopped (the deadline, an interrupt): the workers' chunks in flight are not waited for.
+            for process in list((getattr(self._pool, "_processes", None) or {}).values()):
+                process.kill()
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[Any]:
+    def map(
+        self, fn: Callable[[Any], Any], items: Sequence[Any], deadline: Deadline | None = None
+    ) -> Iterator[Any]:
+        """``fn`` over ``items``, in order; with ``deadline``, waiting for a result past it raises
+        ``TimeoutError``."""
         if self._pool is None or len(items) <= 1:
             return map(fn, items)
         # Chunks amortise the round trips; a few per worker keep the load balanced.
         chunk = max(1, min(64, len(items) // (self.jobs * 8)))
-        return iter(self._pool.map(fn, items, chunksize=chunk))
+        timeout = deadline.remaining() if deadline is not None else None
+        return iter(self._pool.map(fn, items, chunksize=chunk, timeout=timeout))
 
 
 def diff_files(
-    base: Manifest, base_fingerprint: str, paths: Sequence[str], *, jobs: int | None = None
+    base: Manifest,
+    base_fingerprint: str,
+    paths: Sequence[str],
+    *,
+    jobs: int | None = None,
+    deadline: Deadline | None = None,
 ) -> Fleet:
     """Diff every manifest file in ``paths`` against ``base`` (whose fingerprint is ``base_fingerprint``),
     each distinct environment once, on ``jobs`` processes (default: every usable CPU). Never raises for a
     bad file: it goes to ``Fleet.unreadable``. ``paths`` are taken once each, in order. Raises
-    ``EnvcheckError`` when a worker process is killed."""
+    ``EnvcheckError`` when a worker process is killed, and ``DeadlineExpired`` (naming how many files were
+    read and environments diffed) once ``deadline`` passes: the workers still at it are cancelled."""
     global _BASE  # noqa: PLW0603 - the workers inherit it through fork, not through a pickle
 
     unique = list(dict.fromkeys(paths))
@@ -284,12 +302,15 @@ def diff_files(
     by_fingerprint: dict[str, list[tuple[str, str | None]]] = {}
     labels: Counter[str] = Counter()
     unreadable: list[ManifestError] = []
+    results: dict[str, tuple[Finding, ...] | _Problems] = {}
     _BASE = base
     from concurrent.futures.process import BrokenProcessPool
 
     try:
         with _Runner(workers) as runner:
-            for scanned in runner.map(_scan, unique):
+            for read, scanned in enumerate(runner.map(_scan, unique, deadline)):
+                if deadline is not None:
+                    deadline.check("reading the fleet", f"{read} of {len(unique)} manifests read")
                 if scanned.error is not None:
                     unreadable.append(scanned.error.error())
                     continue
@@ -298,7 +319,17 @@ def diff_files(
                 if scanned.label:
                     labels[scanned.label] += 1
             jobs_ = [(members[0][0], fp) for fp, members in by_fingerprint.items() if fp != base_fingerprint]
-            results = dict(zip((fp for _, fp in jobs_), runner.map(_diff_file, jobs_), strict=True))
+            for (_, fp), result in zip(jobs_, runner.map(_diff_file, jobs_, deadline), strict=True):
+                if deadline is not None:
+                    deadline.check("diffing the fleet", f"{len(results)} of {len(jobs_)} environments diffed")
+                results[fp] = result
+    except TimeoutError as e:  # a worker's result did not come by the deadline
+        assert deadline is not None
+        raise DeadlineExpired(
+            "reading and diffing the fleet",
+            deadline,
+            f"{len(by_fingerprint)} environments read, {len(results)} diffed",
+        ) from e
     except BrokenProcessPool as e:  # a worker was killed (the OOM killer, a signal): no result to report
         raise EnvcheckError(
             f"a worker of the fleet diff ended abruptly ({e})", tip="Run again; check the machine's memory."

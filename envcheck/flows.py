@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from envcheck.findings import Finding, MachineGroup, rule_ids
 
 if TYPE_CHECKING:
+    from envcheck.deadline import Deadline
     from envcheck.diff.policy import Policy
     from envcheck.fleet import Fleet
     from envcheck.manifest.model import Manifest
@@ -63,10 +64,16 @@ def finish(
     )
 
 
-def diff(base_name: str, base: Manifest, targets: Sequence[tuple[str, Manifest]], policy: Policy) -> Report:
+def diff(
+    base_name: str,
+    base: Manifest,
+    targets: Sequence[tuple[str, Manifest]],
+    policy: Policy,
+    deadline: Deadline | None = None,
+) -> Report:
     """``envcheck diff``: each target against ``base`` (difference rules) and alone (single rules). One
     target gives its findings as they are; several make a fleet report (``diff_fleet``), each distinct
-    environment diffed once."""
+    environment diffed once. Raises ``DeadlineExpired`` once ``deadline`` passes between two rules."""
     if len(targets) != 1:
         from envcheck import fleet
 
@@ -76,7 +83,7 @@ def diff(base_name: str, base: Manifest, targets: Sequence[tuple[str, Manifest]]
     name, target = targets[0]
     return finish(
         f"envcheck diff: {base_name} → {name}",
-        engine.diff_and_doctor(base, target),
+        engine.diff_and_doctor(base, target, deadline),
         policy,
         rules=rule_ids("difference", "single"),
     )
@@ -176,12 +183,15 @@ def _group_name(members: Sequence[str], taken: set[str]) -> str:
     return unique
 
 
-def doctor(name: str, manifest: Manifest, policy: Policy) -> Report:
-    """``envcheck doctor``: the traps of one environment, no baseline."""
+def doctor(name: str, manifest: Manifest, policy: Policy, deadline: Deadline | None = None) -> Report:
+    """``envcheck doctor``: the traps of one environment, no baseline (``deadline``: see ``diff``)."""
     from envcheck.diff import engine
 
     return finish(
-        f"envcheck doctor: {name}", engine.doctor(manifest), policy, rules=rule_ids("difference", "single")
+        f"envcheck doctor: {name}",
+        engine.doctor(manifest, deadline=deadline),
+        policy,
+        rules=rule_ids("difference", "single"),
     )
 
 

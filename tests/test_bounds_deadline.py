@@ -8,6 +8,7 @@ under ``tests/hostile.py`` (300 MB, the deadline + 5 s)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -120,3 +121,79 @@ def test_the_probes_runner_still_exports_the_deadline() -> None:
 
     assert runner.Deadline is Deadline
     assert sys.modules["envcheck.deadline"].Deadline is Deadline
+
+
+TWIN = Path(__file__).parent / "data" / "manifests" / "twin-a.json"
+
+
+@pytest.mark.slow
+def test_diff_and_doctor_stop_between_rules_at_the_deadline() -> None:
+    from envcheck import flows
+    from envcheck.diff.policy import Policy
+    from envcheck.manifest.io import load
+
+    manifest = load(TWIN)
+    passed = Deadline(at=0.0, seconds=3)
+    with pytest.raises(DeadlineExpired, match=r"\(--timeout 3 s\) passed while diffing \(before rule \S+\)"):
+        flows.diff("a", manifest, [("b", manifest)], Policy(), passed)
+    with pytest.raises(DeadlineExpired, match=r"while running the single-environment rules \(before rule"):
+        flows.doctor("a", manifest, Policy(), passed)
+    assert flows.doctor("a", manifest, Policy(), Deadline.after(600)).title.startswith("envcheck doctor")
+
+
+def test_a_fleet_stops_reading_at_the_deadline(tmp_path: Path) -> None:
+    from envcheck.fleet import base_document, diff_files
+
+    base, fingerprint = base_document(str(TWIN))
+    with pytest.raises(DeadlineExpired, match=r"while reading the fleet \(0 of 2 manifests read\)"):
+        diff_files(
+            base,
+            fingerprint,
+            [str(TWIN), str(TWIN.with_name("twin-b.json"))],
+            jobs=1,
+            deadline=Deadline(at=0.0, seconds=1),
+        )
+
+
+def _fleet(folder: Path, count: int, lines: int) -> Path:
+    folder.mkdir()
+    data = json.loads(TWIN.read_text(encoding="utf-8"))
+    for k in range(count):
+        data["packages"][0]["requires"] = [f"pkg{k}x{i}>=1.0" for i in range(lines)]
+        (folder / f"m{k:04d}.json").write_text(json.dumps(data), encoding="utf-8")
+    return folder
+
+
+@pytest.mark.slow
+def test_a_fleet_diff_ends_at_its_timeout_with_its_workers(tmp_path: Path) -> None:
+    """400 distinct environments of 2,000 unmet requirement lines each: minutes of diffing on any machine
+    (here ~0.5 s each); at --timeout 1 the command stops, the workers' chunks in flight are not waited for
+    (they made it run 8.5 s), and it says how far it got."""
+    fleet = _fleet(tmp_path / "fleet", 400, 2000)
+    result = run_bounded(envcheck_argv("diff", "--timeout", "1", str(TWIN), str(fleet)), timeout=1)
+    assert_bounded(result, timeout=1)
+    assert result.returncode == 2, result.stderr
+    first = result.stderr.splitlines()[0]
+    assert first.startswith("error: the command's deadline (--timeout 1 s) passed while reading")
+    assert re.search(r"\(\d+ environments read, \d+ diffed\): stopped$", first), first
+
+
+def test_a_fleet_of_more_manifests_than_a_diff_reads_is_refused_unlisted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from envcheck.commands import diff
+    from envcheck.errors import UsageError
+
+    monkeypatch.setattr(diff, "MAX_FLEET_FILES", 3)
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    for k in range(4):
+        (fleet / f"{k}.json").touch()
+    with pytest.raises(UsageError, match=f"^{re.escape(str(fleet))}: more than the 3 manifests one fleet"):
+        diff.expand_targets([fleet])
+    with pytest.raises(UsageError, match="more than the 3 manifests one fleet diff reads"):
+        diff.expand_targets([Path(f"{fleet}/*.json")])
+    with pytest.raises(UsageError, match=r"^4 manifests named, more than the 3"):
+        diff.expand_targets([fleet / f"{k}.json" for k in range(4)])
+    (fleet / "3.json").unlink()
+    assert len(diff.expand_targets([fleet])[0]) == 3

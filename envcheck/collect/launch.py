@@ -53,7 +53,8 @@ def start_probes(options: SnapshotOptions) -> Probes:
     """
     python = resolve_python(options.python)
     started = time.monotonic()
-    deadline = Deadline.after(options.timeout)
+    # The command's own deadline when it made one (``SnapshotOptions.deadline``), else --timeout from now.
+    deadline = options.deadline or Deadline.after(options.timeout)
     runtime = start_target(python, args=["runtime"], deadline=deadline) if options.probe else None
     try:
         facts = start_target(python, args=["facts"], timeout=FACTS_TIMEOUT, deadline=deadline)

@@ -14,6 +14,7 @@ from envcheck.errors import EnvcheckError
 from envcheck.outputs import Destination
 
 if TYPE_CHECKING:
+    from envcheck.deadline import Deadline
     from envcheck.flows import Report
     from envcheck.manifest.model import Manifest
     from envcheck.report.options import ReportFormatChoice, SeverityChoice
@@ -97,27 +98,31 @@ TimeoutOption = Annotated[
     typer.Option(
         "--timeout",
         min=1.0,
-        help="A hard deadline in seconds for all work in the target (every probe, check and rerun); "
-        "at it the target's whole process session is killed.",
+        help="A hard deadline in seconds for the command: all work in the target (every probe, check and "
+        "rerun), whose whole process session is killed at it, and envcheck's own hashing of what the target "
+        "names (diff and doctor: their rules too).",
         envvar="ENVCHECK_TIMEOUT",
     ),
 ]
 
 
 def snapshot_this_machine(
-    python: str | None, timeout: float, progress: Callable[[str], None] | None = None
+    python: str | None,
+    timeout: float,
+    progress: Callable[[str], None] | None = None,
+    deadline: Deadline | None = None,
 ) -> Manifest:
     """A fresh snapshot (no smoke suite) of ``python`` or this interpreter: what diff, doctor, gate check.
     ``progress`` is told each step (``envcheck.commands.progress``). Every native file a RECORD lists is
     checked against its RECORD sha256 (through the hash cache: cheap once warm) unless
-    ``ENVCHECK_INTEGRITY`` is ``0``."""
+    ``ENVCHECK_INTEGRITY`` is ``0``. ``deadline``: the command's (default: ``timeout`` from now)."""
     from envcheck.collect.launch import SnapshotOptions
     from envcheck.collect.snapshot import take_snapshot
     from envcheck.native import scan_for_snapshot
 
     integrity = os.environ.get("ENVCHECK_INTEGRITY", "").strip().lower() not in ("0", "false", "no", "off")
     return take_snapshot(
-        SnapshotOptions(python=python, timeout=timeout, integrity=integrity),
+        SnapshotOptions(python=python, timeout=timeout, integrity=integrity, deadline=deadline),
         native=scan_for_snapshot,
         progress=progress,
     )

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -32,6 +33,7 @@ from envcheck.report.options import (
 )
 
 if TYPE_CHECKING:
+    from envcheck.deadline import Deadline
     from envcheck.diff.policy import Policy
     from envcheck.manifest.model import Manifest
 
@@ -128,13 +130,15 @@ def diff(
     """
     from envcheck import flows
     from envcheck.commands.progress import progress
+    from envcheck.deadline import Deadline
     from envcheck.manifest.io import load
 
+    deadline = Deadline.after(timeout)  # the whole command's, from its start
     check_outputs(output, junit)
     rules_policy = load_rules_policy(policy, no_policy)
     paths, folders = expand_targets(targets or [])
     if len(paths) > 1 or folders:
-        _diff_fleet(base, paths, rules_policy, fmt, output, fail_on, junit, verbose)
+        _diff_fleet(base, paths, rules_policy, fmt, output, fail_on, junit, verbose, deadline)
         return
     base_manifest = load(base)
     if paths:  # one pair: both named by label, or both by path
@@ -143,10 +147,10 @@ def diff(
         named = [(target_name, target)]
     else:
         with progress("diff", quiet=quiet) as step:
-            live = snapshot_this_machine(python, timeout, step)
+            live = snapshot_this_machine(python, timeout, step, deadline=deadline)
         named = [(_live(live), live)]
         base_name = name(base, base_manifest)
-    report = flows.diff(base_name, base_manifest, named, rules_policy)
+    report = flows.diff(base_name, base_manifest, named, rules_policy, deadline)
     if not paths:
         from envcheck.commands import slips
 
@@ -166,6 +170,7 @@ def _diff_fleet(
     fail_on: SeverityChoice,
     junit: Path | None,
     verbose: bool,
+    deadline: Deadline,
 ) -> None:
     """Several targets: streamed and grouped (``envcheck.fleet``). Each manifest that cannot be read is
     named on stderr, one line each, after the others' report; the run then exits 2."""
@@ -175,7 +180,7 @@ def _diff_fleet(
     from envcheck.redact import redact_text
 
     base_manifest, base_fingerprint = base_document(str(base))
-    fleet = diff_files(base_manifest, base_fingerprint, paths)
+    fleet = diff_files(base_manifest, base_fingerprint, paths, deadline=deadline)
     names = [m for e in fleet.environments for m in e.members]
     given = set(paths)
     base_name = _base_name(base, base_manifest, names, by_label=any(n not in given for n in names))
@@ -193,6 +198,9 @@ def _diff_fleet(
 
 # A TARGET that is no file but holds one of these is a pattern (quoted, so that the shell left it alone).
 _GLOB_CHARS = frozenset("*?[")
+# The manifests one fleet diff reads (docs/guarantees.md): a folder or a pattern is listed up to one past
+# it, never whole, so a folder of a million files costs no more than this many names.
+MAX_FLEET_FILES = 50_000
 
 
 def expand_targets(targets: Sequence[Path]) -> tuple[list[str], bool]:
@@ -211,11 +219,8 @@ def expand_targets(targets: Sequence[Path]) -> tuple[list[str], bool]:
             expanded = True
             try:
                 with os.scandir(text) as entries:
-                    found = sorted(
-                        str(target / e.name)
-                        for e in entries
-                        if e.name.endswith(".json") and not e.name.startswith(".")
-                    )
+                    named = (e.name for e in entries if e.name.endswith(".json") and e.name[0] != ".")
+                    found = sorted(str(target / n) for n in _at_most(named, MAX_FLEET_FILES - len(out), text))
             except OSError as e:
                 raise UsageError(f"{text}: cannot list the folder: {e.strerror or e}") from e
             if not found:
@@ -231,13 +236,23 @@ def expand_targets(targets: Sequence[Path]) -> tuple[list[str], bool]:
         elif not os.path.lexists(text) and _GLOB_CHARS & set(text):
             expanded = True
             # Path.glob takes relative patterns only; a fleet's folder is often absolute.
-            found = sorted(glob.glob(text))  # noqa: PTH207
+            found = sorted(_at_most(glob.iglob(text), MAX_FLEET_FILES - len(out), text))  # noqa: PTH207
             if not found:
                 raise UsageError(f"no file matches {text}")
             out += found
         else:
             out.append(text)
+    if len(out) > MAX_FLEET_FILES:
+        raise UsageError(f"{len(out)} manifests named, more than the {MAX_FLEET_FILES} one fleet diff reads")
     return list(dict.fromkeys(out)), expanded
+
+
+def _at_most(names: Iterator[str], left: int, where: str) -> list[str]:
+    """The first ``left`` of ``names``; raises ``UsageError`` at the next one (``MAX_FLEET_FILES``)."""
+    taken = list(itertools.islice(names, max(0, left) + 1))
+    if len(taken) > left:
+        raise UsageError(f"{where}: more than the {MAX_FLEET_FILES} manifests one fleet diff reads")
+    return taken
 
 
 @handles_errors
@@ -268,17 +283,19 @@ def doctor(
     """
     from envcheck import flows
     from envcheck.commands.progress import progress
+    from envcheck.deadline import Deadline
     from envcheck.manifest.io import load
 
+    deadline = Deadline.after(timeout)  # the whole command's, from its start
     check_outputs(output, junit)
     rules_policy = load_rules_policy(policy, no_policy)
     if manifest is not None:
         loaded = load(manifest)
-        report = flows.doctor(name(manifest, loaded), loaded, rules_policy)
+        report = flows.doctor(name(manifest, loaded), loaded, rules_policy, deadline)
     else:
         with progress("doctor", quiet=quiet) as step:
-            live = snapshot_this_machine(python, timeout, step)
-        report = flows.doctor(_live(live), live, rules_policy)
+            live = snapshot_this_machine(python, timeout, step, deadline=deadline)
+        report = flows.doctor(_live(live), live, rules_policy, deadline)
     report_findings(
         report,
         fmt=fmt,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from envcheck.findings import Finding
 
 if TYPE_CHECKING:
+    from envcheck.deadline import Deadline
     from envcheck.diff.policy import Policy
     from envcheck.findings import Rule
     from envcheck.manifest.model import Manifest
@@ -37,11 +38,12 @@ def diff(
     *,
     rules: Iterable[Rule] | None = None,
     policy: Policy | None = None,
+    deadline: Deadline | None = None,
 ) -> list[Finding]:
     """Difference rules only: what changed from ``base`` to ``target`` that matters, sorted by
     ``Finding.sort_key``. ``rules`` defaults to the whole catalog (single-environment rules in it are
     skipped); ``policy`` ignores, re-grades or marks findings intended. Pure; raises nothing for
-    well-formed manifests."""
+    well-formed manifests but ``DeadlineExpired``, checked before each rule, once ``deadline`` passed."""
     from envcheck.diff.rules.base import runs_on, views
 
     findings: list[Finding] = []
@@ -49,6 +51,8 @@ def diff(
         for rule in _rules(rules):
             # A predicted side lacks the live facts: only the rules that read none of them run.
             if rule.difference is not None and runs_on(rule, base, target):
+                if deadline is not None:
+                    deadline.check("diffing", f"before rule {rule.id}")
                 findings.extend(rule.difference(rule, base, target))
     return _finish(findings, policy)
 
@@ -58,14 +62,18 @@ def doctor(
     *,
     rules: Iterable[Rule] | None = None,
     policy: Policy | None = None,
+    deadline: Deadline | None = None,
 ) -> list[Finding]:
-    """Single-environment rules only: traps in one environment that need no baseline, sorted."""
+    """Single-environment rules only: traps in one environment that need no baseline, sorted (see ``diff``
+    for ``deadline``)."""
     from envcheck.diff.rules.base import runs_on, views
 
     findings: list[Finding] = []
     with views(manifest):
         for rule in _rules(rules):
             if rule.single is not None and runs_on(rule, manifest):
+                if deadline is not None:
+                    deadline.check("running the single-environment rules", f"before rule {rule.id}")
                 findings.extend(rule.single(rule, manifest))
     return _finish(findings, policy)
 
@@ -81,10 +89,10 @@ def beside_a_base(findings: Iterable[Finding]) -> list[Finding]:
     return [f for f in findings if f.rule not in DOCTOR_ONLY]
 
 
-def diff_and_doctor(base: Manifest, target: Manifest) -> list[Finding]:
+def diff_and_doctor(base: Manifest, target: Manifest, deadline: Deadline | None = None) -> list[Finding]:
     """What ``envcheck diff`` and ``gate`` report of one target: the difference rules against ``base``,
     then the target's own single rules (``beside_a_base``), sharing one view of each manifest."""
     from envcheck.diff.rules.base import views
 
     with views(base, target):
-        return diff(base, target) + beside_a_base(doctor(target))
+        return diff(base, target, deadline=deadline) + beside_a_base(doctor(target, deadline=deadline))
