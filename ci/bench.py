@@ -7,7 +7,9 @@ Runs N alternating repetitions of each command (alternating, so a noisy neighbou
 in the target environment, prints the median wall time of each, and the ratios the budgets are written in:
 
     full snapshot            <= 1.10 x  python -c "import torch"   (--no-verify; with goldens: reported)
-    predict (warm cache)     <= 1.50 x  pip install --dry-run --report of the same set
+    predict (warm cache, --resolver pip) <= 1.10 x  pip install --dry-run --report of the same set
+    predict (warm cache, --resolver uv)  <= 2 s   (uv pip compile of the same set: reported beside it;
+        both resolvers cold, with an empty wheel cache, once each: reported)
     snapshot --no-probe      <= 0.80 x  pip freeze
     diff (500 pkgs, 500 libs) <= 0.25 s (CLI start included)
     verify (CPU suite)       <= import torch + 5 s   (--no-imports; the default, with the imports: reported)
@@ -133,21 +135,37 @@ def predict_commands(work: Path, ec: Sequence[str]) -> dict[str, list[str]]:
     constraints, target options and markers), and ``envcheck predict`` itself."""
     from envcheck.manifest.io import load
     from envcheck.predict import IndexOptions, parse_target
-    from envcheck.predict.resolve import pip_command
+    from envcheck.predict.resolve import pip_command, uv_command
+    from envcheck.predict.uv import uv_platform
 
     target = parse_target("win_amd64", "3.11")
     anchor = pip_command(load(PREDICT_MANIFEST), target, IndexOptions(), work / "predict-anchor")
     predict = [*ec, "predict", str(PREDICT_MANIFEST), "--platform", "win_amd64", "--python-version", "3.11"]
-    return {"pip dry-run report": anchor, "predict (warm)": [*predict, "--quiet"]}
+    commands = {
+        "pip dry-run report": anchor,
+        "predict (warm, pip)": [*predict, "--quiet", "--resolver", "pip"],
+    }
+    try:  # uv: the envcheck[uv] extra or uv on PATH
+        uv = uv_command(load(PREDICT_MANIFEST), target, IndexOptions(), work / "predict-uv-anchor")
+    except Exception as e:  # no uv: its lines are left out, saying why
+        print(f"note: uv lines skipped ({e})", file=sys.stderr)
+        return commands
+    extra = (uv_platform(target) or ("", {}))[1]
+    commands["uv pip compile"] = ["env", *(f"{k}={v}" for k, v in extra.items()), *uv]
+    commands["predict (warm, uv)"] = [*predict, "--quiet", "--resolver", "uv"]
+    return commands
 
 
-def predict_cold(work: Path, ec: Sequence[str]) -> float:
-    """One ``envcheck predict`` with an empty wheel cache (downloads and scans included)."""
-    env = {**ENV, "XDG_CACHE_HOME": str(work / "cold-cache")}
+def predict_cold(work: Path, ec: Sequence[str], resolver: str) -> tuple[float, float]:
+    """One ``envcheck predict`` with an empty wheel cache (downloads and scans included): wall and CPU
+    seconds. The resolver's own caches (pip's HTTP cache, uv's) stay as they are."""
+    env = {**ENV, "XDG_CACHE_HOME": str(work / f"cold-cache-{resolver}")}
     argv = [*ec, "predict", str(PREDICT_MANIFEST), "--platform", "win_amd64", "--python-version", "3.11"]
+    argv += ["--resolver", resolver]
+    cpu = _children_cpu()
     start = time.perf_counter()
     subprocess.run(argv, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, _children_cpu() - cpu
 
 
 def integrity_commands(work: Path, ec: Sequence[str], py: str) -> dict[str, list[str]]:
@@ -326,9 +344,18 @@ def main() -> int:
         right = found == sorted(sorted(labels) for labels in fleet_truth.values())
         missed |= not right
         print(f"fleet diff: {len(found)} groups, {'as synthesized' if right else 'NOT as synthesized'}")
-    if "predict (warm)" in medians and "pip dry-run report" in medians:
-        ratio = medians["predict (warm)"] / medians["pip dry-run report"]
-        budgets.append(("predict (warm) / pip dry-run report", ratio, 1.50, "x"))
+    if "predict (warm, pip)" in medians and "pip dry-run report" in medians:
+        ratio = medians["predict (warm, pip)"] / medians["pip dry-run report"]
+        budgets.append(("predict (warm, pip) / pip dry-run", ratio, 1.10, "x"))
+        pip_cpu = statistics.median(CPU["predict (warm, pip)"]) / statistics.median(CPU["pip dry-run report"])
+        budgets.append(("  the same in CPU time", pip_cpu, float("inf"), "x"))
+    if "predict (warm, uv)" in medians:
+        budgets.append(("predict (warm, uv) (seconds)", medians["predict (warm, uv)"], 2.0, "s"))
+        uv_cpu = statistics.median(CPU["predict (warm, uv)"])
+        budgets.append(("  its CPU time (s)", uv_cpu, float("inf"), "s"))
+        if "uv pip compile" in medians:
+            ratio = medians["predict (warm, uv)"] / medians["uv pip compile"]
+            budgets.append(("predict (warm, uv) / uv pip compile", ratio, float("inf"), "x"))
     if "verify (CPU)" in medians and "import torch" in medians:
         extra = medians["verify (CPU)"] - medians["import torch"]
         budgets.append(("verify - import torch (seconds)", extra, 5.0, "s"))
@@ -364,8 +391,12 @@ def main() -> int:
             extra = walk[name] - walk["walk"]
             budgets.append((label, extra / medians["import torch"], limit, "x"))
 
-    if "predict (warm)" in medians and "predict (cold)" not in args.skip:
-        print(f"\npredict (cold cache, once): {predict_cold(work, ec):.3f} s")
+    if "predict (cold)" not in args.skip:
+        for resolver in ("pip", "uv"):
+            if f"predict (warm, {resolver})" in medians:
+                wall, cold_cpu = predict_cold(work, ec, resolver)
+                shown = f"{wall:.3f} s, cpu {cold_cpu:.3f} s"
+                print(f"\npredict --resolver {resolver} (cold wheel cache, once): {shown}")
 
     print("\nbudgets:")
     for label, value, limit, unit in budgets:

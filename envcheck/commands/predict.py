@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from envcheck.commands._common import check_outputs, handles_errors, report_findings
+from envcheck.deadline import Deadline
 from envcheck.errors import UsageError
 from envcheck.report.options import (
     FailOnOption,
@@ -22,7 +23,7 @@ from envcheck.report.options import (
 )
 
 if TYPE_CHECKING:
-    pass
+    from envcheck.manifest.model import Manifest
 
 
 @handles_errors
@@ -72,7 +73,13 @@ def predict(
         ),
     ] = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds each pip run may take.", envvar="ENVCHECK_TIMEOUT")
+        float,
+        typer.Option(
+            "--timeout",
+            help="Seconds the whole command may take: every pip or uv run, download and scan gets what is "
+            "left; at the deadline it stops, names the step and exits 2.",
+            envvar="ENVCHECK_TIMEOUT",
+        ),
     ] = 600.0,
     fmt: FormatOption = ReportFormatChoice.text,
     output: OutputOption = None,
@@ -101,13 +108,16 @@ def predict(
     from envcheck import flows
     from envcheck.commands.diff import load_rules_policy
     from envcheck.commands.progress import progress
-    from envcheck.manifest.io import load
-    from envcheck.manifest.io import save as save_manifest
+    from envcheck.manifest.io import load, write_atomic
     from envcheck.predict import IndexOptions, parse_target
     from envcheck.predict import predict as run_prediction
+    from envcheck.predict.fetch import WheelCache
 
     if resolver not in ("pip", "uv", "auto"):
         raise UsageError(f"--resolver {resolver[:20]!a}: use pip, uv or auto")
+    if not timeout > 0:
+        raise UsageError(f"--timeout {timeout}: give a positive number of seconds")
+    deadline = Deadline.after(timeout)
     check_outputs(output, junit)
     rules_policy = load_rules_policy(policy, no_policy)
     source = load(manifest)
@@ -119,15 +129,20 @@ def predict(
         find_links=tuple(find_links or ()),
         timeout=timeout,
         resolver=resolver,
+        deadline=deadline,
     )
     with progress("predict", quiet=quiet) as step:
-        predictions = run_prediction(source, targets, options, progress=step)
+        predictions = run_prediction(
+            source, targets, options, cache=WheelCache(deadline=deadline), progress=step
+        )
+    deadline.check("writing the report", done="every target resolved, fetched and scanned")
     predicted = [(p.resolution.target.platform, p.manifest) for p in predictions]
     if save is not None:
-        for platform, predicted_manifest in predicted:
+        texts = [(platform, saved_text(m, platform)) for platform, m in predicted]
+        for platform, text in texts:
             several = len(predicted) > 1
             path = save.with_name(f"{save.stem}.{platform}{save.suffix}") if several else save
-            save_manifest(predicted_manifest, path)
+            write_atomic(path, text)
     name = str(source.meta.label or manifest)
     shown = ", ".join(t.platform for t in targets)
     report = flows.predict(
@@ -142,3 +157,22 @@ def predict(
         verbose=verbose,
         nothing_found="Nothing differs that matters.",
     )
+
+
+def saved_text(manifest: Manifest, platform: str) -> str:
+    """The predicted manifest as ``--save`` writes it: through the redactor (the wheels' requirement lines
+    and URLs come from indexes and may carry credentials), and only if ``envcheck`` can load it back (its
+    size and item limits); else ``UsageError`` and nothing is written."""
+    from envcheck.errors import ManifestError
+    from envcheck.manifest.io import dumps, loads
+    from envcheck.redact import redact_text
+
+    text = redact_text(dumps(manifest))
+    try:
+        loads(text, source=f"the predicted manifest for {platform}")
+    except ManifestError as e:
+        raise UsageError(
+            f"the predicted manifest for {platform} is not written: it would not load back ({e})",
+            tip="The wheels it holds are past envcheck's limits for a manifest; check where they come from.",
+        ) from e
+    return text

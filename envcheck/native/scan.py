@@ -24,13 +24,21 @@ from envcheck.probe.sessions import temporary_folder
 # A wheel is read member by member, and only native files and ``.dist-info/RECORD`` / ``WHEEL`` come out.
 # Every cap is named in the report when it skips a member (DESIGN §5.11). The caps leave room for real
 # wheels: torch's CUDA wheel holds ~3 GB of native files, libtorch_cuda.so alone ~1.5 GB, compressed ~2-4x.
-MAX_WHEEL_MEMBERS = 200_000
+# Members per wheel: torch's wheels hold ~13,000. The count and the size of the central directory are read
+# from its end record before the directory itself, so a wheel past either is refused unread.
+MAX_WHEEL_MEMBERS = 50_000
+MAX_DIRECTORY_BYTES = 8 * 1024**2
 MAX_MEMBER_BYTES = 4 * 1024**3
+# Native files (and RECORD / WHEEL) extracted from one wheel: torch's CUDA wheel brings a few hundred. Each
+# becomes a node of the tree, so this bounds the scan's memory; the refusals listed are bounded too.
+MAX_NATIVE_MEMBERS = 5_000
+MAX_REFUSED_LISTED = 1_000
 MAX_TOTAL_BYTES = 8 * 1024**3
-# Machine code deflates 2-5x, zero padding up to ~1000x: a member that expands more than this, once it
-# is large enough to matter, is a bomb (a 3 MB wheel expanding to 3 GB in /tmp).
+# Machine code deflates 2-5x (the real wheels' native members: at most ~6x), zero padding up to ~1000x: a
+# member over 1 MiB that expands more than this is a bomb, and a wheel never writes more than this many
+# times its own size (many small members each under the floor are a bomb too).
 MAX_RATIO = 100
-RATIO_FLOOR_BYTES = 16 * 1024**2
+RATIO_FLOOR_BYTES = 1024**2
 MAX_RECORD_BYTES = 64 * 1024**2
 _CHUNK = 1 << 20
 
@@ -70,22 +78,84 @@ def _member_name_problem(name: str) -> str | None:
     return None
 
 
-def _extract_native(wheel: Path, into: str) -> list[RefusedFile]:
+def directory_problem(wheel: Path) -> str | None:
+    """Why the zip's central directory is not read (more members than ``MAX_WHEEL_MEMBERS``, or larger than
+    ``MAX_DIRECTORY_BYTES``), from its end record alone; None when it may be read (or has no end record:
+    ``zipfile`` then says it is not a zip)."""
+    import struct
+
+    try:
+        count, directory = _directory_size(wheel)
+    except struct.error:
+        return None
+    if count > MAX_WHEEL_MEMBERS:
+        return f"{count} members, over the {MAX_WHEEL_MEMBERS} cap for a wheel (MAX_WHEEL_MEMBERS)"
+    if directory > MAX_DIRECTORY_BYTES:
+        return (
+            f"a {directory}-byte member directory, over the {MAX_DIRECTORY_BYTES}-byte cap for a wheel "
+            "(MAX_DIRECTORY_BYTES)"
+        )
+    return None
+
+
+def _directory_size(wheel: Path) -> tuple[int, int]:
+    """The member count and the central directory's size, as the end record (zip64's where used) says;
+    ``(0, 0)`` without an end record."""
+    import struct
+
+    size = wheel.stat().st_size
+    with wheel.open("rb") as f:
+        f.seek(max(0, size - (1 << 16) - 22))
+        tail = f.read()
+        at = tail.rfind(b"PK\x05\x06")
+        if at < 0 or len(tail) - at < 22:
+            return 0, 0
+        _, _, _, _, count, directory, offset, _ = struct.unpack("<4sHHHHIIH", tail[at : at + 22])
+        locator = tail.rfind(b"PK\x06\x07", 0, at)
+        if locator >= 0 and (count == 0xFFFF or directory == 0xFFFFFFFF or offset == 0xFFFFFFFF):
+            (end64,) = struct.unpack("<Q", tail[locator + 8 : locator + 16])
+            f.seek(end64)
+            record = f.read(56)
+            if len(record) == 56 and record[:4] == b"PK\x06\x06":
+                count, directory = struct.unpack("<QQ", record[32:48])
+    return int(count), int(directory)
+
+
+def _extract_native(
+    wheel: Path, into: str, *, max_total: int = MAX_TOTAL_BYTES, max_members: int = MAX_NATIVE_MEMBERS
+) -> list[RefusedFile]:
     """Only the native files and the ``.dist-info`` RECORD / WHEEL come out of the zip, member by member,
-    within the caps above; what was skipped is returned with the cap it broke.
+    within the caps above (``max_total`` and ``max_members``: the bytes and files this wheel may still
+    write, for a command's own caps over several wheels); what was skipped is returned with the cap it
+    broke (the first ``MAX_REFUSED_LISTED``, then a count).
 
     Raises ``UsageError`` when ``wheel`` is not a readable zip."""
     skipped: list[RefusedFile] = []
+    unlisted = 0
+    native = 0
 
     def skip(name: str, kind: RefusalKind, reason: str) -> None:
-        skipped.append(RefusedFile(path=name, owner="wheel", kind=kind, reason=reason))
+        nonlocal unlisted
+        if len(skipped) < MAX_REFUSED_LISTED:
+            skipped.append(RefusedFile(path=name, owner="wheel", kind=kind, reason=reason))
+        else:
+            unlisted += 1
 
     try:
+        too_large = directory_problem(wheel)
+        if too_large is not None:
+            raise UsageError(
+                f"{wheel}: {too_large}",
+                tip="A wheel this large is not scanned; unpack it yourself and scan the folder.",
+            )
+        # Past this many bytes in all, every member is refused: the wheel's size times the ratio cap.
+        allowed = min(max_total, MAX_RATIO * max(wheel.stat().st_size, RATIO_FLOOR_BYTES))
         with zipfile.ZipFile(wheel) as zf:
             infos = zf.infolist()
             if len(infos) > MAX_WHEEL_MEMBERS:
                 raise UsageError(
-                    f"{wheel}: {len(infos)} members, over the {MAX_WHEEL_MEMBERS} cap for a wheel",
+                    f"{wheel}: {len(infos)} members, over the {MAX_WHEEL_MEMBERS} cap for a wheel "
+                    "(MAX_WHEEL_MEMBERS)",
                     tip="A wheel this large is not scanned; unpack it yourself and scan the folder.",
                 )
             total = 0
@@ -101,6 +171,11 @@ def _extract_native(wheel: Path, into: str) -> list[RefusedFile]:
                 if problem is not None:
                     skip(name, "member-name", problem)
                     continue
+                native += 1
+                if native > max_members:
+                    cap = f"past the {max_members} files a wheel may bring (MAX_NATIVE_MEMBERS)"
+                    skip(name, "member-cap", cap)
+                    continue
                 declared = info.file_size
                 if declared > MAX_MEMBER_BYTES:
                     skip(name, "member-cap", f"expands to {declared} bytes, over the {MAX_MEMBER_BYTES} cap")
@@ -114,11 +189,12 @@ def _extract_native(wheel: Path, into: str) -> list[RefusedFile]:
                         f"over the {MAX_RATIO}:1 ratio cap",
                     )
                     continue
-                if total + declared > MAX_TOTAL_BYTES:
+                if total + declared > allowed:
                     skip(
                         name,
                         "member-cap",
-                        f"expands to {declared} bytes, past the {MAX_TOTAL_BYTES}-byte cap of the wheel",
+                        f"expands to {declared} bytes, past the {allowed}-byte cap of the wheel "
+                        f"({MAX_RATIO} times its size, at most {max_total})",
                     )
                     continue
                 why = _extract_member(zf, info, into)
@@ -130,6 +206,15 @@ def _extract_native(wheel: Path, into: str) -> list[RefusedFile]:
         raise UsageError(f"{wheel} is not a readable wheel: {e}") from e
     except OSError as e:
         raise UsageError(f"cannot read {wheel}: {e.strerror or e}") from e
+    if unlisted:
+        skipped.append(
+            RefusedFile(
+                path=f"{unlisted} more members",
+                owner="wheel",
+                kind="member-cap",
+                reason=f"refused too; only the first {MAX_REFUSED_LISTED} refusals are listed",
+            )
+        )
     return skipped
 
 

@@ -197,7 +197,7 @@ def _distribution(w: ResolvedWheel, native: NativeSection) -> Distribution:
         name=w.name,
         version=w.version,
         installer=None,
-        requires=list(w.requires or ()),
+        requires=[redact_text(r) for r in w.requires or ()],
         direct_url={"url": redact_text(w.url), "archive_info": {"hashes": {"sha256": w.sha256}}},
         wheel_tags=_wheel_tags(w.filename),
         location="",

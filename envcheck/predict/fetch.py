@@ -24,8 +24,10 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from envcheck import __version__
+from envcheck.deadline import Deadline
 from envcheck.errors import UsageError
 from envcheck.manifest.native import NativeSection
+from envcheck.predict import pip_entry
 from envcheck.predict.resolve import IndexOptions, ResolvedWheel, run_pip
 from envcheck.predict.target import PredictTarget
 
@@ -39,7 +41,10 @@ _STALE_S = 3600.0
 # and past this many stored trees the oldest.
 MAX_CACHE_BYTES = 32 * 1024**3
 MAX_TREES = 256
-_SCAN_FORMAT = f"envcheck-scan/{__version__}/2"
+# A stored tree larger than this is not read (it is scanned again): the largest real one, torch's CUDA set,
+# is a few MB.
+MAX_SCAN_BYTES = 32 * 1024**2
+_SCAN_FORMAT = f"envcheck-scan/{__version__}/3"  # 3: PE linker versions, the Windows load model
 
 
 def cache_root() -> Path:
@@ -69,9 +74,12 @@ class TreeScan:
 class WheelCache:
     """The wheel cache at ``root``: ``path_of`` an entry, ``fetch`` what is missing, ``scan`` each."""
 
-    def __init__(self, root: Path | None = None, *, max_bytes: int = MAX_CACHE_BYTES) -> None:
+    def __init__(
+        self, root: Path | None = None, *, max_bytes: int = MAX_CACHE_BYTES, deadline: Deadline | None = None
+    ) -> None:
         self.root = root or cache_root()
         self.max_bytes = max_bytes
+        self.deadline = deadline
 
     def entry(self, wheel: ResolvedWheel) -> Path | None:
         """Where ``wheel`` lies in the cache (whether or not it is there yet); None without a sha256."""
@@ -126,7 +134,8 @@ class WheelCache:
                 ],
                 tmp,
                 report=None,
-                timeout=options.remaining(),
+                timeout=options.remaining("downloading the wheels"),
+                deadline=options.deadline,
             )
             if result.returncode != 0:
                 last = [line for line in result.log.splitlines() if line.startswith("ERROR")][-1:]
@@ -139,33 +148,88 @@ class WheelCache:
 
     def prune(self, *, keep: Collection[Path] = ()) -> list[Path]:
         """Remove the least recently used wheels until the cache holds at most ``max_bytes`` (never one
-        in ``keep``, the entries of the current run), and the oldest trees beyond ``MAX_TREES``. Returns
-        what was removed. Never raises."""
-        import shutil
-
+        in ``keep``, the entries of the current run), and the oldest trees beyond ``MAX_TREES``. Only
+        files the ledger says envcheck wrote are removed, never through a link (a ``trees`` folder or an
+        entry replaced by a link is left alone, and so is anything else found there). Returns what was
+        removed. Never raises."""
+        ledger = self._ledger()
         entries = []
         with contextlib.suppress(OSError):
             for child in self.root.iterdir():
-                if _SHA256.fullmatch(child.name) and child.is_dir():
-                    size = sum(f.stat().st_size for f in child.iterdir() if f.is_file())
-                    entries.append((child.stat().st_mtime, child, size))
-        total = sum(size for _, _, size in entries)
-        removed = []
-        for _, folder, size in sorted(entries):
+                if not _SHA256.fullmatch(child.name) or child.is_symlink() or not child.is_dir():
+                    continue
+                files = [f for f in child.iterdir() if self._written(f, ledger)]
+                size = sum(f.lstat().st_size for f in files)
+                entries.append((child.lstat().st_mtime, child, size, files))
+        total = sum(size for _, _, size, _ in entries)
+        removed: list[Path] = []
+        for _, folder, size, files in sorted(entries, key=lambda e: (e[0], e[1])):
             if total <= self.max_bytes:
                 break
-            if folder in keep:
+            if folder in keep or not files:
                 continue
-            shutil.rmtree(folder, ignore_errors=True)
+            for f in files:
+                with contextlib.suppress(OSError):
+                    f.unlink()
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only once empty: a file envcheck did not write stays, with its folder
             total -= size
             removed.append(folder)
         trees = self.root / "trees"
         with contextlib.suppress(OSError):
-            stored = sorted(trees.glob("*.json"), key=lambda f: f.stat().st_mtime)
-            for f in stored[: max(0, len(stored) - MAX_TREES)]:
-                f.unlink()
-                removed.append(f)
+            if not trees.is_symlink() and trees.is_dir():
+                stored = [f for f in trees.iterdir() if f.suffix == ".json" and self._written(f, ledger)]
+                stored.sort(key=lambda f: f.lstat().st_mtime)
+                for f in stored[: max(0, len(stored) - MAX_TREES)]:
+                    f.unlink()
+                    removed.append(f)
+        if removed:
+            self._forget(removed)
         return removed
+
+    # The ledger: every file envcheck wrote into the cache, one path (relative to the root) a line. Pruning
+    # removes only what it lists.
+    _LEDGER = "envcheck-written.txt"
+    MAX_LEDGER_BYTES = 8 * 1024**2
+
+    def record(self, path: Path) -> None:
+        """Add ``path`` (a file this cache wrote) to the ledger. Never raises."""
+        line = (path.relative_to(self.root).as_posix() + "\n").encode()
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        with contextlib.suppress(OSError, ValueError):
+            fd = os.open(self.root / self._LEDGER, flags, 0o600)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+
+    def _ledger(self) -> set[str]:
+        import stat
+
+        try:
+            fd = os.open(self.root / self._LEDGER, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK)
+        except OSError:
+            return set()
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return set()
+            raw = f.read(self.MAX_LEDGER_BYTES)
+        return set(raw.decode("utf-8", "replace").splitlines())
+
+    def _written(self, path: Path, ledger: set[str]) -> bool:
+        """Whether ``path`` is a regular file (not a link) that the ledger lists."""
+        try:
+            rel = path.relative_to(self.root).as_posix()
+            return rel in ledger and not path.is_symlink() and path.is_file()
+        except (OSError, ValueError):
+            return False
+
+    def _forget(self, removed: Collection[Path]) -> None:
+        gone = {p.relative_to(self.root).as_posix() for p in removed}
+        kept = sorted(
+            line for line in self._ledger() if line and line not in gone and line.split("/")[0] not in gone
+        )
+        _write_text(self.root / self._LEDGER, "".join(f"{line}\n" for line in kept))
 
     def _admit(self, wheel: ResolvedWheel, downloaded: Path) -> None:
         entry = self.entry(wheel)
@@ -179,6 +243,7 @@ class WheelCache:
             )
         entry.parent.mkdir(parents=True, exist_ok=True)
         downloaded.replace(entry)
+        self.record(entry)
 
     def _remove_stale(self) -> None:
         import shutil
@@ -222,8 +287,7 @@ class WheelCache:
             path = self.wheel_path(w)
             if path is None:
                 raise UsageError(f"{w.filename} is not in the wheel cache")
-            if _local_path(w.url) is not None and w.sha256 is not None and sha256_of(path) != w.sha256:
-                raise UsageError(f"{path} does not match the sha256 of pip's report")
+            self.verify(w, path)
             paths.append(path)
         from envcheck.native.scan import _extract_native, scan_folder
         from envcheck.probe.sessions import temporary_folder
@@ -232,29 +296,68 @@ class WheelCache:
         with temporary_folder("envcheck-predict-tree-") as folder:
             tree = str(folder)
             refused = []
+            done: list[str] = []
             for path in paths:
-                # The scanner's own extraction (caps, zip-slip and ratio checks), into one site-packages.
-                refused += _extract_native(path, tree)
+                if self.deadline is not None:
+                    self.deadline.check(f"scanning the wheels (before {path.name})", done=", ".join(done))
+                # The scanner's own extraction (caps, zip-slip and ratio checks), into one site-packages,
+                # within what the command may still write in all.
+                written, files = _bytes_under(tree)
+                refused += _extract_native(
+                    path,
+                    tree,
+                    max_total=max(0, MAX_WRITTEN_BYTES - written),
+                    max_members=max(0, MAX_PREDICT_FILES - files),
+                )
                 torch_version = torch_version or _torch_version(path)
+                done.append(f"{path.name} scanned")
             section = scan_folder(tree, display_root=tree, refused=refused, wheel=True)
             macos = _macos_minimum(tree, section)
-        stored.parent.mkdir(parents=True, exist_ok=True)
-        _write_scan(stored, section, torch_version, macos)
+        if not stored.parent.is_symlink():
+            stored.parent.mkdir(parents=True, exist_ok=True)
+            _write_scan(stored, section, torch_version, macos)
+            self.record(stored)
         return TreeScan(section=section, torch_version=torch_version, cached=False, macos_minimum=macos)
+
+    def verify(self, wheel: ResolvedWheel, path: Path) -> None:
+        """Check ``path`` against the sha256 of the resolver's report before it is read: the cache is not
+        trusted. A cache entry that does not match is removed (the next run downloads it again); raises
+        ``UsageError`` either way."""
+        if wheel.sha256 is not None and sha256_of(path) == wheel.sha256:
+            return
+        if wheel.sha256 is not None and _local_path(wheel.url) is None and path == self.entry(wheel):
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise UsageError(
+                f"the cached {wheel.filename} does not match the sha256 of the resolver's report: removed",
+                tip="Run the command again: it downloads the wheel anew.",
+            )
+        raise UsageError(f"{path} does not match the sha256 of the resolver's report")
 
     def requires_of(self, wheel: ResolvedWheel) -> tuple[str, ...]:
         """The ``Requires-Dist`` lines of ``wheel``'s METADATA, read from the cached (or local) file,
         within ``MAX_METADATA_BYTES``. Raises ``UsageError`` for a wheel that is missing, unreadable or
         whose METADATA is over the cap."""
+        entry = self.entry(wheel)
+        stored = entry.with_name(_REQUIRES_FILE) if entry is not None else None
+        if stored is not None:
+            found = _read_requires(stored)
+            if found is not None:
+                return found
         path = self.wheel_path(wheel)
         if path is None:
             raise UsageError(f"{wheel.filename} is not in the wheel cache")
-        return tuple(requires_dist(path))
+        self.verify(wheel, path)
+        requires = tuple(requires_dist(path))
+        if stored is not None and stored.parent.is_dir():
+            _write_json(stored, {"format": _SCAN_FORMAT, "requires": list(requires)})
+            self.record(stored)
+        return requires
 
 
 # The most of a wheel's METADATA that envcheck reads (a real one, long description included, is well under
 # 1 MB). pip's resolver, run by envcheck, refuses a larger one before reading it (``pip_entry``).
-MAX_METADATA_BYTES = 16 * 1024**2
+MAX_METADATA_BYTES = pip_entry.MAX_METADATA_BYTES
 
 
 def requires_dist(wheel: Path) -> list[str]:
@@ -262,7 +365,12 @@ def requires_dist(wheel: Path) -> list[str]:
     import zipfile
     from email.parser import BytesHeaderParser
 
+    from envcheck.native.scan import directory_problem
+
     try:
+        problem = directory_problem(wheel)
+        if problem is not None:
+            raise UsageError(f"{wheel.name}: {problem}: not read")
         with zipfile.ZipFile(wheel) as zf:
             names = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
             if len(names) != 1:
@@ -279,6 +387,84 @@ def requires_dist(wheel: Path) -> list[str]:
         raise UsageError(f"cannot read the METADATA of {wheel.name}: {e}") from e
     message = BytesHeaderParser().parsebytes(raw[:MAX_METADATA_BYTES])
     return [str(v) for v in message.get_all("Requires-Dist") or []]
+
+
+# Beside a cached wheel: its ``Requires-Dist``, read once from its METADATA (a warm run opens no wheel).
+_REQUIRES_FILE = "requires.json"
+MAX_REQUIRES_BYTES = 1024**2
+
+
+def _read_requires(path: Path) -> tuple[str, ...] | None:
+    """The stored requirements, or None when the file is missing, too large, or not what envcheck wrote."""
+    data = _read_json(path, MAX_REQUIRES_BYTES)
+    if not isinstance(data, dict) or data.get("format") != _SCAN_FORMAT:
+        return None
+    requires = data.get("requires")
+    if not isinstance(requires, list) or not all(isinstance(r, str) and len(r) < 4096 for r in requires):
+        return None
+    return tuple(requires)
+
+
+def _read_json(path: Path, cap: int) -> object:
+    """``path``'s JSON, read only as a regular file (never through a link, a FIFO or a device) of at most
+    ``cap`` bytes; None for anything else."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
+                return None
+            raw = f.read(cap + 1)
+        if len(raw) > cap:
+            return None
+        return json.loads(raw)
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+def _write_json(path: Path, data: object) -> None:
+    """``data`` as JSON at ``path``: see ``_write_text``."""
+    _write_text(path, json.dumps(data))
+
+
+def _write_text(path: Path, text: str) -> None:
+    """``text`` at ``path``, by a temporary file and a rename (a planted link is replaced, never written
+    through); a cache that cannot be written is no error."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        tmp.replace(path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+# The most one predict command writes when it extracts wheels, all targets' wheels together (torch's CUDA
+# set writes ~7 GB of native files).
+MAX_WRITTEN_BYTES = 16 * 1024**3
+
+
+# The most files one predict command extracts, every wheel of every target together: each is a node of
+# the predicted tree, which must stay within what a manifest may hold.
+MAX_PREDICT_FILES = 20_000
+
+
+def _bytes_under(folder: str) -> tuple[int, int]:
+    """The bytes and the number of the files under ``folder`` (links not followed)."""
+    total = count = 0
+    for parent, _dirs, files in os.walk(folder):
+        for name in files:
+            count += 1
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(parent, name)).st_size  # noqa: PTH118
+    return total, count
 
 
 def sha256_of(path: Path) -> str:
@@ -310,7 +496,6 @@ def _local_path(url: str) -> Path | None:
 
 def _torch_version(wheel: Path) -> dict[str, object] | None:
     """``torch/version.py``'s literal values, read from the wheel's member (capped) without executing it."""
-    import tempfile
     import zipfile
 
     from envcheck.target.torch_static import read_version_file
@@ -323,8 +508,10 @@ def _torch_version(wheel: Path) -> dict[str, object] | None:
             text = zf.read(info)
     except (KeyError, OSError, zipfile.BadZipFile, ValueError):
         return None
-    with tempfile.TemporaryDirectory(prefix="envcheck-predict-") as tmp:
-        path = Path(tmp) / "version.py"
+    from envcheck.probe.sessions import temporary_folder
+
+    with temporary_folder("envcheck-predict-") as tmp:
+        path = tmp / "version.py"
         path.write_bytes(text)
         values = read_version_file(str(path))  # type: ignore[no-untyped-call]
     return {k: v for k, v in values.items() if isinstance(v, str | bool | None)}
@@ -383,7 +570,7 @@ def _read_scan(path: Path) -> tuple[NativeSection, dict[str, object] | None, tup
     from envcheck.manifest.codec import decode
 
     try:
-        data = json.loads(path.read_bytes())
+        data = _read_json(path, MAX_SCAN_BYTES)
         if not isinstance(data, dict) or data.get("format") != _SCAN_FORMAT:
             return None
         torch_version = data.get("torch")
@@ -405,20 +592,10 @@ def _write_scan(
 ) -> None:
     from envcheck.manifest.codec import encode
 
-    tmp = path.with_name(f".scan.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(
-            json.dumps(
-                {
-                    "format": _SCAN_FORMAT,
-                    "section": encode(section),
-                    "torch": torch_version,
-                    "macos_minimum": macos_minimum,
-                }
-            ),
-            encoding="utf-8",
-        )
-        tmp.replace(path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+    data = {
+        "format": _SCAN_FORMAT,
+        "section": encode(section),
+        "torch": torch_version,
+        "macos_minimum": macos_minimum,
+    }
+    _write_json(path, data)

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envcheck.deadline import Deadline, DeadlineExpired
 from envcheck.errors import UsageError
 from envcheck.manifest.model import LeftOut, Unavailable
 from envcheck.predict.target import PredictTarget
-from envcheck.probe.runner import Deadline
 
 if TYPE_CHECKING:
     from envcheck.manifest.model import Distribution, Manifest
@@ -54,10 +54,6 @@ _CANNOT_INSTALL = re.compile(r"Cannot install ([A-Za-z0-9][A-Za-z0-9._-]*)")
 _AVAILABLE = re.compile(r"^Available versions: (.*)$", re.M)
 
 
-class DeadlineReached(UsageError):
-    """The command's ``--timeout`` passed: what finished is said by the caller, then exit 2."""
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class IndexOptions:
     """Where pip looks, on top of its own configuration: ``--index-url`` replaces the configured index,
@@ -73,15 +69,13 @@ class IndexOptions:
     # ``timeout``).
     deadline: Deadline | None = None
 
-    def remaining(self) -> float:
+    def remaining(self, step: str = "resolving") -> float:
         """Seconds the next pip or uv run may take: ``timeout``, or less where the command's deadline is
-        nearer. Raises ``UsageError`` once the deadline has passed."""
+        nearer. Raises ``DeadlineExpired`` (naming ``step``) once the deadline has passed."""
         if self.deadline is None:
             return self.timeout
-        left = self.deadline.remaining()
-        if left <= 0.0:
-            raise DeadlineReached(f"the {self.deadline.seconds:.0f} s deadline (--timeout) has passed")
-        return min(self.timeout, left)
+        self.deadline.check(step)
+        return min(self.timeout, self.deadline.remaining())
 
     def pip_args(self) -> list[str]:
         args = ["--retries", "1", "--timeout", "15"]
@@ -269,7 +263,14 @@ def _dry_run(
     if resolver_for(target, options) == "uv":
         return _uv_compile(target, options, pinned, constrained, folder)
     argv = pip_argv(target, options, pinned.values(), constrained.values(), folder)
-    return run_pip(target, argv, folder, report=folder / "report.json", timeout=options.remaining())
+    return run_pip(
+        target,
+        argv,
+        folder,
+        report=folder / "report.json",
+        timeout=options.remaining(f"resolving for {target.platform}"),
+        deadline=options.deadline,
+    )
 
 
 def resolver_for(target: PredictTarget, options: IndexOptions) -> str:
@@ -324,20 +325,21 @@ def _uv_compile(
         lock=lock,
     )
     log_path = folder / "uv.log"
-    timeout = options.remaining()
+    timeout = options.remaining(f"resolving for {target.platform}")
+    env = uv_environment({**platform[1], **own_temp(folder)})
     try:
-        returncode = sessions.run_logged(argv, log_path, timeout=timeout, env=uv_environment(platform[1]))
+        returncode = sessions.run_logged(argv, log_path, timeout=timeout, env=env)
     except OSError as e:
         raise UsageError(f"cannot run uv: {e.strerror or e}") from e
+    if returncode is None and options.deadline is not None and options.deadline.expired():
+        raise DeadlineExpired(f"uv ran for {target.platform}", options.deadline)
     if returncode is None:
         raise UsageError(
             f"uv did not finish within {timeout:.0f} s for {target.platform}",
             tip="Check the indexes, or raise --timeout.",
         )
     text = sessions.log_tail(log_path)
-    for line in text.splitlines():
-        if "Failed to fetch" in line or "error sending request" in line or "dns error" in line:
-            raise UsageError(f"an index cannot be reached: {line.strip()[:300]}", tip=_INDEX_TIP)
+    _raise_if_uv_unreachable(text)
     report = None
     if returncode == 0:
         report = lock_report(lock, target, [n for n, _ in pinned.values()], MAX_REPORT_BYTES)
@@ -345,6 +347,21 @@ def _uv_compile(
 
 
 _INDEX_TIP = "Check --index-url / --extra-index-url and pip's configuration (`pip config list`)."
+_UV_FETCH = re.compile(r"Failed to fetch: `?(\S+?)`?$", re.M)
+
+
+def _raise_if_uv_unreachable(log: str) -> None:
+    """uv's ``Failed to fetch: INDEX/PROJECT/`` with its causes, as pip's unreachable index reads."""
+    found = _UV_FETCH.search(log)
+    if found is None or ("Request failed" not in log and "error sending request" not in log):
+        return
+    index = found.group(1).rstrip("/").rsplit("/", 1)[0] + "/"
+    causes = [line.strip().removeprefix("cause: ") for line in log.splitlines() if "cause: " in line]
+    raise UsageError(
+        f"the index {index} cannot be reached: {(causes or ['no answer'])[-1][:300]}", tip=_INDEX_TIP
+    )
+
+
 # uv's explanation of a failed resolution names the culprit first: ``Because X==1 has no wheels with a
 # matching platform tag``, ``Because there is no version of X==1``, ``Because only X<=1 is available``.
 _UV_BECAUSE = re.compile(
@@ -411,19 +428,56 @@ def pip_command(manifest: Manifest, target: PredictTarget, options: IndexOptions
     return [sys.executable, str(_PIP_ENTRY), json.dumps(target.markers()), *argv]
 
 
+def uv_command(manifest: Manifest, target: PredictTarget, options: IndexOptions, folder: Path) -> list[str]:
+    """The ``uv pip compile`` command line of the first resolution ``resolve`` runs with uv for ``manifest``
+    (``ci/bench.py`` times it beside pip's dry run); its environment needs ``uv_platform(target)[1]``."""
+    from envcheck.predict.uv import uv_argv, uv_binary, uv_platform
+
+    uv, platform = uv_binary(), uv_platform(target)
+    if uv is None or platform is None:
+        raise UsageError(f"uv is not installed or cannot resolve for {target.platform}")
+    roots, constraints, _ = pip_inputs(manifest)
+    folder.mkdir(parents=True, exist_ok=True)
+    pins, constraint_file = folder / "pins.txt", folder / "constraints.txt"
+    pins.write_text("".join(f"{d.name}=={pin(d.version)}\n" for d in roots), encoding="utf-8")
+    lines = "".join(f"{d.name}=={pin(d.version)}\n" for d in constraints)
+    constraint_file.write_text(lines, encoding="utf-8")
+    return uv_argv(
+        uv,
+        target,
+        platform[0],
+        index_url=options.index_url,
+        extra_index_urls=options.extra_index_urls,
+        find_links=options.find_links,
+        pins=pins,
+        constraints=constraint_file,
+        lock=folder / "pylock.toml",
+    )
+
+
 def run_pip(
-    target: PredictTarget, args: Sequence[str], folder: Path, *, report: Path | None, timeout: float
+    target: PredictTarget,
+    args: Sequence[str],
+    folder: Path,
+    *,
+    report: Path | None,
+    timeout: float,
+    deadline: Deadline | None = None,
 ) -> _Pip:
-    """One pip run in a session of its own, its log in a file (read back capped), killed at ``timeout``."""
+    """One pip run in a session of its own, its log in a file (read back capped), killed at ``timeout``.
+    Its temporary files (partial downloads, unpacked metadata) go in ``folder/tmp``: ``folder`` lies in a
+    folder envcheck removes on every exit, an interrupt or a kill at the deadline included."""
     from envcheck.probe import sessions
 
     log_path = folder / "pip.log"
-    env = {**os.environ, "PIP_NO_INPUT": "1"}
+    env = {**os.environ, "PIP_NO_INPUT": "1", **own_temp(folder)}
     argv = [sys.executable, str(_PIP_ENTRY), json.dumps(target.markers()), *args]
     try:
         returncode = sessions.run_logged(argv, log_path, timeout=timeout, env=env)
     except OSError as e:
         raise UsageError(f"cannot run pip: {e.strerror or e}") from e
+    if returncode is None and deadline is not None and deadline.expired():
+        raise DeadlineExpired(f"pip ran for {target.platform}", deadline)
     if returncode is None:
         raise UsageError(
             f"pip did not finish within {timeout:.0f} s for {target.platform}",
@@ -439,6 +493,14 @@ def run_pip(
     if report is not None and returncode == 0:
         data = _read_report(report)
     return _Pip(returncode=returncode, log=text, report=data)
+
+
+def own_temp(folder: Path) -> dict[str, str]:
+    """``TMPDIR`` (and Windows' ``TEMP`` / ``TMP``) in ``folder/tmp``, made here: where pip and uv put
+    their temporary files, removed with ``folder``."""
+    tmp = folder / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    return {"TMPDIR": str(tmp), "TEMP": str(tmp), "TMP": str(tmp)}
 
 
 def _raise_if_unreachable(log: str) -> None:
@@ -570,21 +632,21 @@ def _what_exists(
 def _index_versions(name: str, platform: str, target: PredictTarget, options: IndexOptions) -> list[str]:
     """The versions of ``name`` with a wheel for ``platform`` (and the target's Python), newest first, as
     ``pip index versions`` reads them from the indexes; empty when there are none."""
-    import tempfile
+    from envcheck.probe.sessions import temporary_folder
 
     other = PredictTarget(
         platform=platform, python_version=target.python_version, implementation=target.implementation
     )
-    with tempfile.TemporaryDirectory(prefix="envcheck-predict-index-") as tmp:
+    with temporary_folder("envcheck-predict-index-") as tmp:
         try:
             result = run_pip(
                 other,
                 ["index", "versions", name, *other.pip_options(), *options.pip_args()],
-                Path(tmp),
+                tmp,
                 report=None,
-                timeout=min(options.remaining(), 120.0),
+                timeout=min(options.remaining("asking the indexes what exists"), 120.0),
             )
-        except DeadlineReached:
+        except DeadlineExpired:
             raise
         except UsageError:
             return []

@@ -106,6 +106,7 @@ def uv_argv(
     index = index_url or next(iter(config.get("index-url", [])), None)
     extras = [*config.get("extra-index-url", []), *extra_index_urls]
     links = [*config.get("find-links", []), *find_links]
+    check_local_wheels([*links, *extras, *([index] if index else [])])
     argv = [uv, "pip", "compile", str(pins), "-c", str(constraints)]
     argv += [f"--constraints={c}" for c in config.get("constraint", []) if Path(c).is_file()]
     argv += ["--python-platform", platform, "--python-version", target.python_version]
@@ -118,10 +119,79 @@ def uv_argv(
     return argv
 
 
+# Local wheels uv may read (``--find-links`` folders, ``file:`` indexes): at most this many files looked at.
+MAX_LOCAL_WHEELS = 10_000
+# What each local wheel's check found, by path, size and mtime: every resolution attempt asks again.
+_CHECKED: dict[tuple[str, int, int], str | None] = {}
+
+
+def check_local_wheels(places: Iterable[str]) -> None:
+    """Refuse, before uv reads them, the local wheels of ``places`` whose member directory or METADATA is
+    over envcheck's caps (pip's own run refuses them itself: ``pip_entry``). Raises ``UsageError`` naming
+    the wheel and the cap."""
+    from urllib.parse import unquote, urlsplit
+
+    from envcheck.native.scan import directory_problem
+    from envcheck.predict.pip_entry import MAX_METADATA_BYTES
+
+    seen = 0
+    for place in places:
+        parts = urlsplit(place)
+        if parts.scheme not in ("", "file"):
+            continue
+        folder = Path(unquote(parts.path) if parts.scheme == "file" else place)
+        try:
+            candidates = (
+                [folder] if folder.is_file() else list(folder.rglob("*.whl")) if folder.is_dir() else []
+            )
+        except OSError:
+            continue
+        for wheel in candidates:
+            seen += 1
+            if seen > MAX_LOCAL_WHEELS:
+                return
+            try:
+                if wheel.is_symlink() or not wheel.is_file():
+                    continue
+                st = wheel.stat()
+                key = (str(wheel), st.st_size, st.st_mtime_ns)
+                if key not in _CHECKED:
+                    problem = directory_problem(wheel)
+                    _CHECKED[key] = problem or _metadata_problem(wheel, MAX_METADATA_BYTES)
+                problem = _CHECKED[key]
+            except OSError:
+                continue
+            if problem is not None:
+                raise UsageError(
+                    f"{wheel.name} (in {place}): {problem}: refused before the resolver reads it",
+                    tip="A real wheel stays far inside these caps: check where this one comes from.",
+                )
+
+
+def _metadata_problem(wheel: Path, cap: int) -> str | None:
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            for info in zf.infolist():
+                if info.filename.endswith(".dist-info/METADATA") and info.file_size > cap:
+                    size = info.file_size
+                    return f"{info.filename} is {size} bytes, over the {cap}-byte cap (MAX_METADATA_BYTES)"
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return None
+    return None
+
+
 def uv_environment(extra: dict[str, str]) -> dict[str, str]:
     """uv's environment: the caller's (credentials, proxies, certificates), no colour or progress bars,
     the system's certificates as pip uses them, and ``extra``."""
-    env = {**os.environ, "NO_COLOR": "1", "UV_NO_PROGRESS": "1", "UV_HTTP_TIMEOUT": "15"}
+    env = {
+        **os.environ,
+        "NO_COLOR": "1",
+        "UV_NO_PROGRESS": "1",
+        "UV_HTTP_TIMEOUT": "15",
+        "UV_HTTP_RETRIES": "1",
+    }
     env.setdefault("UV_NATIVE_TLS", "1")
     env.update(extra)
     return env

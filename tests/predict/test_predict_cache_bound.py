@@ -11,7 +11,9 @@ from envcheck.predict.fetch import WheelCache
 def _entry(root: Path, n: int, size: int, mtime: float) -> Path:
     folder = root / (f"{n:x}" * 64)[:64]
     folder.mkdir(parents=True)
-    (folder / f"pkg{n}-1.0-py3-none-win_amd64.whl").write_bytes(b"\0" * size)
+    wheel = folder / f"pkg{n}-1.0-py3-none-win_amd64.whl"
+    wheel.write_bytes(b"\0" * size)
+    WheelCache(root).record(wheel)  # as the cache does for every file it writes
     os.utime(folder, (mtime, mtime))
     return folder
 

@@ -366,3 +366,33 @@ def not_installed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Find
         f"target's requirements; check that {p.platform} does not need what they provide.",
         base=", ".join(d.name for d in gone[:12]),
     )
+
+
+@difference_rule(
+    "ENV-PREDICT-REFUSED",
+    family=FAMILY,
+    severity="warning",
+    title="wheel members or files the prediction refused to read",
+    why=(
+        "A member over a cap (its size, its compression ratio, the bytes one wheel or one command may "
+        "write), a member name that leaves the wheel, or one that cannot be extracted is not scanned: the "
+        "predicted tree lacks it, so what it needs or brings is unknown, and the prediction is incomplete."
+    ),
+    fm=("FM-24",),
+    static_facts=True,
+)
+def refused(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
+    p = _predicted(target)
+    if p is None or target.native is None or not target.native.refused:
+        return
+    entries = sorted(target.native.refused, key=lambda r: (r.kind, r.path))
+    shown = [f"{r.path} ({r.reason})" for r in entries]
+    yield rule.finding(
+        f"{len(entries)} refused file{'s' * (len(entries) != 1)}",
+        f"The prediction for {_where(p)} did not read {len(entries)} wheel member"
+        f"{'s' * (len(entries) != 1)} or file{'s' * (len(entries) != 1)}: {_list(shown)}. What they need "
+        "from the machine is not in this report.",
+        "Check where these wheels come from (a real wheel stays far inside the caps); scan one yourself "
+        "with `envcheck scan WHEEL` to see every member it refuses.",
+        target=", ".join(sorted({r.kind for r in entries})),
+    )
