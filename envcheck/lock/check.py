@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 MAX_LOCK_BYTES = 16 * 1024 * 1024
 # Pins per lock: a CUDA torch environment pins about 60, a large monorepo a few thousand. Past this the
 # lock is refused with one line as soon as the reader gets there (a 1.2 M-pin lock is never held whole).
-MAX_LOCK_PINS = 100_000
+MAX_LOCK_PINS = 20_000
 # The comment block `envcheck lock --allow-unlocked` writes (``envcheck.lock.compile``), and its entries.
 LEFT_OUT_HEADER = "# Left out (--allow-unlocked): install these by other means."
 _LEFT_OUT = re.compile(r"^#   (?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)==(?P<version>[^\s:]+): ")
