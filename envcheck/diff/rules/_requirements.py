@@ -23,8 +23,10 @@ if TYPE_CHECKING:
 
     from envcheck.manifest.model import Manifest
 
-# PEP 508's name production, anchored at the start of the line.
-_NAME = re.compile(r"^\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
+# A name at the start of the line as packaging's tokenizer takes it: PEP 508's production, but greedy to the
+# end (packaging reads ``A_`` as the name ``A_``, which PEP 508 would not allow; the property test in
+# tests/fuzz/test_fuzz_requirements.py holds the two equal).
+_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 _SYS_PLATFORM = {"Linux": "linux", "Windows": "win32", "Darwin": "darwin"}
 
 
