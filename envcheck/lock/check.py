@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from envcheck.errors import EnvcheckError
 from envcheck.findings import Finding
-from envcheck.lock.inputs import INSTALLER_TOOLING
+from envcheck.lock.inputs import INSTALLER_TOOLING, LEFT_OUT_HEADER
 from envcheck.lock.rules import LOCK_EXTRA, LOCK_MISSING, LOCK_SOURCE, LOCK_VERSION
 
 if TYPE_CHECKING:
@@ -42,8 +42,7 @@ MAX_LOCK_BYTES = 16 * 1024 * 1024
 # Pins per lock: a CUDA torch environment pins about 60, a large monorepo a few thousand. Past this the
 # lock is refused with one line as soon as the reader gets there (a 1.2 M-pin lock is never held whole).
 MAX_LOCK_PINS = 20_000
-# The comment block `envcheck lock --allow-unlocked` writes (``envcheck.lock.compile``), and its entries.
-LEFT_OUT_HEADER = "# Left out (--allow-unlocked): install these by other means."
+# The entries of the comment block `envcheck lock --allow-unlocked` writes (``LEFT_OUT_HEADER``).
 _LEFT_OUT = re.compile(r"^#   (?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)==(?P<version>[^\s:]+): ")
 # What pip expands in a requirements file (``${VAR}``: upper case, digits, underscore), the only expansion a
 # remedy lets through.

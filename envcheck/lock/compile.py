@@ -31,8 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envcheck.errors import EnvcheckError
-from envcheck.lock.check import LEFT_OUT_HEADER
-from envcheck.lock.inputs import LockInputs, Unlocked, lock_inputs
+from envcheck.lock.inputs import LEFT_OUT_HEADER, LockInputs, Unlocked, lock_inputs
 
 if TYPE_CHECKING:
     from envcheck.diff.rules._requirements import Graph

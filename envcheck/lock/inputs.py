@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 # pip-tools' unsafe packages (pip, setuptools, distribute) and wheel, the other installer tool a venv
 # brings: pip-sync leaves all four alone, so the lock and --check leave them alone too.
 INSTALLER_TOOLING = frozenset({"pip", "setuptools", "wheel", "distribute"})
+# The comment block that lists what ``envcheck lock --allow-unlocked`` left out (``#   name==version:
+# reason`` lines follow it): ``lock --check`` reads it back, and compares those by name and version.
+LEFT_OUT_HEADER = "# Left out (--allow-unlocked): install these by other means."
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
