@@ -82,12 +82,18 @@ def gate(machine: Wine, tool: WinPython, customer: WinPython, dev: Path) -> tupl
     return done.returncode, report["findings"]
 
 
-def test_gate_without_the_redistributable(
+@pytest.fixture(scope="module")
+def without_runtime(
     machine: Wine, tool: WinPython, customer: WinPython, dev_manifest: Path
-) -> None:
+) -> tuple[int, list[dict]]:
+    """The gate's exit code and JSON findings on the machine without the redistributable."""
+    return gate(machine, tool, customer, dev_manifest)
+
+
+def test_gate_without_the_redistributable(without_runtime: tuple[int, list[dict]]) -> None:
     """Exit 1; the first root cause is MSVCP140.dll, needed by c10.dll, with the redistributable and its
     minimum as the remedy; the failed import torch is a consequence under it, never a second root."""
-    code, findings = gate(machine, tool, customer, dev_manifest)
+    code, findings = without_runtime
     assert code == 1
     roots = [f for f in findings if f["caused_by"] is None]
     first = roots[0]
@@ -133,3 +139,75 @@ def test_gate_with_the_runtime_dlls(
         f["message"] for f in findings if f["rule"] == "ENV-WIN-DLL-NOT-FOUND"
     ]
     assert code == 1  # still Linux against Windows, and the import that Wine cannot finish
+
+
+# Every DLL of torch's lib folder loaded by the customer's CPython the way torch loads them (the DLL's own
+# folder, then the default folders): Wine's loader names each import it cannot find, where Windows would
+# stop at the first.
+LOAD_EACH = r"""
+import ctypes, glob, os, sys
+kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+kernel32.LoadLibraryExW.restype = ctypes.c_void_p
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.dll"))):
+    kernel32.LoadLibraryExW(path, None, 0x00000100 | 0x00001000)
+"""
+
+
+def loader_missing(machine: Wine, customer: WinPython) -> set[str]:
+    """The DLL names Wine's loader reports missing (``err:module:import_dll Library X (which is needed by
+    ...) not found``) while loading every DLL of torch's lib folder, less the folder's own DLLs."""
+    import re
+
+    done = machine.run(
+        [str(customer.exe), "-c", LOAD_EACH, windows_path(customer.site / "torch" / "lib")],
+        env={"WINEDEBUG": "err+module"},
+        dll_overrides=wine.NO_VC_RUNTIME,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    named = {m.lower() for m in re.findall(r"import_dll Library (\S+) \(which is needed by", done.stderr)}
+    # A DLL of the folder that failed because of its own imports is named too: only what the folder (the
+    # environment) does not hold is the machine's to provide.
+    shipped = {p.name.lower() for p in (customer.site / "torch" / "lib").iterdir()}
+    return named - shipped
+
+
+def test_predict_and_the_live_gate_agree_on_what_the_machine_must_provide(
+    machine: Wine,
+    customer: WinPython,
+    dev_manifest: Path,
+    without_runtime: tuple[int, list[dict]],
+    tmp_path: Path,
+) -> None:
+    """``envcheck predict --platform win_amd64`` on Linux, the live gate under Wine and Wine's own loader
+    name the same DLLs the machine must provide, and predict's minimum is the gate's."""
+    saved = tmp_path / "predicted.json"
+    cache = wine.cache_dir()
+    links = ["--find-links", str(cache)] if cache is not None else []
+    argv = [sys.executable, "-m", "envcheck", "predict", str(dev_manifest), "--platform", "win_amd64"]
+    done = subprocess.run(
+        [*argv, *links, "--save", str(saved), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    if done.returncode == 2:
+        pytest.skip(f"predict could not resolve for win_amd64 here: {done.stderr.strip()[-300:]}")
+    predicted = json.loads(saved.read_text(encoding="utf-8"))
+    vc = [n for n in predicted["predicted"]["needs"] if n["kind"] == "vc-runtime"]
+    assert len(vc) == 1 and vc[0]["provided"] == "machine"
+    predicted_files = {f.lower() for f in vc[0]["files"]}
+
+    _code, findings = without_runtime
+    live: set[str] = set()
+    for f in findings:
+        if f["rule"] == "ENV-WIN-DLL-NOT-FOUND":
+            live.add(f["subject"].lower())
+        elif f["rule"] == "ENV-NATIVE-MISSING" and f["caused_by"] == ROOT:
+            live.update(n.lower() for n in (f["target"] or "").removeprefix("missing: ").split(", ") if n)
+
+    assert predicted_files == live == loader_missing(machine, customer)
+    assert predicted_files == {"msvcp140.dll", "msvcp140_atomic_wait.dll"}
+    root = next(f for f in findings if f["id"] == ROOT)
+    assert f"{vc[0]['minimum']} or newer" in root["remedy"]
