@@ -276,7 +276,14 @@ def loaded_modules():
 
 def pe_facts(path):
     """``{"imports": [names], "linker": "14.42"}`` of a PE file (its import directory, read with bounded
-    seeks: torch_cpu.dll is 250 MB), or None when it is not one."""
+    seeks: torch_cpu.dll is 250 MB), or None when it is not one (or its headers are cut or broken)."""
+    try:
+        return _pe_facts(path)
+    except (struct.error, IndexError, ValueError):
+        return None
+
+
+def _pe_facts(path):
     with open(path, "rb") as f:
         head = f.read(HEADER_BYTES)
         if len(head) < 0x40 or head[:2] != b"MZ":
