@@ -171,7 +171,7 @@ def test_a_fleet_diff_ends_at_its_timeout_with_its_workers(tmp_path: Path) -> No
     (they made it run 8.5 s), and it says how far it got."""
     fleet = _fleet(tmp_path / "fleet", 400, 2000)
     result = run_bounded(envcheck_argv("diff", "--timeout", "1", str(TWIN), str(fleet)), timeout=1)
-    assert_bounded(result, timeout=1)
+    assert_bounded(result, timeout=1, tree=True)
     assert result.returncode == 2, result.stderr
     first = result.stderr.splitlines()[0]
     assert first.startswith("error: the command's deadline (--timeout 1 s) passed while reading")

@@ -3,7 +3,8 @@ one line naming the kind and the limit, before anything is decoded or diffed, an
 is still diffed under the hostile-input budget (``tests/hostile.py``: 300 MB, the deadline + 5 s).
 
 Before the limits: 300 k requirement lines cost a diff 36 s and 670 MB, 400 k environment variables 40 s and
-744 MB, and 32 MiB of short JSON strings parse into ~4 M objects (~300 MB) before any check."""
+744 MB, and 32 MiB of short JSON strings parse into ~4 M objects (~300 MB) before any check. At every limit
+at once, a diff peaked here at ~210 MB (JUnit) and ~190 MB for the whole process tree."""
 
 from __future__ import annotations
 
@@ -116,7 +117,7 @@ def test_the_manifests_that_took_a_diff_past_600_mb_are_refused_in_one_line(
     target.write_text(json.dumps(data), encoding="utf-8")
     for argv in (["diff", str(EXAMPLE), str(target)], ["doctor", str(target)], ["show", str(target)]):
         result = run_bounded(envcheck_argv(*argv), timeout=TIMEOUT)
-        assert_bounded(result, timeout=TIMEOUT)
+        assert_bounded(result, timeout=TIMEOUT, tree=True)
         assert result.returncode == 2, result.stderr
         (line,) = result.stderr.splitlines()
         assert line.startswith(f"error: {target}: ") and "a manifest may hold" in line
@@ -131,7 +132,7 @@ def test_a_fleet_member_past_a_limit_is_named_and_the_others_reported(tmp_path: 
     _variables(data, MAX_ENV_VARIABLES + 1)
     (fleet / "b.json").write_text(json.dumps(data), encoding="utf-8")
     result = run_bounded(envcheck_argv("diff", str(EXAMPLE), str(fleet)), timeout=TIMEOUT)
-    assert_bounded(result, timeout=TIMEOUT)
+    assert_bounded(result, timeout=TIMEOUT, tree=True)
     assert result.returncode == 2
     assert f"env: {MAX_ENV_VARIABLES + 1} environment variables" in result.stderr
     assert "1 machine" in result.stdout or "a.json" in result.stdout, result.stdout
@@ -140,15 +141,17 @@ def test_a_fleet_member_past_a_limit_is_named_and_the_others_reported(tmp_path: 
 @pytest.mark.slow
 def test_a_diff_of_manifests_at_every_limit_stays_within_the_budget(tmp_path: Path) -> None:
     data = _example()
+    _distributions(data, MAX_DISTRIBUTIONS)
     _requirements(data, MAX_REQUIREMENT_LINES)
     _variables(data, MAX_ENV_VARIABLES)
     _native_files(data, MAX_NATIVE_FILES)
     target = tmp_path / "full.json"
     target.write_text(json.dumps(data), encoding="utf-8")
-    out = tmp_path / "report.json"
-    result = run_bounded(
-        envcheck_argv("diff", str(EXAMPLE), str(target), "--format", "json", "-o", str(out)), timeout=TIMEOUT
-    )
-    assert_bounded(result, timeout=TIMEOUT)
-    assert result.returncode == 1, result.stderr
-    assert len(json.loads(out.read_text(encoding="utf-8"))["findings"]) >= MAX_REQUIREMENT_LINES
+    for fmt in ("json", "junit"):  # JUnit is the largest rendering of the same findings
+        out = tmp_path / f"report.{fmt}"
+        argv = envcheck_argv("diff", str(EXAMPLE), str(target), "--format", fmt, "-o", str(out))
+        result = run_bounded(argv, timeout=TIMEOUT)
+        assert_bounded(result, timeout=TIMEOUT, tree=True)
+        assert result.returncode == 1, result.stderr
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert len(report["findings"]) >= MAX_REQUIREMENT_LINES + MAX_DISTRIBUTIONS

@@ -18,11 +18,12 @@ MAX_MANIFEST_BYTES = 32 * 1024 * 1024
 # What a manifest may hold, each kind named when refused (docs/guarantees.md). The bytes cap alone does not
 # bound memory: 32 MiB of short JSON strings parse into ~4 M objects (~300 MB), and every requirement line,
 # variable or distribution becomes objects again in a diff (300 k requirement lines: 670 MB, 400 k
-# variables: 744 MB). A CUDA environment's manifest holds ~100 k JSON values, ~300 distributions, ~3 k
-# requirement lines, ~20 variables and ~1 k native files: each limit leaves ten times room or more.
+# variables: 744 MB). The example manifests (manifests/examples/) hold ~15 k JSON values, 31-52
+# distributions, 292-360 requirement lines, 6 variables and 133-283 native files; a diff of a manifest at
+# every limit at once peaks at ~210 MB (tests/test_bounds_manifest.py).
 MAX_JSON_VALUES = 1_000_000
 MAX_DISTRIBUTIONS = 10_000
-MAX_REQUIREMENT_LINES = 20_000
+MAX_REQUIREMENT_LINES = 10_000
 MAX_ENV_VARIABLES = 10_000
 MAX_NATIVE_FILES = 100_000
 
