@@ -24,7 +24,8 @@ blocked in, so the job never waits forever.
 
 Fault injection for the tests (a wrapper sets it on one rank): ``ENVCHECK_CLUSTER_FAULT`` = ``kill``
 (SIGKILL itself), ``hang`` (block forever) or ``stop`` (SIGSTOP itself), right after step 2, or with
-``@collectives`` (``hang@collectives``) once it is a member, as the collectives start.
+``@collectives`` (``hang@collectives``) once it is a member, as the collectives start; ``pad:BYTES`` adds
+BYTES characters to the payload the rank sends (past the store's 8 MiB value limit, or rank 0's 48 MiB).
 """
 
 from __future__ import annotations
@@ -375,6 +376,9 @@ def _work(
             timeout=options.collective_timeout,
             device=device,
         )
+    spec = os.environ.get(FAULT_VARIABLE, "")
+    if spec.startswith("pad:") and spec[4:].isdigit():
+        payload["padding"] = "x" * int(spec[4:])
     send_result(store, rdzv, outgoing(payload))
     if gathered is None:
         return None

@@ -170,3 +170,15 @@ def test_a_rank_hung_in_the_collectives_is_their_root_cause(tmp_path: Path) -> N
     (allreduce,) = _rule(report, "CLUSTER-ALLREDUCE")
     assert allreduce["machine"] == f"{host}:0" and "failed" in allreduce["message"]
     assert allreduce["caused_by"] == hung["id"]
+
+
+def test_a_rank_whose_results_exceed_the_stores_8_mib_arrive_whole(tmp_path: Path) -> None:
+    """torch's store drops a value over 8 MiB: rank 1 was reported as sending no results, and torch printed
+    a C++ stack trace on rank 0. Its 20 MB payload now arrives in parts."""
+    code, report, log = _job(
+        tmp_path, "--timeout", "60", "--no-verify", rank1_env={"ENVCHECK_CLUSTER_FAULT": "pad:20000000"}
+    )
+    assert code == 0, log[-4000:]
+    assert not _rule(report, "CLUSTER-RANK-SNAPSHOT") and not _rule(report, "CLUSTER-RANK-FAILED"), report
+    assert report["title"].startswith("envcheck cluster: 2 ranks in 1 environment,")
+    assert "frame #" not in log and "sendBytes failed" not in log, log[-4000:]
