@@ -442,10 +442,12 @@ def _import_remedy(result: ImportResult) -> str:
             "folder that holds it (the current folder is searched last); check the --import name."
         )
     if result.distribution:
+        from envcheck.diff.rules.base import shell_word
+
         return (
             "Reinstall it: `pip install --force-reinstall --no-deps "
-            f"'{result.distribution}=={result.version}'`; the error names a missing library or a "
-            "version the module needs."
+            f"{shell_word(f'{result.distribution}=={result.version}', None)}`; the error names a missing "
+            "library or a version the module needs."
         )
     return "Fix what the exception names, at the innermost frame shown."
 
@@ -453,7 +455,7 @@ def _import_remedy(result: ImportResult) -> str:
 def _numpy_abi(
     result: ImportResult, run: AppImports, base: Manifest | None, target: Manifest | None
 ) -> Finding:
-    from envcheck.diff.rules.base import major, pip_install, pkg
+    from envcheck.diff.rules.base import major, pip_install, pkg, shell_word
 
     numpy_here = run.versions.get("numpy")
     if target is not None and pkg(target, "numpy") is not None:
@@ -467,7 +469,10 @@ def _numpy_abi(
         f"{result.who} fails: a NumPy ABI break: it was compiled against NumPy {built_for} and NumPy "
         f"{numpy_here or '?'} is installed here ({result.error})"
     )
-    upgrade = f"`pip install --upgrade '{what}'` (a release of {what} built for NumPy {here_major or '?'}.x)"
+    upgrade = (
+        f"`pip install --upgrade {shell_word(what, target)}` (a release of {what} built for NumPy "
+        f"{here_major or '?'}.x)"
+    )
     if numpy_base is not None and target is not None and major(numpy_base.version) != here_major:
         return _rule("VERIFY-IMPORT").finding(
             f"import {result.module}",
