@@ -28,6 +28,7 @@ MAX_PATH_ENTRIES = 64
 MAX_FOLDER_FILES = 20000
 MAX_PATH_DLLS = 200
 MAX_ENV_DLLS = 4000
+MAX_PE_READ = 2000
 MAX_MODULES = 4096
 MAX_CHAIN = 16
 MAX_IMPORTS = 512
@@ -185,28 +186,47 @@ def path_entries():
     return out
 
 
-def environment_dll_names(folders):
-    """The lower-case names of the DLLs in ``folders`` (the environment's own: torch's ``lib``, a
-    ``Library\\bin``, the folder of ``python.exe``), bounded."""
+def environment_dll_names(folders, system=None):
+    """The lower-case names of the DLLs the environment ships in ``folders`` (its own: torch's ``lib``, a
+    ``Library\\bin``, the folder of ``python.exe``) and of those its DLLs import that neither it nor
+    ``system`` (System32: the OS's own) holds, such as a ``zlibwapi.dll`` a cuDNN needs. Bounded: so many
+    files a folder, names and PE headers read."""
     names = set()
+    binaries = []
     for folder in folders:
         try:
             with os.scandir(folder) as it:
                 for i, entry in enumerate(it):
                     if i >= MAX_FOLDER_FILES or len(names) >= MAX_ENV_DLLS:
                         break
-                    if entry.name.lower().endswith(".dll"):
-                        names.add(entry.name.lower())
+                    lower = entry.name.lower()
+                    if lower.endswith(".dll"):
+                        names.add(lower)
+                    if lower.endswith((".dll", ".pyd")) and len(binaries) < MAX_PE_READ:
+                        binaries.append(entry.path)
         except OSError:
             continue
+    imported = set()
+    for path in binaries:
+        facts = pe_facts(path)
+        for name in facts["imports"] if facts else ():
+            lower = name.lower()
+            if not lower.startswith(("api-ms-win-", "ext-ms-win-")) and lower.endswith(".dll"):
+                imported.add(lower)
+    for name in sorted(imported - names):
+        if len(names) >= MAX_ENV_DLLS:
+            break
+        if system and os.path.isfile(os.path.join(system, name)):
+            continue
+        names.add(name)
     return names
 
 
 def path_dlls(env_dll_names):
     """``[{"name", "folder", "path", "version"}]``: for each ``PATH`` folder, the DLLs in it named as one of
-    ``env_dll_names``, a VC++ runtime DLL or an OpenMP runtime, in ``PATH`` order (the environment's own
-    folders are left out: they are where those names should come from; in System32 the VC++ runtime is
-    where the redistributable puts it)."""
+    ``env_dll_names`` (shipped or needed by the environment), a VC++ runtime DLL or an OpenMP runtime, in
+    ``PATH`` order (the environment's own folders are left out: they are where those names should come
+    from; in System32 the VC++ runtime is where the redistributable puts it)."""
     wanted = {n.lower() for n in env_dll_names}
     own = {os.path.normcase(os.path.abspath(f)) for f in _own_folders()}
     system = _attempt(system_directory)
@@ -261,8 +281,8 @@ def _own_folders():
 
 
 def env_dll_names():
-    """The names of the DLLs the environment ships in its own folders."""
-    return environment_dll_names(_own_folders())
+    """The names of the DLLs the environment ships in its own folders, or needs from outside them."""
+    return environment_dll_names(_own_folders(), _attempt(system_directory))
 
 
 def loaded_modules():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -178,3 +179,68 @@ def test_path_folder_with_a_foreign_openmp_and_runtime(
     assert set(named) == {"libiomp5md.dll", "msvcp140.dll"}
     assert named["libiomp5md.dll"]["folder"].lower() == windows_path(other).lower()
     assert named["msvcp140.dll"]["version"] == pe_file_version(vc_runtime / "msvcp140.dll")
+
+
+NEEDS_ZLIB = """
+const char *zlibVersion(void);
+__declspec(dllexport) const char *needs_zlib(void) { return zlibVersion(); }
+"""
+
+
+def mingw_dll(folder: Path, name: str, source: str, imports: dict[str, str]) -> Path:
+    """A DLL built by MinGW from ``source`` that imports ``imports`` (DLL name -> one exported function),
+    through import libraries made by dlltool; skips where MinGW is missing."""
+    gcc = shutil.which("x86_64-w64-mingw32-gcc")
+    dlltool = shutil.which("x86_64-w64-mingw32-dlltool")
+    if gcc is None or dlltool is None:
+        pytest.skip("MinGW (x86_64-w64-mingw32-gcc, -dlltool) is not installed; .ci/run installs it")
+    libs = []
+    for dll, function in imports.items():
+        stem = dll.removesuffix(".dll")
+        (folder / f"{stem}.def").write_text(f"LIBRARY {dll}\nEXPORTS\n{function}\n", encoding="ascii")
+        subprocess.run(
+            [dlltool, "-d", str(folder / f"{stem}.def"), "-l", str(folder / f"lib{stem}.a")], check=True
+        )
+        libs.append(f"-l{stem}")
+    (folder / f"{name}.c").write_text(source, encoding="ascii")
+    out = folder / f"{name}.dll"
+    subprocess.run(
+        [gcc, "-shared", "-o", str(out), str(folder / f"{name}.c"), f"-L{folder}", *libs], check=True
+    )
+    return out
+
+
+def test_path_folder_with_a_dll_the_environment_needs_and_hostile_path(
+    machine: Wine, customer: WinPython, target_package: Path, tmp_path: Path
+) -> None:
+    """A DLL the environment imports but neither ships nor gets from System32 (zlibwapi.dll, as cuDNN 8
+    needs) is reported where PATH holds it; PATH's hostile entries (missing folders, a file, quotes, an
+    empty entry, one folder twice in two cases, 200 entries) are read without failing, first 64 only."""
+    build = tmp_path / "build"
+    build.mkdir()
+    dll = mingw_dll(build, "needs_zlib", NEEDS_ZLIB, {"zlibwapi.dll": "zlibVersion"})
+    own = customer.site / "envcheck_fake.libs"
+    own.mkdir()
+    shutil.copy(dll, own / dll.name)
+    other = tmp_path / "cuda" / "bin"
+    other.mkdir(parents=True)
+    (other / "zlibwapi.dll").write_bytes(b"MZ")
+    (other / "kernel32.dll").write_bytes(b"MZ")  # the OS's own name: System32's copy is the one loaded
+    a_file = tmp_path / "not-a-folder.dll"
+    a_file.write_bytes(b"MZ")
+    entries = [
+        windows_path(tmp_path / "missing"),
+        windows_path(a_file),
+        f'"{windows_path(other)}"',
+        "",
+        windows_path(other).upper(),
+        *(windows_path(tmp_path / f"nothing-{i}") for i in range(200)),
+    ]
+    try:
+        found = facts(machine, customer, target_package, path=";".join(entries))["facts"]
+    finally:
+        shutil.rmtree(own)
+    assert [(d["name"].lower(), d["folder"].lower()) for d in found["path_dlls"]] == [
+        ("zlibwapi.dll", windows_path(other).lower())
+    ]
+    assert found["path_dlls"][0]["version"] is None  # two bytes: no version resource
