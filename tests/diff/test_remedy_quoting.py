@@ -78,13 +78,23 @@ def hostile_wheel(payload: str) -> Edit:
     return edit
 
 
+def torch_files_only(payload: str) -> Edit:
+    """torch without its .dist-info (ENV-TORCH-NO-METADATA), its version.py saying ``payload``."""
+
+    def edit(d: dict[str, Any]) -> None:
+        d["packages"] = [p for p in d["packages"] if p["name"] != "torch"]
+        d["torch"]["static"]["version"] = f"2.13.0+cpu{payload}"
+
+    return edit
+
+
 def windows(d: dict[str, Any]) -> None:
     d["platform"]["system"] = "Windows"
 
 
 def remedies(payload: str, *, on_windows: bool = False) -> list[Finding]:
     """Findings of diffs whose remedies carry ``payload``: a version and a name, an index URL and a wheel
-    URL the base recorded."""
+    URL the base recorded, torch's version.py beside no torch metadata."""
     target_edits: tuple[Edit, ...] = (windows,) if on_windows else ()
     pairs: list[tuple[Manifest, Manifest]] = [
         (manifest("dev-cpu", hostile_version(payload)), manifest("dev-cpu", *target_edits)),
@@ -97,6 +107,7 @@ def remedies(payload: str, *, on_windows: bool = False) -> list[Finding]:
             manifest("dev-cpu", hostile_wheel(payload)),
             manifest("dev-cpu", torch_at("2.12.0+cpu"), *target_edits),
         ),
+        (manifest("dev-cpu"), manifest("dev-cpu", torch_files_only(payload), *target_edits)),
     ]
     out: list[Finding] = []
     for base, target in pairs:
@@ -160,7 +171,7 @@ def test_remedies_from_hostile_manifests_run_nothing_in_bash(payload: str, tmp_p
     found = remedies(payload)
     pasted = commands(found)
     hostile = [c for c in pasted if "touch" in c]
-    assert len(hostile) >= 3, pasted  # the version, the name, the index or wheel URL
+    assert len(hostile) >= 4, pasted  # the version, the name, the index or wheel URL, torch's version.py
     for command in pasted:
         argv = paste(command, tmp_path)
         assert list(tmp_path.iterdir()) == [], (command, list(tmp_path.iterdir()))
@@ -200,7 +211,7 @@ def powershell_words(command: str) -> list[str]:
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_windows_remedies_quote_every_manifest_value_for_powershell(payload: str) -> None:
     pasted = commands(remedies(payload, on_windows=True), powershell=True)
-    assert len([c for c in pasted if "touch" in c]) >= 3, pasted
+    assert len([c for c in pasted if "touch" in c]) >= 4, pasted
     for command in pasted:
         for word in powershell_words(command):
             if word in _OURS:
