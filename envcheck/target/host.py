@@ -44,6 +44,8 @@ def cpu_facts():
 
 def cgroup_quota():
     """CPUs this container may use (cgroup v2 ``cpu.max`` or v1 CFS quota), or None when unlimited."""
+    if os.name == "nt":
+        return None
     text = read_text("/sys/fs/cgroup/cpu.max")
     if text:
         quota, _, period = text.strip().partition(" ")
@@ -68,6 +70,8 @@ def cgroup_quota():
 
 
 def container_hints():
+    if os.name == "nt":
+        return []  # the POSIX hints below would read the Linux host's files under Wine
     hints = []
     if os.path.exists("/.dockerenv"):
         hints.append("docker")
@@ -97,6 +101,9 @@ def shm_size():
 
 
 def distro():
+    if os.name == "nt":
+        # Before any POSIX file: under Wine "/etc/os-release" is the Linux host's, not this Windows'.
+        return "Windows " + platform.release() + " build " + platform.version()
     text = read_text("/etc/os-release")
     if text:
         for line in text.splitlines():
@@ -104,8 +111,6 @@ def distro():
                 return line.split("=", 1)[1].strip().strip('"')
     if sys.platform == "darwin":
         return "macOS " + platform.mac_ver()[0]
-    if os.name == "nt":
-        return "Windows " + platform.release() + " build " + platform.version()
     return None
 
 

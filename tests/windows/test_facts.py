@@ -244,3 +244,26 @@ def test_path_folder_with_a_dll_the_environment_needs_and_hostile_path(
         ("zlibwapi.dll", windows_path(other).lower())
     ]
     assert found["path_dlls"][0]["version"] is None  # two bytes: no version resource
+
+
+HOST = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from envcheck_target.host import platform_facts
+print("FACTS" + json.dumps(platform_facts()))
+"""
+
+
+def test_platform_facts_say_windows_not_the_wine_host(
+    machine: Wine, customer: WinPython, target_package: Path
+) -> None:
+    """Under Wine "/etc/os-release" and "/.dockerenv" are the Linux host's files: a Windows target names
+    its Windows, and no Linux container or cgroup quota."""
+    done = machine.run([str(customer.exe), "-c", HOST, windows_path(target_package)], timeout=120)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("FACTS")), None)
+    assert line is not None, done.stderr[-3000:]
+    found = json.loads(line[len("FACTS") :])
+    assert found["system"] == "Windows"
+    assert found["distro"].startswith("Windows ") and " build " in found["distro"]
+    assert found["container"] == []
+    assert found["cpu"]["cgroup_cpu_quota"] is None
