@@ -193,8 +193,9 @@ def _extract_native(
                     skip(
                         name,
                         "member-cap",
-                        f"expands to {declared} bytes, past the {allowed}-byte cap of the wheel "
-                        f"({MAX_RATIO} times its size, at most {max_total})",
+                        f"expands to {declared} bytes, past the {allowed}-byte cap on what this wheel "
+                        f"writes (the lesser of {MAX_RATIO} times its size and {max_total}, what the command "
+                        "may still write)",
                     )
                     continue
                 why = _extract_member(zf, info, into)

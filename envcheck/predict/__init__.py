@@ -1,11 +1,13 @@
 """``envcheck predict``'s core: the environment of a manifest, predicted for other platforms.
 
-For each target: pip's own resolver in report mode decides what the target installs (``resolve``); the
-platform wheels are fetched once into the user's cache and scanned member by member with the native
-scanner (``fetch``); a predicted manifest holds the packages, the merged native tree and what the machine
-must provide (``build``), and the diff engine compares it with the source manifest.
+For each target: uv (``uv pip compile``, ``envcheck.predict.uv``) or pip's own resolver in report mode
+decides what the target installs (``resolve``); the platform wheels are fetched once into the user's cache
+and scanned member by member with the native scanner (``fetch``); a predicted manifest holds the packages,
+the merged native tree and what the machine must provide (``build``), and the diff engine compares it with
+the source manifest.
 
-Network: only here (and in ``lock``), through pip and the indexes it is configured with (DESIGN §5.9).
+Network: only here (and in ``lock``), through pip or uv and the indexes pip is configured with
+(docs/reference.md, ``envcheck predict``).
 """
 
 from __future__ import annotations

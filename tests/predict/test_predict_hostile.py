@@ -306,23 +306,26 @@ def test_timeout_is_one_deadline_for_the_command_and_nothing_is_left_behind(
     assert _left_behind(tmp_path) == []
 
 
-def test_an_interrupt_while_pip_runs_removes_its_temp_folders(tmp_path: Path, silent_index: str) -> None:
+@pytest.mark.parametrize("resolver", _resolvers())
+def test_an_interrupt_while_the_resolver_runs_removes_its_temp_folders(
+    tmp_path: Path, silent_index: str, resolver: str
+) -> None:
     manifest = _manifest(tmp_path, ("numpy", "2.4.6"))
     argv = envcheck_argv(
-        "predict", str(manifest), "--platform", PLATFORM, "--python-version", "3.11", "--resolver", "pip"
+        "predict", str(manifest), "--platform", PLATFORM, "--python-version", "3.11", "--resolver", resolver
     )
     argv += ["--index-url", silent_index, "--timeout", "60", "--quiet"]
     proc = subprocess.Popen(
         argv, env=_env(tmp_path), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     try:
-        # Wait (bounded) until pip runs: its log exists in envcheck's work folder.
+        # Wait (bounded) until pip or uv runs: its log exists in envcheck's work folder.
         for _ in range(600):
-            if list((tmp_path / "tmp").rglob("pip.log")):
+            if list((tmp_path / "tmp").rglob(f"{resolver}.log")):
                 break
             time.sleep(0.05)
         else:
-            pytest.fail("pip never started")
+            pytest.fail(f"{resolver} never started")
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=30)
     finally:
@@ -465,3 +468,34 @@ def test_pruning_never_follows_a_link_and_removes_only_what_envcheck_wrote(tmp_p
     assert removed == [own]
     assert not wheel.exists() and stranger.read_text() == "mine"
     assert len(list(precious.iterdir())) == 300
+
+
+def test_one_command_writes_at_most_its_byte_cap_over_all_its_wheels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each wheel within its own caps, together over the command's: the member that would pass the
+    command's cap is refused, named, and nothing past the cap is written."""
+    import hashlib
+
+    from envcheck.predict import fetch
+    from envcheck.predict.resolve import ResolvedWheel
+
+    monkeypatch.setattr(fetch, "MAX_WRITTEN_BYTES", 5 * 1024**2)
+    wheels = []
+    for name in ("one", "two"):
+        path = _wheel(tmp_path / "wheels", name, {f"{name}/lib{name}.so": os.urandom(3 * 1024**2)})
+        wheels.append(
+            ResolvedWheel(
+                name=name,
+                version="1.0",
+                url=path.as_uri(),
+                sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+                filename=path.name,
+                requires=(),
+                requested=True,
+            )
+        )
+    tree = WheelCache(tmp_path / "cache").scan_tree(wheels)
+    refused = {r.path: r.reason for r in tree.section.refused or []}
+    assert list(refused) == ["two/libtwo.so"], refused
+    assert "past the" in refused["two/libtwo.so"] and "byte cap" in refused["two/libtwo.so"]
