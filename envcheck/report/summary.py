@@ -49,6 +49,32 @@ def _verify_line(manifest: Manifest) -> str:
     return f"verify     {len(section.results)} checks recorded as goldens: {tally}"
 
 
+def _windows_lines(manifest: Manifest) -> list[str]:
+    """Windows' version, its VC++ runtime, where the loader stopped, and foreign DLLs on PATH."""
+    from envcheck.diff.rules.windows import vc_state
+
+    w = manifest.windows
+    assert w is not None
+    lines = []
+    if w.version is not None:
+        v = w.version
+        build = f"{v.build}.{v.ubr}" if v.ubr is not None else f"{v.build}"
+        named = ", ".join(_v(x) for x in (v.product, v.display) if x)
+        lines.append(f"windows    {_v(v.version)} build {build}" + (f" ({named})" if named else ""))
+    lines.append(f"vc++       {_v(vc_state(w.vc_runtime)) if w.vc_runtime is not None else 'not recorded'}")
+    failure = w.load_failure
+    if failure is not None:
+        gaps = [f"{_v(d.name)} not found" for d in failure.missing]
+        gaps += [f"{_v(d.name)} refused ({_v(d.path)})" for d in failure.refused]
+        dll = _v(failure.dll.replace("/", "\\").rsplit("\\", 1)[-1])
+        lines.append(f"loader     stops at {dll}: {', '.join(gaps) or 'every import loads'}")
+    if w.path_dlls:
+        shown = ", ".join(_v(d.path) for d in w.path_dlls[:3])
+        more = f" and {len(w.path_dlls) - 3} more" if len(w.path_dlls) > 3 else ""
+        lines.append(f"PATH DLLs  {len(w.path_dlls)} outside the environment: {shown}{more}")
+    return lines
+
+
 def summary(manifest: Manifest, *, short: bool) -> str:
     """A few aligned lines: interpreter, torch and its variant, CUDA, driver, OpenMP/BLAS, probe outcome."""
     py = manifest.python
@@ -59,6 +85,8 @@ def summary(manifest: Manifest, *, short: bool) -> str:
         p = manifest.platform
         libc = f"{_v(p.libc.name)} {_v(p.libc.version)}" if p.libc.name else "no libc reported"
         lines.append(f"platform   {_v(p.system)} {_v(p.machine)}, {_v(p.distro or p.release)}, {libc}")
+    if manifest.windows is not None:
+        lines.extend(_windows_lines(manifest))
     torch = manifest.torch
     if torch.static is None:
         lines.append("torch      not installed")

@@ -203,3 +203,25 @@ def test_failing_dll_and_the_loader_outside_windows() -> None:
     assert windows_facts.failing_dll("x" * 100_000) is None
     assert windows_facts.load_failure(ERROR) is None  # only Windows has that loader
     assert windows_facts.windows_facts() is None
+
+
+def test_the_summary_shows_the_windows_facts_escaped() -> None:
+    """``envcheck show`` / snapshot's lines: the version, the runtime, where the loader stopped, the PATH
+    DLLs; a hostile value (an escape sequence in a DLL name) prints as visible data."""
+    from envcheck.report.summary import summary
+
+    def hostile(data: dict[str, Any]) -> None:
+        data["windows"]["version"]["ubr"] = 3803
+        data["windows"]["version"]["product"] = "Windows 10 Pro"
+        data["windows"]["load_failure"]["missing"][0]["name"] = "MSVCP140.dll\x1b[2J"
+        data["windows"]["path_dlls"] = [
+            {"name": "libiomp5md.dll", "folder": "C:\\other\\bin", "path": "C:\\other\\bin\\libiomp5md.dll"}
+        ]
+
+    text = summary(manifest("dev-cpu", windows(), hostile), short=True)
+    lines = text.splitlines()
+    assert "windows    10.0 build 19045.3803 (Windows 10 Pro)" in lines
+    assert "vc++       not installed (no redistributable registry key; no System32\\msvcp140.dll)" in lines
+    assert any(line.startswith("loader     stops at c10.dll: MSVCP140.dll") for line in lines)
+    assert "\x1b" not in text
+    assert "PATH DLLs  1 outside the environment: C:\\other\\bin\\libiomp5md.dll" in lines
