@@ -225,3 +225,17 @@ def test_the_summary_shows_the_windows_facts_escaped() -> None:
     assert any(line.startswith("loader     stops at c10.dll: MSVCP140.dll") for line in lines)
     assert "\x1b" not in text
     assert "PATH DLLs  1 outside the environment: C:\\other\\bin\\libiomp5md.dll" in lines
+
+
+def test_the_openmp_runtimes_loaded_come_from_the_failed_import_or_the_loaded_libraries() -> None:
+    """``windows.openmp``: the OpenMP DLLs among the modules a failed import loaded (or, after a
+    successful one, among ``runtimes.loaded``), matched by name in any case."""
+    from envcheck.collect.snapshot import _windows_runtime
+    from envcheck.manifest.model import WindowsInfo
+
+    loaded = ["C:\\env\\python.exe", "C:\\env\\torch\\lib\\LIBIOMP5MD.DLL", "C:\\x\\vcomp140.dll"]
+    found = facts.runtime_facts({"windows_load": {"loaded": loaded, "failure": None}})
+    got = _windows_runtime(WindowsInfo(), found, None)
+    assert got is not None and got.loaded == loaded and got.load_failure is None
+    assert got.openmp == ["C:\\env\\torch\\lib\\LIBIOMP5MD.DLL", "C:\\x\\vcomp140.dll"]
+    assert _windows_runtime(None, found, None) is None  # not a Windows manifest
