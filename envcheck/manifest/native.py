@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from envcheck.manifest.codec import omitted_when_default
+
 # How one dependency was found: which rule of the platform loader matched.
 Resolution = Literal[
     # Linux ld.so (ld.so(8))
@@ -34,6 +36,7 @@ Resolution = Literal[
     "system32",
     "api-set",
     "known-dll",
+    "path",  # torch's LoadLibraryW retry of a torch\lib DLL, which searches PATH (``via``: the folder)
     # macOS dyld (dyld(1))
     "loader-path",
     "executable-path",
@@ -109,6 +112,9 @@ class NativeNode:
     size: int | None = None
     build_id: str | None = None
     file_version: str | None = None
+    # PE only: the optional header's linker version (``14.42``); for MSVC it is the toolset that built the
+    # file, and the VC++ redistributable must be at least as recent (``envcheck.native.vcruntime``).
+    linker_version: str | None = omitted_when_default(None)
     rpath: list[str] | None = None
     runpath: list[str] | None = None
     version_needs: dict[str, str] | None = None

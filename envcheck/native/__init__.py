@@ -172,6 +172,7 @@ def _host_resolvers(system: str, manifest: Manifest, probe: Probe) -> dict[str, 
             dll_directories=_torch_dll_dirs(manifest),
             application_dir=python.base_exec_prefix,
             system32=os.path.join(root, "System32"),
+            path=env.get("PATH", "").split(";"),
         )
     elif system == "Darwin":
         resolvers["macho"] = MacosResolver(

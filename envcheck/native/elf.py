@@ -25,7 +25,7 @@ import re
 import struct
 from typing import BinaryIO
 
-from envcheck.native.records import BinaryError, BinaryInfo, Needed
+from envcheck.native.records import MAX_NEEDED_PER_BINARY, BinaryError, BinaryInfo, Needed, too_many_needed
 
 PT_LOAD, PT_DYNAMIC, PT_NOTE = 1, 2, 4
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1, 5, 10, 14, 15, 29
@@ -123,10 +123,15 @@ def _read(mm: mmap.mmap) -> BinaryInfo:
         raise BinaryError("truncated ELF: the dynamic segment runs past the end of the file")
     step = struct.calcsize(dyn_fmt)
     tags: list[tuple[int, int]] = []
+    wanted = 0
     for pos in range(d_off, d_off + d_size - step + 1, step):
         tag, val = struct.unpack_from(dyn_fmt, mm, pos)
         if tag == DT_NULL:
             break
+        if tag == DT_NEEDED:
+            wanted += 1
+            if wanted > MAX_NEEDED_PER_BINARY:
+                raise too_many_needed(f"more than {MAX_NEEDED_PER_BINARY}", "DT_NEEDED entries")
         tags.append((tag, val))
 
     def offset(vaddr: int) -> int:
@@ -375,6 +380,8 @@ def _read_reference(f: BinaryIO) -> BinaryInfo:
                 for tag in sec.iter_tags():
                     kind = tag.entry.d_tag
                     if kind == "DT_NEEDED":
+                        if len(needed) >= MAX_NEEDED_PER_BINARY:
+                            raise too_many_needed(f"more than {MAX_NEEDED_PER_BINARY}", "DT_NEEDED entries")
                         needed.append(Needed(name=tag.needed))  # type: ignore[attr-defined]
                     elif kind == "DT_SONAME":
                         soname = tag.soname  # type: ignore[attr-defined]

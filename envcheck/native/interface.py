@@ -53,6 +53,11 @@ class Resolver(ABC):
         """Remember ``path`` as a library that may already be loaded when another one asks for it."""
         self.sonames.setdefault(info.soname or os.path.basename(path), path)
 
+    def register_root(self, path: str, info: BinaryInfo) -> None:
+        """A root file of the walk, known before resolving: ld.so's already-loaded fallback (the CUDA
+        libraries torch preloads by soname). Windows does not count it (``WindowsResolver``)."""
+        self.register(path, info)
+
     @abstractmethod
     def resolve(self, needed: Needed, importer: Image, chain: Sequence[Image], root: Image) -> Found:
         """Resolve ``needed`` for ``importer``; ``chain`` lists the images that loaded it, nearest first

@@ -144,11 +144,17 @@ WINDOWS_SYSTEM32 = frozenset(
     }
 )
 
+# VCRUNTIME140.dll and VCRUNTIME140_1.dll ship beside python.exe in every python.org CPython (and conda's
+# python): the loader finds them in the application folder, also on a machine without the redistributable
+# (checked with Wine's loader and the embeddable CPython 3.11: only MSVCP140.dll is then missing).
+INTERPRETER_VC_RUNTIME = "the VC++ runtime DLLs that ship beside python.exe (python.org and conda CPython)"
+
 # name pattern -> (kind, the runtime a person installs or bundles)
 _RUNTIMES: tuple[tuple[re.Pattern[str], ProviderKind, str], ...] = (
+    (re.compile(r"^vcruntime140(_1)?\.dll$", re.I), "interpreter", INTERPRETER_VC_RUNTIME),
     (
         re.compile(
-            r"^(msvcp140(_\d|_atomic_wait|_codecvt_ids)?|vcruntime140(_1|_threads)?|concrt140|vccorlib140)\.dll$",
+            r"^(msvcp140(_\d|_atomic_wait|_codecvt_ids)?|vcruntime140_threads|concrt140|vccorlib140)\.dll$",
             re.I,
         ),
         "redistributable",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import mmap
 from typing import Any, BinaryIO
 
-from envcheck.native.records import BinaryError, BinaryInfo, Needed
+from envcheck.native.records import MAX_NEEDED_PER_BINARY, BinaryError, BinaryInfo, Needed, too_many_needed
 
 # IMAGE_FILE_HEADER.Machine (Microsoft PE format: "Machine Types")
 MACHINES = {
@@ -37,8 +37,32 @@ def read_pe_file(f: BinaryIO) -> BinaryInfo:
         data.close()
 
 
+def _count_descriptors(pe: Any, index: int, size: int) -> int:
+    """How many descriptors of data directory ``index`` (``size`` bytes each) precede the all-zero one that
+    ends the table, counting no further than one past ``MAX_NEEDED_PER_BINARY``: read from the file's bytes,
+    so a table of a million entries is refused before pefile builds an object for each."""
+    directories = pe.OPTIONAL_HEADER.DATA_DIRECTORY
+    if index >= len(directories) or not directories[index].VirtualAddress:
+        return 0
+    try:
+        start = pe.get_offset_from_rva(directories[index].VirtualAddress)
+    except Exception:  # an RVA in no section: pefile's own parse reports it
+        return 0
+    data = pe.__data__
+    count = 0
+    while count <= MAX_NEEDED_PER_BINARY:
+        entry = data[start + count * size : start + (count + 1) * size]
+        if len(entry) < size or not any(entry):
+            break
+        count += 1
+    return count
+
+
 def _read(pefile: Any, pe: Any) -> BinaryInfo:
     try:
+        for index, size, what in ((1, 20, "import descriptors"), (13, 32, "delay-load import descriptors")):
+            if _count_descriptors(pe, index, size) > MAX_NEEDED_PER_BINARY:
+                raise too_many_needed(f"more than {MAX_NEEDED_PER_BINARY}", what)
         want = [
             pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IMPORT"],
             pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"],
@@ -60,6 +84,7 @@ def _read(pefile: Any, pe: Any) -> BinaryInfo:
         machine_no = pe.FILE_HEADER.Machine
         bits = 64 if pe.OPTIONAL_HEADER.Magic == 0x20B else 32
         version = _file_version(pe)
+        linker = f"{pe.OPTIONAL_HEADER.MajorLinkerVersion}.{pe.OPTIONAL_HEADER.MinorLinkerVersion}"
     finally:
         pe.close()
     return BinaryInfo(
@@ -68,6 +93,7 @@ def _read(pefile: Any, pe: Any) -> BinaryInfo:
         bits=bits,
         needed=tuple(needed),
         file_version=version,
+        linker_version=linker,
     )
 
 

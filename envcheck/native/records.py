@@ -13,6 +13,19 @@ _NO_VERSIONS: Mapping[str, str] = MappingProxyType({})
 
 Format = Literal["elf", "pe", "macho"]
 
+# Libraries one binary may ask for (ELF DT_NEEDED, PE import and delay-import descriptors). Real ones ask
+# for a few dozen (torch_cpu.dll: 40 with the API sets, libtorch_cuda.so: 30); a file's own size bounds the
+# count too (16 bytes per DT_NEEDED, 20 per import descriptor). Past the limit the file is refused, unread:
+# each entry would become a record of the tree (1 M DT_NEEDED entries took 1.36 GB).
+MAX_NEEDED_PER_BINARY = 4096
+
+
+def too_many_needed(count: str, what: str) -> BinaryError:
+    """The refusal of a file asking for more libraries than ``MAX_NEEDED_PER_BINARY``."""
+    return BinaryError(
+        f"{count} {what}, over the limit of {MAX_NEEDED_PER_BINARY} libraries one binary may need: not read"
+    )
+
 
 class BinaryError(Exception):
     """The file cannot be read as a native binary; the message is the reason recorded in the tree.
@@ -46,3 +59,4 @@ class BinaryInfo(NamedTuple):
     build_id: str | None = None
     file_version: str | None = None
     nodeflib: bool = False  # ELF DF_1_NODEFLIB: no ld.so.cache, no default folders
+    linker_version: str | None = None  # PE optional header Major.MinorLinkerVersion (MSVC: the toolset)

@@ -36,6 +36,7 @@ from envcheck.native.elf import version_key
 from envcheck.native.hashing import MAX_RECORD_HASH_BYTES, MAX_RECORD_HASH_TOTAL, Hasher
 from envcheck.native.interface import Found, Image, Resolver
 from envcheck.native.oslibs import classify_name, openmp_family
+from envcheck.native.windows import WindowsResolver
 from envcheck.target import names as target_names
 
 Role = Literal["extension", "library", "interpreter"]
@@ -46,6 +47,17 @@ NATIVE_SUFFIX = target_names.NATIVE_SUFFIX
 # Python extension modules: PEP 3149 tags (.cpython-311-x86_64-linux-gnu.so, .abi3.so), Windows .pyd,
 # and the untagged ``_foo.so`` a few build systems still produce (``lib*.so`` are libraries).
 _EXTENSION = re.compile(r"(\.(cpython|pypy|graalpy)[-\w]*\.(so|dylib)|\.abi3\.(so|dylib)|\.pyd)$", re.I)
+
+
+def is_torch_preload(path: str) -> bool:
+    """Whether ``import torch`` on Windows loads this file itself before ``torch._C``: every
+    ``torch\\lib\\*.dll`` (``_load_dll_libraries``)."""
+    folder = os.path.dirname(path)
+    return (
+        path.lower().endswith(".dll")
+        and os.path.basename(folder) == "lib"
+        and os.path.basename(os.path.dirname(folder)).lower() == "torch"
+    )
 
 
 def is_extension(path: str) -> bool:
@@ -201,6 +213,7 @@ class Walker:
         # Files refused before the walk (RECORD entries leaving the tree, wheel members not extracted).
         self.refused = list(refused)
         self._infos: dict[str, BinaryInfo | BinaryError] = {}
+        self.preloads: list[str] = []  # keys of the files ``import torch`` loads first, in its order
         self.executable: Image | None = None
         if executable:
             info = self.probe(executable)
@@ -258,11 +271,22 @@ class Walker:
             # Sonames of every root are known before resolving (ld.so's already-loaded fallback).
             resolver = self.resolvers.get(info.format) if info else None
             if info is not None and resolver is not None:
-                resolver.register(root.path, info)
-        # Extension modules first: an import starts there, so a library both loaded by an extension and
-        # listed in RECORD is resolved in the context of that import (its loader chain, its load folder).
+                resolver.register_root(root.path, info)
+        # torch's own DLLs first, in the order ``import torch`` loads them, then extension modules: an import
+        # starts there, so a library both loaded by an extension and listed in RECORD is resolved in the
+        # context of that import (its loader chain, its load folder).
+        # glob's order on NTFS: names compared upper-cased (``_`` after the letters)
+        preloads = sorted((r for r in ordered if is_torch_preload(r.path)), key=lambda r: r.path.upper())
+        self.preloads = [r.key for r in preloads]
+        windows = self.resolvers.get("pe")
+        if isinstance(windows, WindowsResolver):
+            windows.preload_dirs = {_norm(os.path.dirname(r.path)) for r in preloads}
         start = (self.executable,) if self.executable else ()
-        waves = [[r for r in ordered if r.role == "extension"], [r for r in ordered if r.role != "extension"]]
+        waves = [
+            preloads,
+            [r for r in ordered if r.role == "extension"],
+            [r for r in ordered if r.role != "extension" and not is_torch_preload(r.path)],
+        ]
         seen: set[str] = set()
         for wave in waves:
             queue.extend((r.path, start, None) for r in wave)
@@ -471,6 +495,7 @@ class Walker:
                     size=size,
                     build_id=info.build_id if info else None,
                     file_version=info.file_version if info else None,
+                    linker_version=info.linker_version if info else None,
                     rpath=list(info.rpath) or None if info else None,
                     runpath=list(info.runpath) or None if info else None,
                     version_needs=dict(sorted(info.version_needs.items())) or None if info else None,
@@ -495,7 +520,7 @@ class Walker:
         return NativeSection(
             loader=loader,  # type: ignore[arg-type]
             nodes=out,
-            missing=missing_chains(out, [r.key for r in roots]),
+            missing=missing_chains(out, [r.key for r in roots], self.preloads),
             requires=requirements(out),
             openmp=openmp_inventory(out),
             glibc_required=_glibc_required(out),
@@ -552,7 +577,10 @@ def _size(path: str) -> int | None:
 
 def broken(dep: NativeDependency, by_key: Mapping[str, NativeNode]) -> str | None:
     """Why this dependency will fail to load (``MISSING`` or ``UNREADABLE (reason)``), None when it loads.
-    A weak Mach-O import that is absent does not fail (dyld: LC_LOAD_WEAK_DYLIB)."""
+    A weak Mach-O import that is absent does not fail (dyld: LC_LOAD_WEAK_DYLIB), nor does a PE delay-load
+    import: it is loaded when one of its functions is first called, never with its importer."""
+    if dep.delay_load:
+        return None
     if dep.how == "missing" and not dep.weak:
         return "MISSING"
     target = by_key.get(dep.target) if dep.target is not None else None
@@ -561,20 +589,25 @@ def broken(dep: NativeDependency, by_key: Mapping[str, NativeNode]) -> str | Non
     return None
 
 
-def missing_chains(nodes: Sequence[NativeNode], roots: Sequence[str]) -> list[MissingChain]:
+def missing_chains(
+    nodes: Sequence[NativeNode], roots: Sequence[str], preloads: Sequence[str] = ()
+) -> list[MissingChain]:
     """For every dependency that will not load (MISSING, or a file that cannot be read), the shortest chain
-    that reaches it from an extension module (or, when none reaches it, from a root file, or the importer
-    itself)."""
+    that reaches it from what an import loads first: ``preloads`` in their order (the ``torch\\lib`` DLLs
+    ``import torch`` loads before ``torch._C``, so the chain named is the one Windows fails on: ``c10.dll``),
+    then an extension module (or, when none reaches it, from a root file, or the importer itself). A
+    delay-load edge is not followed: nothing behind it is loaded with the importer."""
     by_key = {n.key: n for n in nodes}
     reasons = {
         (n.key, d.name): why for n in nodes for d in n.dependencies or () if (why := broken(d, by_key))
     }
     if not reasons:
         return []
+    first = [k for k in preloads if k in by_key]
     extensions = sorted(k for k in roots if k in by_key and by_key[k].role == "extension")
-    others = sorted(k for k in roots if k in by_key and by_key[k].role != "extension")
+    others = sorted(k for k in roots if k in by_key and by_key[k].role != "extension" and k not in first)
     found: dict[tuple[str, str], list[str]] = {}
-    for start in (*extensions, *others):
+    for start in (*first, *extensions, *others):
         if len(found) == len(reasons):
             break
         parents: dict[str, str | None] = {start: None}
@@ -587,7 +620,12 @@ def missing_chains(nodes: Sequence[NativeNode], roots: Sequence[str]) -> list[Mi
                     while (parent := parents[path[-1]]) is not None:
                         path.append(parent)
                     found[(key, d.name)] = path[::-1]
-                if d.target is not None and d.target in by_key and d.target not in parents:
+                if (
+                    d.target is not None
+                    and d.target in by_key
+                    and d.target not in parents
+                    and not d.delay_load
+                ):
                     parents[d.target] = key
                     queue.append(d.target)
     for edge in reasons:
@@ -601,7 +639,7 @@ def missing_chains(nodes: Sequence[NativeNode], roots: Sequence[str]) -> list[Mi
                 chain=chain,
                 missing=name,
                 text=" → ".join([*names, name]) + f": {reasons[(importer, name)]}",
-                from_extension=by_key[chain[0]].role == "extension",
+                from_extension=by_key[chain[0]].role == "extension" or chain[0] in first,
             )
         )
     return sorted(out, key=lambda c: (c.root, c.missing, c.chain))

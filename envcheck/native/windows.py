@@ -19,7 +19,21 @@ order" (standard order for unpackaged apps, with the LOAD_LIBRARY_SEARCH flags):
    base's ``Library\\bin``; delvewheel-repaired wheels add their ``<name>.libs`` folder;
 6. LOAD_LIBRARY_SEARCH_SYSTEM32.
 
-Names are case-insensitive.
+Names are case-insensitive. Before searching, the loader reuses a module of the same base name that the
+process has already loaded. Statically that is only what is known to be loaded: the interpreter's own
+imports, the images of the chain being loaded, and the DLLs ``import torch`` loaded before its extension
+modules; never a same-named file that merely exists somewhere in the environment (checked against Wine's
+loader: ``tests/windows/test_loader_oracle.py``).
+
+A delay-load import is not loaded with its importer: it is loaded when one of its functions is first
+called, so a missing one does not make the importer fail to load (``tree.broken``).
+
+torch's ``__init__`` (``_load_dll_libraries``) loads every ``torch\\lib\\*.dll`` in name order before
+``torch._C`` with ``LoadLibraryExW(dll, NULL, 0x1100)``; one failing with error 126 is retried with plain
+``LoadLibraryW`` after torch puts its DLL folders at the head of ``PATH``. That search (the standard order:
+the application folder, System32, then ``PATH``) finds a runtime on ``PATH`` only — and also a stale
+same-named DLL in another environment's folder on ``PATH``: such a dependency resolves ``path`` with the
+folder in ``via``. What those loads bring in is loaded before any extension module of torch.
 """
 
 # ruff: noqa: PTH113, PTH118, PTH120, PTH208, PTH119
@@ -49,11 +63,16 @@ class WindowsResolver(Resolver):
         dll_directories: Sequence[str] = (),
         application_dir: str | None = None,
         system32: str | None = None,
+        path: Sequence[str] = (),
     ) -> None:
         super().__init__(host=host, probe=probe)
         self.dll_directories = list(dll_directories)
         self.application_dir = application_dir
         self.system32 = system32
+        # PATH as the target process has it (host only): searched by torch's LoadLibraryW retry.
+        self.path = [p for p in path if p]
+        # The torch\lib DLLs ``import torch`` loads one by one (their folder's normalised path).
+        self.preload_dirs: set[str] = set()
         self._listings: dict[str, dict[str, str]] = {}
 
     def resolve(self, needed: Needed, importer: Image, chain: Sequence[Image], root: Image) -> Found:
@@ -85,14 +104,32 @@ class WindowsResolver(Resolver):
                 return Found(hit, "system32", None)
         # The loader reuses a module already loaded under the same base name before it searches
         # ("Dynamic-link library search order": "If a DLL with the same module name is already loaded
-        # in memory"): another DLL of the environment that the process has loaded satisfies it.
+        # in memory"): one the interpreter or an earlier preload loaded, or an image of this load's chain.
         loaded = self.loaded_by_name(low)
         if loaded is not None:
             return Found(loaded, "already-loaded", None)
+        for image in chain:
+            if os.path.basename(image.path).lower() == low:
+                return Found(image.path, "already-loaded", None)
+        if self.is_preload(root.path):
+            # torch's retry: LoadLibraryW's standard order, the application folder and System32 (already
+            # searched above), then PATH with torch's DLL folders (searched above too) put first.
+            for folder in self.path:
+                hit = self._find(folder, low)
+                if hit:
+                    return Found(hit, "path", folder)
         return Found(None, "missing", None)
 
     def register(self, path: str, info: BinaryInfo) -> None:
         self.sonames.setdefault(os.path.basename(path).lower(), path)
+
+    def register_root(self, path: str, info: BinaryInfo) -> None:
+        """Nothing: a file of the environment is loaded only when a load reaches it (Wine's loader fails
+        with 126 for a DLL that exists only in a folder no search covers)."""
+
+    def is_preload(self, path: str) -> bool:
+        """Whether ``import torch`` loads this file itself, one DLL at a time, before its extensions."""
+        return os.path.normcase(os.path.dirname(path)) in self.preload_dirs
 
     def loaded_by_name(self, low_name: str) -> str | None:
         return self.sonames.get(low_name)

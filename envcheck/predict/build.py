@@ -262,22 +262,22 @@ def machine_needs(
     nodes = native.nodes or []
     requires = native.requires or []
     if target.system == "Windows":
+        from envcheck.native.vcruntime import vc_runtime_floor
+
         vc = [r for r in requires if r.kind == "redistributable" and _VC_DLL.match(r.name)]
-        bundled = [
-            n for n in nodes if n.owner != "system" and _VC_DLL.match(_basename(n.key)) and n.file_version
-        ]
-        minimum = max(bundled, key=lambda n: _vtuple(n.file_version or "0"), default=None)
-        if vc or bundled:
+        # The newest MSVC toolset among the binaries that load the machine's runtime (never a bundled copy)
+        floor = vc_runtime_floor(nodes)
+        if vc:
             needs.append(
                 MachineNeed(
                     kind="vc-runtime",
                     name=f"{VC_RUNTIME} ({_arch(target.machine)})",
                     provided="machine",
-                    minimum=minimum.file_version if minimum is not None else None,
+                    minimum=floor.version if floor is not None else None,
                     evidence=(
-                        f"PE FileVersion of the bundled {minimum.key}"
-                        if minimum is not None
-                        else "the binaries' PE imports (no bundled copy states a version)"
+                        f"{floor.key}: {floor.reason}"
+                        if floor is not None
+                        else "the binaries' PE imports (none states an MSVC toolset)"
                     ),
                     files=sorted({r.name for r in vc}, key=str.lower),
                     needed_by=sorted({k for r in vc for k in r.needed_by}),

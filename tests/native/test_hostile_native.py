@@ -192,6 +192,99 @@ def test_version_needs_bomb_is_refused_in_linear_time(tmp_path: Path) -> None:
     assert node["error"] == "corrupt ELF: more symbol version entries than the file's size can hold"
 
 
+def _needed_bomb(entries: int) -> bytes:
+    """A minimal ELF64 shared object whose dynamic segment holds ``entries`` DT_NEEDED entries (issue 18:
+    1 M of them took 40 s and 1.36 GB to scan)."""
+    strtab = b"\0libx.so\0"
+    dyn_off = 64 + 2 * 56
+    dynamic_len = (entries + 3) * 16
+    str_off = dyn_off + dynamic_len
+    size = str_off + len(strtab)
+    header = b"\x7fELF" + bytes([2, 1, 1, 0]) + b"\0" * 8
+    header += struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 64, 0, 0, 64, 56, 2, 64, 0, 0)
+    phdrs = struct.pack("<IIQQQQQQ", 1, 4, 0, 0, 0, size, size, 0x1000)
+    phdrs += struct.pack("<IIQQQQQQ", 2, 4, dyn_off, dyn_off, dyn_off, dynamic_len, dynamic_len, 8)
+    dynamic = struct.pack("<qQ", 1, 1) * entries + struct.pack("<qQqQqQ", 5, str_off, 10, len(strtab), 0, 0)
+    return header + phdrs + dynamic + strtab
+
+
+def _import_bomb(entries: int) -> bytes:
+    """A PE32+ DLL (one section) whose import table holds ``entries`` descriptors, each naming a.dll with a
+    valid empty thunk list (issue 18: 1.5 M of them took 20 s and 1.4 GB to scan)."""
+    table = 0x1000  # RVA of the section = of the import table
+    name_rva = table + (entries + 1) * 20
+    thunk_rva = name_rva + 8
+    body = struct.pack("<IIIII", thunk_rva, 0, 0, name_rva, thunk_rva) * entries + bytes(20)
+    body += b"a.dll\0\0\0" + bytes(8)
+    raw = (len(body) + 0x1FF) & ~0x1FF
+    body += bytes(raw - len(body))
+    dos = b"MZ" + bytes(58) + struct.pack("<I", 64)
+    coff = b"PE\0\0" + struct.pack("<HHIIIHH", 0x8664, 1, 0, 0, 0, 240, 0x2022)
+    opt = struct.pack("<HBBIIIII", 0x20B, 14, 42, raw, 0, 0, 0, 0x1000)
+    opt += struct.pack(
+        "<QIIHHHHHHIIIIHHQQQQII",
+        0x180000000,
+        0x1000,
+        0x200,
+        6,
+        0,
+        0,
+        0,
+        6,
+        0,
+        0,
+        0x1000 + raw,
+        0x400,
+        0,
+        3,
+        0,
+        0x100000,
+        0x1000,
+        0x100000,
+        0x1000,
+        0,
+        16,
+    )
+    directories = [(0, 0)] * 16
+    directories[1] = (table, (entries + 1) * 20)
+    opt += b"".join(struct.pack("<II", *d) for d in directories)
+    section = b".idata\0\0" + struct.pack("<IIIIIIHHI", raw, 0x1000, raw, 0x400, 0, 0, 0, 0, 0xC0000040)
+    head = dos + coff + opt + section
+    return head + bytes(0x400 - len(head)) + body  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "make", "what"),
+    [
+        ("libmany.so", _needed_bomb, "DT_NEEDED entries"),
+        ("many.dll", _import_bomb, "import descriptors"),
+    ],
+)
+def test_a_binary_asking_for_a_million_libraries_is_refused_unread(
+    tmp_path: Path, name: str, make: Callable[[int], bytes], what: str
+) -> None:
+    """Imports per binary have a named limit (``MAX_NEEDED_PER_BINARY``): past it the file is one line of
+    the report, in bounded time and memory, where each entry became a record of the tree before."""
+    from envcheck.native.records import MAX_NEEDED_PER_BINARY
+
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / name).write_bytes(make(1_000_000))
+    (pkg / f"ok{name}").write_bytes(make(3))  # a few entries: read as before
+    reason = f"more than {MAX_NEEDED_PER_BINARY} {what}, over the limit of {MAX_NEEDED_PER_BINARY}"
+    with pytest.raises(BinaryError, match=reason):
+        read_binary(str(pkg / name))
+    assert {n.name for n in read_binary(str(pkg / f"ok{name}")).needed} <= {"libx.so", "a.dll"}
+    code, section, _raw = _scan_json(pkg)
+    errors = {Path(n["path"]).name: n["error"] for n in section["nodes"] if n.get("error")}
+    assert code == 1
+    assert errors[name].startswith(reason) and errors[name].endswith(
+        "libraries one binary may need: not read"
+    )
+    assert f"ok{name}" not in errors
+
+
 def test_small_version_needs_chain_still_parses(tmp_path: Path) -> None:
     """The budget refuses revisits, not real files: 3 x 3 shared entries fit in the file's bytes."""
     lib = tmp_path / "libsmall.so"

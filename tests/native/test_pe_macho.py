@@ -78,16 +78,18 @@ def test_windows_wheel_scan(tmp_path: Path) -> None:
     api = dep(bar_node, "api-ms-win-crt-runtime-l1-1-0.dll")
     assert (api.how, api.kind, api.target) == ("api-set", "os", None)
     assert (dep(bar_node, "KERNEL32.dll").how, dep(bar_node, "KERNEL32.dll").kind) == ("known-dll", "os")
-    vc = dep(bar_node, "VCRUNTIME140.dll")
-    assert (vc.kind, vc.how) == ("redistributable", "expected-on-machine")
+    vc = dep(bar_node, "VCRUNTIME140.dll")  # beside python.exe: the interpreter's, not the machine's
+    assert (vc.kind, vc.how) == ("interpreter", "expected-on-machine")
     gone = dep(bar_node, "gone.dll")
     assert (gone.kind, gone.how) == ("missing", "missing")
     [chain] = section.missing or []
     assert chain.text == "ext.cp311-win_amd64.pyd → bar.dll → gone.dll: MISSING"
     assert chain.from_extension
     [vc_req] = [r for r in section.requires or [] if r.name == "VCRUNTIME140.dll"]
-    assert vc_req.kind == "redistributable"
-    assert vc_req.runtime == "Microsoft Visual C++ 2015-2022 Redistributable"
+    assert vc_req.kind == "interpreter"
+    assert (
+        vc_req.runtime == "the VC++ runtime DLLs that ship beside python.exe (python.org and conda CPython)"
+    )
     assert vc_req.needed_by == ["winpkg:winpkg/bar.dll"]
     assert node(section, "winpkg:winpkg.libs/foo.dll").file_version == "1.2.3.4"
 
@@ -98,9 +100,7 @@ def test_scan_cli_text_json_and_exit_codes(tmp_path: Path) -> None:
     runner = CliRunner()
     text = runner.invoke(app, ["scan", str(wheel)])
     assert text.exit_code == 1, text.output
-    assert (
-        "VCRUNTIME140.dll [redistributable] - Microsoft Visual C++ 2015-2022 Redistributable" in text.output
-    )
+    assert "VCRUNTIME140.dll [interpreter] - the VC++ runtime DLLs that ship beside python.exe" in text.output
     assert "ext.cp311-win_amd64.pyd → bar.dll → gone.dll: MISSING" in text.output
     js = runner.invoke(app, ["scan", str(wheel), "--format", "json"])
     assert js.exit_code == 1
@@ -165,7 +165,9 @@ def test_real_windows_torch_wheel() -> None:
     assert section.loader == "windows"
     assert section.missing == []
     vc = {r.name.lower(): r for r in section.requires or [] if r.kind == "redistributable"}
-    assert "vcruntime140.dll" in vc and "msvcp140.dll" in vc
+    assert "msvcp140.dll" in vc and "vcruntime140.dll" not in vc  # python.exe's folder has that one
+    beside_python = {r.name.lower() for r in section.requires or [] if r.kind == "interpreter"}
+    assert "vcruntime140.dll" in beside_python
     assert any(k.endswith("torch_cpu.dll") for k in vc["msvcp140.dll"].needed_by)
     assert [o.family for o in section.openmp or []] == ["intel"]
 
@@ -217,7 +219,7 @@ def test_windows_host_search_order(tmp_path: Path) -> None:
     gone = dep(bar, "gone.dll")  # not shipped, but this machine has one in System32
     assert (gone.how, gone.target) == ("system32", str(system32 / "gone.dll"))
     vc = dep(bar, "VCRUNTIME140.dll")  # python.org's installer puts vcruntime140.dll beside python.exe
-    assert (vc.how, vc.via, vc.kind) == ("loader-dir", "application", "redistributable")
+    assert (vc.how, vc.via, vc.kind) == ("loader-dir", "application", "interpreter")
     assert dep(bar, "foo.dll").via == "winpkg.libs"
     ext = node(section, "winpkg:winpkg/ext.cp311-win_amd64.pyd")
     python = dep(ext, "python311.dll")

@@ -46,8 +46,9 @@ def test_cpu_to_windows_names_the_vc_runtime_with_its_redistributable(
     assert code == 0, report
     [vc] = _by_rule(report, "ENV-PREDICT-RUNTIME")
     assert vc["severity"] == "warning"
-    for dll in ("MSVCP140.dll", "VCRUNTIME140.dll", "VCRUNTIME140_1.dll"):
-        assert dll in vc["message"]
+    assert "MSVCP140.dll" in vc["message"] and "14.42" in vc["message"]
+    # VCRUNTIME140.dll and VCRUNTIME140_1.dll ship beside python.exe: not what the machine lacks.
+    assert "VCRUNTIME140.dll" not in vc["message"] and "VCRUNTIME140_1.dll" not in vc["message"]
     assert "Microsoft Visual C++ 2015-2022 Redistributable" in vc["subject"]
     assert "vc_redist" in vc["remedy"]
 
@@ -88,8 +89,11 @@ def test_the_saved_prediction_is_a_manifest_with_its_live_facts_marked_absent(
     assert predicted.predicted is not None
     needs = {n.kind: n for n in predicted.predicted.needs}
     assert needs["vc-runtime"].provided == "machine"
-    # The minimum comes from the PE FileVersion of a bundled copy of the runtime, and says so.
-    assert needs["vc-runtime"].minimum is None or "PE FileVersion" in (needs["vc-runtime"].evidence or "")
+    # The minimum is the newest MSVC toolset among the binaries that load the machine's runtime (torch's
+    # DLLs), never a bundled copy's FileVersion; the evidence names the binary that sets it.
+    vc = needs["vc-runtime"]
+    assert vc.minimum is not None and "PE linker version" in (vc.evidence or "")
+    assert (vc.evidence or "").startswith("torch:torch/") and "msvcp140-" not in (vc.evidence or "")
     assert needs["openmp"].family == "intel" and needs["openmp"].provided == "bundled"
     # Only rules that read facts a prediction holds run on it: nothing "lost" about live facts.
     rules = {f.rule for f in engine.diff(load(CPU), predicted) + engine.doctor(predicted)}
