@@ -14,7 +14,20 @@ from typing import Any
 
 from envcheck.target.redact import REDACTED, is_secret_name, redact_json, redact_text
 
-__all__ = ["REDACTED", "PathRedactor", "is_secret_name", "redact_json", "redact_text"]
+__all__ = ["REDACTED", "PathRedactor", "is_secret_name", "redact_json", "redact_strings", "redact_text"]
+
+
+def redact_strings(value: Any) -> Any:
+    """A copy of JSON-like ``value`` with ``redact_text`` applied to every string, keys included, and
+    nothing replaced for its key's name: for envcheck's own documents (a scan's native tree), whose field
+    names (``key``, ``token`` counts) are a schema, not variables a credential hides under."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, list):
+        return [redact_strings(v) for v in value]
+    if isinstance(value, dict):
+        return {redact_text(k) if isinstance(k, str) else k: redact_strings(v) for k, v in value.items()}
+    return value
 
 
 class PathRedactor:

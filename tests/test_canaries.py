@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 import pytest
 from clirun import run
 from hostile import envcheck_argv
-from venvs import fault_torch, needs_torch, venv_site
+from venvs import fault_torch, needs_torch, site_packages, venv_site
 
 from envcheck.redact import REDACTED
 
@@ -243,6 +244,13 @@ def test_no_canary_of_an_unredacted_manifest_reaches_any_report(tmp_path: Path) 
         cli(f"diff stdout {fmt}", "diff", base_json, target_json, "-f", fmt, "--verbose")
     cli("diff junit", "diff", base_json, target_json, "--junit", str(out / "diff-junit.xml"))
     cli("doctor junit", "doctor", base_json, "--junit", str(out / "doctor-junit.xml"))
+    cli("verify", "verify", "--against", base_json, "-f", "markdown", "-o", str(out / "verify.md"))
+    # scan: a tree whose folder is named like a token (the paths of a tree are its report's strings).
+    tree = tmp_path / "tree" / PLANTED["sys_path"].rsplit("/", 1)[1]
+    tree.mkdir(parents=True)
+    shutil.copy(next((site_packages() / "numpy" / "_core").glob("_multiarray_umath*.so")), tree)
+    cli("scan text", "scan", str(tmp_path / "tree"), "-o", str(out / "scan.txt"))
+    cli("scan json", "scan", str(tmp_path / "tree"), "--format", "json", "-o", str(out / "scan.json"))
     cli(
         "gate",
         "gate",
@@ -281,7 +289,7 @@ def test_no_canary_of_an_unredacted_manifest_reaches_any_report(tmp_path: Path) 
             )
 
     written = {p.name: p.read_text(encoding="utf-8") for p in out.iterdir()}
-    assert len(written) == 3 * len(FORMATS) + 4, sorted(written)
+    assert len(written) == 3 * len(FORMATS) + 7, sorted(written)
     leaks = [
         f"{secret} in {where}"
         for where, text in [*printed.items(), *written.items()]
@@ -295,3 +303,4 @@ def test_no_canary_of_an_unredacted_manifest_reaches_any_report(tmp_path: Path) 
     for arrived in ("mirror.corp.example", "private-dep", "TORCH_ACCESS_KEY", "prod-box", REDACTED):
         assert arrived in everything, arrived
     assert "mirror.corp.example" in written["diff.text"] and REDACTED in written["diff.text"]
+    assert f"{REDACTED}/_multiarray_umath" in written["scan.txt"] and REDACTED in written["scan.json"]

@@ -33,12 +33,16 @@ def scan(
     from envcheck.manifest.codec import encode
     from envcheck.native import scan_path
     from envcheck.native.scan import format_text, is_broken
+    from envcheck.redact import redact_strings, redact_text
 
     section = scan_path(path)
+    # File names and paths of a tree can hold a credential's shape (a folder named after a token): the
+    # report passes the redactor, as every report does.
     if output_format is ScanFormat.json:
-        text = json.dumps(encode(section), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        data = redact_strings(encode(section))
+        text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     else:
-        text = format_text(section, path)
+        text = redact_text(format_text(section, path))
     write_output(text, output)
     # Exit 1 for what should be inside the tree and is not: a MISSING library of the tree's own (not the OS
     # or a runtime the machine provides), one of its files that cannot be read, or one that was refused.
