@@ -338,13 +338,14 @@ class EnvcheckItem(pytest.Item):
 
 
 def _describe(findings: Sequence[Finding]) -> str:
-    """Each finding as the text report says it: severity, rule, subject, message, remedy, cause; a root
-    cause before the findings it causes (``envcheck.report.interface.groups``), never after them."""
+    """Each finding as the text report says it, redacted: severity, rule, subject, message, remedy, cause; a
+    root cause before the findings it causes (``envcheck.report.interface.groups``), never after them."""
     from envcheck.escape import terminal
+    from envcheck.report import redacted
     from envcheck.report.interface import groups
 
     blocks = []
-    for f in (member for group in groups(findings) for member in group.members):
+    for f in (member for group in groups(redacted(findings)) for member in group.members):
         lines = [f"{f.severity.upper()} {f.rule} {f.subject}", f"  {f.message}"]
         if f.base is not None or f.target is not None:
             lines.append(f"  base: {f.base}  target: {f.target}")
