@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -159,6 +160,27 @@ def test_current_runtime_and_an_old_registry_record(
     assert found["msvcp140"].lower() == "c:\\windows\\system32\\msvcp140.dll"
     assert found["msvcp140_version"] == pe_file_version(vc_runtime / "msvcp140.dll")
     assert found["msvcp140_version"].startswith("14.")
+
+
+def test_an_old_runtime_file_and_no_registry_record(
+    machine: Wine, customer: WinPython, target_package: Path, tmp_path: Path
+) -> None:
+    """An old redistributable's msvcp140.dll (msvc-runtime 14.34.31931, older than the 14.42 toolset of
+    torch 2.13.0's DLLs) in System32 without a registry record: its FileVersion is read as it is."""
+    wheel = wine.need("msvc_runtime-14.34.*-win_amd64.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        name = next(n for n in zf.namelist() if n.lower().endswith("/scripts/msvcp140.dll"))
+        old = tmp_path / "msvcp140.dll"
+        old.write_bytes(zf.read(name))
+    without_vc_runtime(machine)
+    shutil.copy(old, system32(machine) / "msvcp140.dll")
+    try:
+        found = facts(machine, customer, target_package)["facts"]["vc_runtime"]
+    finally:
+        without_vc_runtime(machine)
+    assert found["registry"] is None
+    assert found["msvcp140_version"] == pe_file_version(old)
+    assert found["msvcp140_version"].startswith("14.34.")
 
 
 def test_path_folder_with_a_foreign_openmp_and_runtime(
