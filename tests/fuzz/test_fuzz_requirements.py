@@ -116,12 +116,16 @@ def lines() -> st.SearchStrategy[str]:
 
 
 @cache
-def machines() -> tuple[Manifest, Manifest]:
-    """The real CPU manifest, and the same recorded on a Windows machine."""
+def machines() -> tuple[Manifest, Manifest, Manifest]:
+    """The real CPU manifest, the same recorded on a Windows machine, and one whose marker variables are
+    hostile (quotes of both kinds, a version that is not one)."""
     data = json.loads((ROOT / "tests/data/manifests/dev-cpu.json").read_text(encoding="utf-8"))
     linux = decode(Manifest, data, source="dev-cpu.json")
     data["platform"]["system"] = "Windows"
-    return linux, decode(Manifest, data, source="dev-cpu.json (Windows)")
+    windows = decode(Manifest, data, source="dev-cpu.json (Windows)")
+    data["platform"].update(system='It\'s "OS"', release="a'b\"c", kernel="#1 SMP 'x'", machine="")
+    data["python"].update(version="3.x'\"", implementation='Py"thon')
+    return linux, windows, decode(Manifest, data, source="dev-cpu.json (hostile)")
 
 
 def _packaging(line: str) -> Requirement | None:
@@ -176,8 +180,8 @@ def _with_lines(m: Manifest, extra_lines: list[str]) -> Manifest:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(requirement_lines(), min_size=1, max_size=4))
 def test_doctor_and_diff_end_on_any_requirement_lines(extra_lines: list[str]) -> None:
-    linux, windows = machines()
-    for target in (_with_lines(linux, extra_lines), _with_lines(windows, extra_lines)):
+    linux, windows, hostile = machines()
+    for target in (_with_lines(m, extra_lines) for m in (linux, windows, hostile)):
         reports = [
             flows.doctor("t", target, Policy()),
             flows.diff("b", linux, [("t", target)], Policy()),
