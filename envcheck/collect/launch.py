@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
-from envcheck.probe.runner import Deadline, RunningTarget, resolve_python, start_target
+from envcheck.probe.runner import Deadline, TargetRun, resolve_python, start_target
 
 # The facts probe reads files and metadata only: when it needs more than this, something is wrong.
 FACTS_TIMEOUT = 60.0
@@ -31,6 +32,15 @@ class SnapshotOptions:
     deadline: Deadline | None = None
 
 
+class Started(Protocol):
+    """A target already running: a ``RunningTarget``, or the runtime probe that the smoke suite's process
+    runs first (``envcheck.verify.runner.RuntimeProbe``)."""
+
+    def wait(self) -> TargetRun: ...
+
+    def kill(self) -> None: ...
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Probes:
     """The facts probe (standard library only) and, unless ``--no-probe``, the runtime probe (imports torch),
@@ -40,13 +50,14 @@ class Probes:
     started: float
     # The deadline the probes were started under: --timeout from their start.
     deadline: Deadline | None = None
-    facts: RunningTarget
-    runtime: RunningTarget | None
+    facts: Started
+    runtime: Started | None
 
 
-def start_probes(options: SnapshotOptions) -> Probes:
+def start_probes(options: SnapshotOptions, runtime: Started | None = None) -> Probes:
     """Start both probes now, under one deadline ``options.timeout`` seconds away (``--timeout`` is a hard
-    deadline for all work in the target; the facts probe gets at most ``FACTS_TIMEOUT`` of it).
+    deadline for all work in the target; the facts probe gets at most ``FACTS_TIMEOUT`` of it). ``runtime``:
+    the runtime probe, already started elsewhere (the gate runs it in the smoke suite's process).
 
     ``Probes.python`` is the absolute path of the interpreter (``resolve_python``). Raises ``ProbeError``
     when the interpreter does not exist or cannot be started.
@@ -55,7 +66,8 @@ def start_probes(options: SnapshotOptions) -> Probes:
     started = time.monotonic()
     # The command's own deadline when it made one (``SnapshotOptions.deadline``), else --timeout from now.
     deadline = options.deadline or Deadline.after(options.timeout)
-    runtime = start_target(python, args=["runtime"], deadline=deadline) if options.probe else None
+    if runtime is None and options.probe:
+        runtime = start_target(python, args=["runtime"], deadline=deadline)
     try:
         facts = start_target(python, args=["facts"], timeout=FACTS_TIMEOUT, deadline=deadline)
     except BaseException:

@@ -14,6 +14,7 @@ from envcheck.errors import EnvcheckError
 from envcheck.outputs import Destination
 
 if TYPE_CHECKING:
+    from envcheck.collect.launch import Started
     from envcheck.deadline import Deadline
     from envcheck.flows import Report
     from envcheck.manifest.model import Manifest
@@ -110,22 +111,22 @@ def snapshot_this_machine(
     python: str | None,
     timeout: float,
     progress: Callable[[str], None] | None = None,
+    runtime: Started | None = None,
     deadline: Deadline | None = None,
 ) -> Manifest:
     """A fresh snapshot (no smoke suite) of ``python`` or this interpreter: what diff, doctor, gate check.
     ``progress`` is told each step (``envcheck.commands.progress``). Every native file a RECORD lists is
     checked against its RECORD sha256 (through the hash cache: cheap once warm) unless
-    ``ENVCHECK_INTEGRITY`` is ``0``. ``deadline``: the command's (default: ``timeout`` from now)."""
-    from envcheck.collect.launch import SnapshotOptions
+    ``ENVCHECK_INTEGRITY`` is ``0``. ``deadline``: the command's (default: ``timeout`` from now).
+    ``runtime``: the runtime probe, run elsewhere (the gate's suite)."""
+    from envcheck.collect.launch import SnapshotOptions, start_probes
     from envcheck.collect.snapshot import take_snapshot
     from envcheck.native import scan_for_snapshot
 
     integrity = os.environ.get("ENVCHECK_INTEGRITY", "").strip().lower() not in ("0", "false", "no", "off")
-    return take_snapshot(
-        SnapshotOptions(python=python, timeout=timeout, integrity=integrity, deadline=deadline),
-        native=scan_for_snapshot,
-        progress=progress,
-    )
+    options = SnapshotOptions(python=python, timeout=timeout, integrity=integrity, deadline=deadline)
+    probes = start_probes(options, runtime) if runtime is not None else None
+    return take_snapshot(options, native=scan_for_snapshot, probes=probes, progress=progress)
 
 
 def report_findings(

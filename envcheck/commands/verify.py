@@ -19,7 +19,7 @@ from envcheck.commands._common import (
     snapshot_this_machine,
 )
 from envcheck.commands.diff import NO_PROBLEMS, NoPolicyOption, load_rules_policy, name
-from envcheck.errors import UsageError
+from envcheck.errors import ProbeError, UsageError
 from envcheck.report.options import (
     FailOnOption,
     FormatOption,
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from envcheck.manifest.model import Manifest
     from envcheck.manifest.verify import VerifySection
     from envcheck.verify.imports import AppImports
+    from envcheck.verify.runner import RuntimeProbe
 
 ChecksOption = Annotated[
     Path | None,
@@ -99,17 +100,26 @@ def _run(
     progress: Step | None,
     imports: tuple[Sequence[str], Sequence[str]] | None = None,
     imports_progress: Step | None = None,
+    runtime_probe: RuntimeProbe | None = None,
 ) -> tuple[VerifySection, AppImports | None]:
     """The suite's results and, unless ``imports`` is None, the application's imports (``(modules,
     not_imported)``, ``envcheck.verify.imports``) run beside it (told to ``imports_progress``). Raises
-    ``UsageError`` (file:line) when the checks file could not be loaded."""
+    ``UsageError`` (file:line) when the checks file could not be loaded. ``runtime_probe``: run by the
+    suite's process first (``run_suite``)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from envcheck.verify.checks_file import raise_load_failure
     from envcheck.verify.runner import run_suite
 
     if imports is None:
-        section = run_suite(python, timeout=timeout, checks_file=checks, progress=progress, compile=compile_)
+        section = run_suite(
+            python,
+            timeout=timeout,
+            checks_file=checks,
+            progress=progress,
+            compile=compile_,
+            runtime_probe=runtime_probe,
+        )
         found = None
     else:
         from envcheck.verify.imports import run_imports
@@ -127,7 +137,12 @@ def _run(
                 alone_elsewhere={"torch": "the smoke suite's import_torch check"},
             )
             section = run_suite(
-                python, timeout=timeout, checks_file=checks, progress=progress, compile=compile_
+                python,
+                timeout=timeout,
+                checks_file=checks,
+                progress=progress,
+                compile=compile_,
+                runtime_probe=runtime_probe,
             )
             found = job.result()
     if checks is not None:
@@ -363,8 +378,9 @@ def run_gate(
     slips_found: list[slips.WrongInterpreter] | None = None,
 ) -> tuple[Report, VerifySection, AppImports | None]:
     """The gate's work, for ``envcheck gate`` and the pytest plugin: this machine's snapshot, the smoke
-    suite and the application's imports (separate target processes, run side by side), then the one gate
-    flow. The application's entry modules come after the manifest's recorded ones and the policy's
+    suite and the application's imports (target processes run side by side; the snapshot's runtime probe
+    runs first in the suite's process, one ``import torch`` for both), then the one gate flow. The
+    application's entry modules come after the manifest's recorded ones and the policy's
     (``imports``). Returns the report, the suite's results and the imports' own results (None:
     ``app_imports`` off). Raises ``UsageError`` for a module name that is not one (the manifest's
     included).
@@ -374,23 +390,29 @@ def run_gate(
     from concurrent.futures import ThreadPoolExecutor
 
     from envcheck import flows
+    from envcheck.verify.runner import RuntimeProbe
 
     recorded = base.verify.imports if base.verify is not None else None
     modules = app_modules(
         (f"{manifest}: verify.imports", recorded), ("policy imports", policy.imports), ("--import", imports)
     )
     wanted = (modules, policy.not_imported) if app_imports else None
+    runtime = RuntimeProbe()
     with ThreadPoolExecutor(1) as pool:
-        live_job = pool.submit(snapshot_this_machine, python, timeout, _prefixed(step, "snapshot: "))
-        current, found = _run(
-            python,
-            timeout,
-            checks,
-            compile_,
-            _prefixed(step, "smoke suite: "),
-            wanted,
-            _prefixed(step, "imports: "),
-        )
+        live_job = pool.submit(snapshot_this_machine, python, timeout, _prefixed(step, "snapshot: "), runtime)
+        try:
+            current, found = _run(
+                python,
+                timeout,
+                checks,
+                compile_,
+                _prefixed(step, "smoke suite: "),
+                wanted,
+                _prefixed(step, "imports: "),
+                runtime,
+            )
+        finally:  # the snapshot never waits for a probe that will not come
+            runtime.fail(ProbeError("the gate's smoke suite did not start"))
         if step is not None and not live_job.done():
             step("snapshot: finishing")
         live = live_job.result()

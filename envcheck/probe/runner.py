@@ -259,35 +259,7 @@ class RunningTarget:
             time.sleep(delay)
 
     def _read_result(self) -> tuple[dict[str, Any], list[str]]:
-        """The result object (``{}`` when absent or not a JSON object), redacted, and a note for each
-        reason it was not read. Never reads more than ``RESULT_MAX_BYTES``."""
-        from envcheck.redact import redact_json
-
-        # The folder is the target's: it may have replaced the file with a FIFO (open would block) or a
-        # link to /dev/zero. O_NOFOLLOW refuses the link, O_NONBLOCK opens the FIFO at once, fstat tells.
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-        try:
-            fd = os.open(self._out, flags | getattr(os, "O_BINARY", 0))
-        except FileNotFoundError:
-            return {}, []
-        except OSError as e:
-            return {}, [f"result file not read: {e.strerror or e}"]
-        with os.fdopen(fd, "rb") as f:
-            info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                return {}, ["result file not read: not a regular file"]
-            raw = f.read(RESULT_MAX_BYTES + 1) if info.st_size <= RESULT_MAX_BYTES else b""
-        if info.st_size > RESULT_MAX_BYTES or len(raw) > RESULT_MAX_BYTES:
-            size = max(info.st_size, len(raw))
-            return {}, [f"result file not read: {size} bytes, over the cap of {RESULT_MAX_BYTES} bytes"]
-        try:
-            data = json.loads(raw)
-            if not isinstance(data, dict):
-                return {}, ["result file not read: not a JSON object"]
-            redacted = redact_json(data)
-        except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser allows
-            return {}, ["result file not read: not valid JSON"]
-        return (redacted if isinstance(redacted, dict) else {}), []
+        return read_result(self._out)
 
     def _stderr_tail(self, notes: list[str]) -> str | None:
         """The redacted end of stderr, after a line per cap that cut something (or ``None``)."""
@@ -339,6 +311,38 @@ class RunningTarget:
             stderr_tail=tail,
             duration_s=duration,
         )
+
+
+def read_result(path: Path) -> tuple[dict[str, Any], list[str]]:
+    """A target's result file at ``path``: the object (``{}`` when absent or not a JSON object), redacted,
+    and a note for each reason it was not read. Never reads more than ``RESULT_MAX_BYTES``."""
+    from envcheck.redact import redact_json
+
+    # The folder is the target's: it may have replaced the file with a FIFO (open would block) or a
+    # link to /dev/zero. O_NOFOLLOW refuses the link, O_NONBLOCK opens the FIFO at once, fstat tells.
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        return {}, []
+    except OSError as e:
+        return {}, [f"result file not read: {e.strerror or e}"]
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return {}, ["result file not read: not a regular file"]
+        raw = f.read(RESULT_MAX_BYTES + 1) if info.st_size <= RESULT_MAX_BYTES else b""
+    if info.st_size > RESULT_MAX_BYTES or len(raw) > RESULT_MAX_BYTES:
+        size = max(info.st_size, len(raw))
+        return {}, [f"result file not read: {size} bytes, over the cap of {RESULT_MAX_BYTES} bytes"]
+    try:
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            return {}, ["result file not read: not a JSON object"]
+        redacted = redact_json(data)
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser allows
+        return {}, ["result file not read: not valid JSON"]
+    return (redacted if isinstance(redacted, dict) else {}), []
 
 
 def _wait_pidfd(pid: int, deadline: Deadline) -> bool | None:

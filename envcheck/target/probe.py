@@ -125,6 +125,27 @@ class Probe(object):
         self.stage("import torch")
 
 
+def runtime_beside(out):
+    """The runtime stage for another entry module that goes on in the same process (the smoke suite: one
+    ``import torch`` for both), written to ``out`` as ``main`` writes it: ``done`` when it finished, else
+    the exception and its traceback. Returns the result."""
+    probe = Probe(out)
+    try:
+        probe.runtime()
+    except BaseException as e:  # recorded as main records it; the host goes on (or ends) as it would
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        import traceback
+
+        probe.result["exception"] = "%s: %s" % (type(e).__name__, e)
+        probe.result["traceback_tail"] = "".join(traceback.format_exc())[-4000:]
+        emit(probe.out, probe.result)
+        return probe.result
+    probe.result["done"] = True
+    emit(probe.out, probe.result)
+    return probe.result
+
+
 def forget_own_folder():
     """Take the folder this package was copied to off ``sys.path``: it is envcheck's, not the target's, and
     must not appear in ``sys_path`` nor shadow anything the probe looks up. The package's own modules still

@@ -357,11 +357,24 @@ def main(argv):
     _result["stage"] = "import torch"
     emit()
     _progress(progress, "importing torch (%s group)\tcpu" % group)
-    # The floating-point mode before torch: import_torch then tells who turned flush-to-zero on.
-    from .fp_control import note_start
-
-    note_start()
     started = time.monotonic()
+    probed = None
+    if first and config.get("probe_out"):
+        # The snapshot's runtime probe, first and in this process: one `import torch` for both. It notes
+        # the floating-point mode before torch itself, and writes its own result file; the runner reruns
+        # the group in a fresh process if this one ends inside the probe.
+        from .probe import runtime_beside
+
+        _result["stage"] = "runtime probe"
+        emit()
+        probed = runtime_beside(config["probe_out"])
+        _result["stage"] = "import torch"
+        emit()
+    else:
+        # The floating-point mode before torch: import_torch then tells who turned flush-to-zero on.
+        from .fp_control import note_start
+
+        note_start()
     try:
         import torch
     except Exception as e:
@@ -369,7 +382,8 @@ def main(argv):
         _result["stage"] = "import torch failed"
         emit()
         return 0
-    _result["import_s"] = round(time.monotonic() - started, 4)
+    seconds = probed.get("import_seconds") if probed else None
+    _result["import_s"] = round(seconds if seconds is not None else time.monotonic() - started, 4)
     if config.get("threads"):
         torch.set_num_threads(int(config["threads"]))
     # Checks are loaded family by family, each just before it runs: finding the CUDA devices initialises

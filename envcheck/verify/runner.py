@@ -2,28 +2,33 @@
 
 Groups: ``main`` (every built-in check: one ``import torch`` for the whole CPU suite, DESIGN §6),
 ``compile`` (``torch.compile``, opt-in, its own process) and ``custom`` (the user's checks, in their own
-process beside ``main``). When a group's process crashes or hangs, the check it was running (``current`` in
-its result file) gets that outcome and the rest of the group runs again in a fresh process, so one bad
-check never hides the others. All of it runs under one ``Deadline`` (``--timeout``): a rerun gets only the
-time that is left, and once none is left the checks not run yet are ``timeout`` results, not new processes.
+process beside ``main``). With ``runtime_probe`` (the gate), the ``main`` group's process first runs the
+snapshot's runtime probe (``envcheck.target.probe``), so one ``import torch`` serves both; a process that
+ends inside the probe, other than in that import, gives the probe that ending and the group runs again in
+a fresh process without it, as if the two had never shared one. When a group's process crashes or hangs,
+the check it was running (``current`` in its result file) gets that outcome and the rest of the group runs
+again in a fresh process, so one bad check never hides the others. All of it runs under one ``Deadline``
+(``--timeout``): a rerun gets only the time that is left, and once none is left the checks not run yet are
+``timeout`` results, not new processes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from envcheck.errors import ManifestError, UsageError
+from envcheck.errors import ManifestError, ProbeError, UsageError
 from envcheck.manifest.codec import decode
 from envcheck.manifest.model import ProbeOutcome
 from envcheck.manifest.verify import CheckResult, VerifySection
 from envcheck.probe import sessions
-from envcheck.probe.runner import Deadline, TargetRun, run_target
+from envcheck.probe.runner import NOTE_PREFIX, Deadline, TargetRun, read_result, run_target
 from envcheck.target.copying import PACKAGE as TARGET_PACKAGE
 
 # The smoke-suite harness's entry module (envcheck/target/suite.py) in the copy of envcheck.target.
@@ -33,6 +38,38 @@ COMPILE_OPT_IN = "opt-in: pass --compile (torch.compile takes 15-35 s on 2 cores
 _MAX_RERUNS = 64
 
 Progress = Callable[[str], None]
+
+
+class RuntimeProbe:
+    """The snapshot's runtime probe, run in the smoke suite's ``main`` process: ``run_suite`` hands over
+    its result and how it ended (``deliver``), ``take_snapshot`` waits for it (``wait``, as for a
+    ``RunningTarget``). ``wait`` returns once the suite's first ``main`` process has ended, or raises what
+    kept the suite from running it."""
+
+    def __init__(self) -> None:
+        self._ended: Future[TargetRun] = Future()
+        self._lock = threading.Lock()
+
+    def wait(self) -> TargetRun:
+        return self._ended.result()
+
+    def kill(self) -> None:
+        """Nothing to kill: the suite's process is the runner's, under the same deadline."""
+
+    def deliver(self, run: TargetRun) -> None:
+        """The first of ``deliver`` and ``fail`` counts; a later one is ignored."""
+        with self._lock:
+            if not self._ended.done():
+                self._ended.set_result(run)
+
+    def fail(self, error: BaseException) -> None:
+        """The suite never ran the probe (``error`` says why): ``wait`` raises it, never blocks."""
+        with self._lock:
+            if not self._ended.done():
+                self._ended.set_exception(error)
+
+    def delivered(self) -> bool:
+        return self._ended.done()
 
 
 def run_suite(
@@ -45,6 +82,7 @@ def run_suite(
     entry_points: bool = True,
     env: dict[str, str] | None = None,
     deadline: Deadline | None = None,
+    runtime_probe: RuntimeProbe | None = None,
 ) -> VerifySection:
     """Run the suite in ``python`` (default: this interpreter) and return its results.
 
@@ -52,9 +90,35 @@ def run_suite(
     ``deadline``, when given, is one shared with the caller's other target work (the earlier of the two
     counts). Checks the deadline left no time for are ``timeout`` results. ``checks_file`` adds the user's
     ``check_*`` functions; ``entry_points`` adds those of the ``envcheck.checks`` entry-point group.
-    ``compile`` opts into the ``torch.compile`` check. Raises ``UsageError`` if ``checks_file`` does not
-    exist and ``ProbeError`` if the interpreter cannot be started; everything else is a result.
+    ``compile`` opts into the ``torch.compile`` check. ``runtime_probe``: run the snapshot's runtime probe
+    first in the ``main`` group's process and deliver it there (always delivered or failed on return).
+    Raises ``UsageError`` if ``checks_file`` does not exist and ``ProbeError`` if the interpreter cannot be
+    started; everything else is a result.
     """
+    try:
+        return _run_suite(
+            python, timeout, checks_file, progress, compile, entry_points, env, deadline, runtime_probe
+        )
+    except BaseException as e:
+        if runtime_probe is not None:
+            runtime_probe.fail(e)
+        raise
+    finally:
+        if runtime_probe is not None:
+            runtime_probe.fail(ProbeError("the smoke suite ended without running the runtime probe"))
+
+
+def _run_suite(
+    python: str | None,
+    timeout: float,
+    checks_file: Path | None,
+    progress: Progress | None,
+    compile: bool,
+    entry_points: bool,
+    env: dict[str, str] | None,
+    deadline: Deadline | None,
+    runtime_probe: RuntimeProbe | None,
+) -> VerifySection:
     started = time.monotonic()
     if checks_file is not None and not checks_file.is_file():
         raise UsageError(
@@ -74,7 +138,10 @@ def run_suite(
                 progress_file.touch()
                 poller.watch(progress_file)
                 config = {**base, "group": group, "progress": str(progress_file)}
-                jobs[group] = pool.submit(_run_group, python, config, ends, env)
+                probe = runtime_probe if group == "main" else None
+                if probe is not None:
+                    config["probe_out"] = str(Path(tmp) / "runtime-probe.json")
+                jobs[group] = pool.submit(_run_group, python, config, ends, env, probe)
             by_group = {group: job.result() for group, job in jobs.items()}
     results = by_group["main"][0]
     if not compile:
@@ -98,10 +165,15 @@ def run_suite(
 
 
 def _run_group(
-    python: str | None, config: dict[str, Any], deadline: Deadline, env: dict[str, str] | None
+    python: str | None,
+    config: dict[str, Any],
+    deadline: Deadline,
+    env: dict[str, str] | None,
+    probe: RuntimeProbe | None = None,
 ) -> tuple[list[CheckResult], str | None]:
     """Run one group to the end or to the deadline, rerunning after each crash or hang (each rerun with
-    the time left); results in plan order, a ``timeout`` result for each check the deadline left out."""
+    the time left); results in plan order, a ``timeout`` result for each check the deadline left out.
+    ``probe``: the first process runs the runtime probe first (``config["probe_out"]``) and delivers it."""
     done: dict[str, CheckResult] = {}
     plan: list[tuple[str, str]] = []
     torch_version: str | None = None
@@ -116,6 +188,14 @@ def _run_group(
             deadline=deadline,
             env=env,
         )
+        if probe is not None and "probe_out" in config:
+            probe_out = Path(config.pop("probe_out"))
+            ended = _probe_run(probe_out, run)
+            probe.deliver(ended)
+            if _inside_probe(ended) and ended.data.get("stage") != "import torch":
+                # It ended inside the probe, not in the import the two share: the group starts over in a
+                # fresh process of its own, as it runs without the probe.
+                continue
         data = run.data
         for item in _plan(data):
             if item not in plan:
@@ -141,6 +221,8 @@ def _run_group(
         done[current] = _ended(current, dict(plan)[current], run, data)
         # The rest of the group (including families not loaded yet) runs in a fresh process.
         exclude = sorted(done)
+    if probe is not None and not probe.delivered():  # the deadline left no time to start the process
+        probe.deliver(TargetRun(data={}, outcome=_timed_out(deadline)))
     if deadline.expired():
         # No time was left to start (or finish) these: each is a timeout, not a silent gap.
         if not plan:
@@ -157,6 +239,38 @@ def _run_group(
     ordered = [done[name] for name, _ in plan if name in done]
     ordered += [r for name, r in done.items() if name not in {n for n, _ in plan}]
     return ordered, torch_version
+
+
+def _probe_run(path: Path, run: TargetRun) -> TargetRun:
+    """The runtime probe's result (read as the runner reads a target's) and how it ended: ``ok`` once it
+    wrote ``done``, ``error`` when it raised (the process went on with the suite), else how the shared
+    process ended (a crash or the deadline inside the probe), at the probe's own stage."""
+    data, notes = read_result(path)
+    outcome = run.outcome
+    tail = outcome.stderr_tail
+    if notes:
+        tail = "\n".join([*(f"{NOTE_PREFIX}{note}]" for note in notes), *([tail] if tail else [])])
+    stage = data.get("stage") if isinstance(data.get("stage"), str) else None
+    if data.get("done") is True:
+        return TargetRun(data=data, outcome=ProbeOutcome(status="ok", duration_s=outcome.duration_s))
+    exception = data.get("exception")
+    if isinstance(exception, str):
+        ended = ProbeOutcome(
+            status="error", stage=stage, exception=exception, stderr_tail=tail, duration_s=outcome.duration_s
+        )
+        return TargetRun(data=data, outcome=ended)
+    if outcome.status == "ok":  # the suite finished although the probe never wrote its end: malformed
+        outcome = ProbeOutcome(status="error", exception="the runtime probe wrote no result", exit_code=0)
+    return TargetRun(data=data, outcome=dataclasses.replace(outcome, stage=stage, stderr_tail=tail))
+
+
+def _inside_probe(run: TargetRun) -> bool:
+    """Whether the shared process ended inside the runtime probe (it neither finished nor raised)."""
+    return run.data.get("done") is not True and not isinstance(run.data.get("exception"), str)
+
+
+def _timed_out(deadline: Deadline) -> ProbeOutcome:
+    return ProbeOutcome(status="timeout", timeout_s=deadline.seconds)
 
 
 def _plan(data: dict[str, Any]) -> list[tuple[str, str]]:
