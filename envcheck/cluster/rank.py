@@ -54,6 +54,9 @@ MAX_PAYLOAD_BYTES = 48 * 1024 * 1024
 # stack trace): a payload travels in parts of at most this many bytes, ``result/<rank>/<i>``, and then
 # ``result/<rank>`` says how many parts and bytes there are.
 PART_BYTES = 4 * 1024 * 1024
+# The JSON values a payload may hold: a manifest's (``envcheck.manifest.io.MAX_JSON_VALUES``) and room for
+# the rank's own fields and measurements.
+MAX_PAYLOAD_VALUES = 1_000_000 + 10_000
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -550,6 +553,11 @@ def _receive(rank: int, raw: bytes, gathered: Gathered) -> None:
 
     if len(raw) > MAX_PAYLOAD_BYTES:
         refuse(f"{len(raw)} bytes, more than {MAX_PAYLOAD_BYTES}")
+        return
+    # 48 MiB of short JSON values would parse into ~6 M objects: bounded before parsing, as a manifest is.
+    values = raw.count(b",") + raw.count(b"[") + raw.count(b"{")
+    if values > MAX_PAYLOAD_VALUES:
+        refuse(f"up to {values} JSON values, more than {MAX_PAYLOAD_VALUES}: not parsed")
         return
     try:
         payload = json.loads(raw)

@@ -150,6 +150,17 @@ def test_an_oversized_payload_is_refused_unread() -> None:
     assert "more than" in gathered.problems[0].detail
 
 
+def test_a_payload_of_more_values_than_a_manifest_holds_is_refused_unparsed() -> None:
+    from envcheck.cluster.rank import MAX_PAYLOAD_VALUES
+    from envcheck.manifest.io import MAX_JSON_VALUES
+
+    assert MAX_PAYLOAD_VALUES > MAX_JSON_VALUES
+    gathered = Gathered(world_size=2, host="h")
+    _receive(1, b"[" + b"0," * MAX_PAYLOAD_VALUES + b"0]", gathered)
+    (problem,) = gathered.problems
+    assert f"more than {MAX_PAYLOAD_VALUES}: not parsed" in problem.detail
+
+
 def test_a_manifest_that_does_not_decode_is_a_finding_of_its_ranks() -> None:
     environments = Environments()
     environments.add("h", 0, {"schema_version": 1, "meta": "nonsense"})
