@@ -226,9 +226,12 @@ def resolve(manifest: Manifest, target: PredictTarget, options: IndexOptions, *,
         needed = _unsatisfiable(result.log)
         needing = [r for r in pinned if needed is not None and needed in closures.get(r, ())]
         if not needing:
+            tool = resolver_for(target, options)
             raise UsageError(
-                f"pip could not resolve the environment for {target.platform}: {_last_error(result.log)}",
-                tip="Run the same `pip install --dry-run` with -v to see why.",
+                f"{tool} could not resolve the environment for {target.platform}: {_last_error(result.log)}",
+                tip="Run the same `pip install --dry-run` with -v to see why."
+                if tool == "pip"
+                else "Run it again with --resolver pip, or with uv's own `uv pip compile -v`.",
             )
         for r in needing:
             name, version = pinned.pop(r)
@@ -376,6 +379,10 @@ def _as_pip_log(text: str) -> str:
     found = _UV_BECAUSE.search(text)
     cause = next((line.removeprefix("cause: ") for line in lines if "Because" in line), None)
     out = [text]
+    errors = [line.removeprefix("error: ") for line in lines if line.startswith("error: ")]
+    if errors:  # uv's own error, with its innermost cause
+        causes = [line.removeprefix("cause: ") for line in lines if line.startswith("cause: ")]
+        out.append(f"ERROR: {errors[0]}" + (f": {causes[-1]}" if causes else ""))
     if found is not None:
         out.append(f"ERROR: No matching distribution found for {found.group(1)}")
     if cause is not None:

@@ -105,9 +105,10 @@ def _dist_info(name: str, requires: tuple[str, ...] | list[str] = ()) -> dict[st
     }
 
 
-def _stored_zip(path: Path, members: Iterator[tuple[str, bytes]]) -> None:
+def _stored_zip(path: Path, members: Iterator[tuple[str, bytes]], *, claimed: int | None = None) -> None:
     """A zip of stored members written directly (zip64 end records: any number of members), so that a
-    200,000-member wheel takes a second to make instead of zipfile's minutes."""
+    200,000-member wheel takes a second to make instead of zipfile's minutes. ``claimed``: the member
+    count its end records state, a lie when given."""
     central = bytearray()
     count = 0
     with path.open("wb") as f:
@@ -146,6 +147,7 @@ def _stored_zip(path: Path, members: Iterator[tuple[str, bytes]]) -> None:
         start = f.tell()
         f.write(central)
         end64 = f.tell()
+        count = count if claimed is None else claimed
         f.write(struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, count, count, len(central), start))
         f.write(struct.pack("<IIQI", 0x07064B50, 0, end64, 1))
         f.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 0xFFFF, 0xFFFF, len(central), start, 0))
@@ -197,6 +199,28 @@ def test_a_wheel_of_200000_members_is_refused_by_name_within_the_bounds(
     assert "MAX_WHEEL_MEMBERS" in shown and f"{MAX_WHEEL_MEMBERS}" in shown, shown[-2000:]
     assert result.returncode in (1, 2)
     assert "Nothing differs" not in shown
+
+
+@pytest.mark.parametrize("resolver", _resolvers())
+def test_a_wheel_that_lies_about_its_member_count_is_refused_within_the_bounds(
+    tmp_path: Path, resolver: str
+) -> None:
+    """The end record claims 10 members; the directory (under its byte cap) holds 140,000: the count of
+    what was read is checked too."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    members = ((f"e/{i:x}.so", b"") for i in range(140_000))
+    dist_info = iter(_dist_info("liar").items())
+    path = wheels / f"liar-1.0-{TAG}.whl"
+    _stored_zip(path, (m for part in (members, dist_info) for m in part), claimed=10)
+    result = _predict(tmp_path, _manifest(tmp_path, ("liar", "1.0")), wheels, resolver)
+    assert_bounded(result, timeout=60)
+    shown = result.stdout + result.stderr
+    # envcheck's cap (pip's run, then the scan), or uv's own refusal of the inconsistent directory.
+    assert "MAX_WHEEL_MEMBERS" in shown or "conflicts with the actual number of entries" in shown, shown[
+        -2000:
+    ]
+    assert result.returncode in (1, 2) and "Nothing differs" not in shown
 
 
 # ---------------------------------------------------------------------------------------------------------
