@@ -11,6 +11,7 @@ import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from envcheck.deadline import Deadline
 from envcheck.errors import UsageError
 from envcheck.files import NotOpened, is_inside, open_regular
 from envcheck.manifest.native import NativeSection, RefusalKind, RefusedFile
@@ -122,12 +123,18 @@ def _directory_size(wheel: Path) -> tuple[int, int]:
 
 
 def _extract_native(
-    wheel: Path, into: str, *, max_total: int = MAX_TOTAL_BYTES, max_members: int = MAX_NATIVE_MEMBERS
+    wheel: Path,
+    into: str,
+    *,
+    max_total: int = MAX_TOTAL_BYTES,
+    max_members: int = MAX_NATIVE_MEMBERS,
+    deadline: Deadline | None = None,
 ) -> list[RefusedFile]:
     """Only the native files and the ``.dist-info`` RECORD / WHEEL come out of the zip, member by member,
     within the caps above (``max_total`` and ``max_members``: the bytes and files this wheel may still
     write, for a command's own caps over several wheels); what was skipped is returned with the cap it
-    broke (the first ``MAX_REFUSED_LISTED``, then a count).
+    broke (the first ``MAX_REFUSED_LISTED``, then a count). ``deadline``: checked before each member
+    (``DeadlineExpired`` once passed).
 
     Raises ``UsageError`` when ``wheel`` is not a readable zip."""
     skipped: list[RefusedFile] = []
@@ -167,6 +174,8 @@ def _extract_native(
                 )
                 if info.is_dir() or not keep:
                     continue
+                if deadline is not None:
+                    deadline.check(f"extracting {wheel.name}", done=f"{native} of its native files written")
                 problem = _member_name_problem(name)
                 if problem is not None:
                     skip(name, "member-name", problem)

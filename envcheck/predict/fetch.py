@@ -308,6 +308,7 @@ class WheelCache:
                     tree,
                     max_total=max(0, MAX_WRITTEN_BYTES - written),
                     max_members=max(0, MAX_PREDICT_FILES - files),
+                    deadline=self.deadline,
                 )
                 torch_version = torch_version or _torch_version(path)
                 done.append(f"{path.name} scanned")

@@ -523,3 +523,28 @@ def test_one_command_writes_at_most_its_byte_cap_over_all_its_wheels(
     refused = {r.path: r.reason for r in tree.section.refused or []}
     assert list(refused) == ["two/libtwo.so"], refused
     assert "past the" in refused["two/libtwo.so"] and "byte cap" in refused["two/libtwo.so"]
+
+
+def test_the_deadline_stops_extraction_between_members(tmp_path: Path) -> None:
+    """The deadline is checked before each member, not only between wheels: one that passes while a wheel
+    is extracted stops it there, naming how far it got (a fault injected: the deadline passes after the
+    second member)."""
+    from envcheck.deadline import Deadline, DeadlineExpired
+    from envcheck.native.scan import _extract_native
+
+    class PassesAfterTwo:
+        calls = 0
+
+        def check(self, step: str, done: str | None = None) -> None:
+            self.calls += 1
+            if self.calls > 2:
+                raise DeadlineExpired(step, Deadline(at=0.0, seconds=1.0), done)
+
+    path = _wheel(tmp_path / "wheels", "many", {f"many/lib{i}.so": b"\x7fELF" for i in range(10)})
+    into = tmp_path / "into"
+    into.mkdir()
+    with pytest.raises(
+        DeadlineExpired, match=r"while extracting many-1\.0-.*\(2 of its native files written\)"
+    ):
+        _extract_native(path, str(into), deadline=PassesAfterTwo())  # type: ignore[arg-type]
+    assert len(list(into.rglob("*.so"))) == 2
