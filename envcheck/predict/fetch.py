@@ -324,6 +324,8 @@ class WheelCache:
         """Check ``path`` against the sha256 of the resolver's report before it is read: the cache is not
         trusted. A cache entry that does not match is removed (the next run downloads it again); raises
         ``UsageError`` either way."""
+        if wheel.sha256 is None and _local_path(wheel.url) is not None:
+            return  # a local index's own file that the report gives no hash for: nothing to check against
         if wheel.sha256 is not None and sha256_of(path) == wheel.sha256:
             return
         if wheel.sha256 is not None and _local_path(wheel.url) is None and path == self.entry(wheel):
