@@ -393,7 +393,8 @@ def _added(output: str, inputs: LockInputs) -> tuple[Added, ...]:
         if pin is None or canon(pin["name"]) in pinned or canon(pin["name"]) in inputs.tooling:
             continue
         via: list[str] = []
-        for follow in lines[i + 1 :]:
+        for j in range(i + 1, len(lines)):
+            follow = lines[j]
             text = follow.strip()
             if follow == text:  # the next pin, or the end of its annotation
                 break
