@@ -117,7 +117,10 @@ def lock(
     `pip-sync LOCK`. What pip-compile adds that the environment lacked is named on stderr.
 
     With --check, LOCK is compared with the environment of --python: names, full versions with local
-    labels, nothing missing, nothing extra (LOCK-* rules, in the report formats).
+    labels, nothing missing, nothing extra (LOCK-* rules, in the report formats); what a lock written
+    with --allow-unlocked lists as left out is compared by name and version, never reported as extra.
+    Remedies quote every value of the lock for the shell, and force the exact build where pip would
+    take another for it (torch==2.13.0 with 2.13.0+cpu installed).
 
     Exit codes: 0 written / matches, 1 differences (--check), 2 usage or input error (a malformed lock, a
     manifest without distributions, a distribution no reachable source serves).
