@@ -12,7 +12,9 @@ environment it is, and decodes and diffs each distinct environment once:
 
 Memory is bounded whatever the number of manifests: no decoded manifest outlives its diff, each worker
 holds one parsed document at a time, and what is kept per file is its name and fingerprint. The findings of
-one environment exist once, shared by every machine that has it (``Environment.findings``).
+one environment exist once, shared by every machine that has it (``Environment.findings``), and all the
+environments together hold at most ``MAX_FLEET_FINDINGS`` (each costs a few KB until the report is
+written: 100 environments of 2,000 findings each took a fleet diff to 1.07 GB).
 
 Work runs in a pool of forked processes, one per usable CPU (the affinity mask, not the host's count):
 forked workers inherit the decoded base instead of decoding it again. With one CPU, one file, or no
@@ -187,6 +189,9 @@ def _scan(path: str) -> _Scanned:
     return _Scanned(path, _label(document), fingerprint(document), None)
 
 
+# The findings a fleet report may hold, all environments together (docs/guarantees.md): past it the
+# command stops with one line naming it. A diff of one manifest at every item limit gives ~20,000.
+MAX_FLEET_FINDINGS = 20_000
 # The base, set before the pool forks so that every worker inherits it decoded.
 _BASE: Manifest | None = None
 
@@ -303,6 +308,7 @@ def diff_files(
     labels: Counter[str] = Counter()
     unreadable: list[ManifestError] = []
     results: dict[str, tuple[Finding, ...] | _Problems] = {}
+    held = 0  # findings kept, all environments together
     _BASE = base
     from concurrent.futures.process import BrokenProcessPool
 
@@ -323,6 +329,14 @@ def diff_files(
                 if deadline is not None:
                     deadline.check("diffing the fleet", f"{len(results)} of {len(jobs_)} environments diffed")
                 results[fp] = result
+                held += len(result) if isinstance(result, tuple) else 0
+                if held > MAX_FLEET_FINDINGS:
+                    raise EnvcheckError(
+                        f"the fleet's environments hold more than the {MAX_FLEET_FINDINGS} findings one "
+                        f"report holds ({len(results)} of {len(jobs_)} environments diffed): not reported",
+                        tip="Diff the environments with the most findings alone first "
+                        "(`envcheck diff BASE ONE.json`), or fewer manifests at a time.",
+                    )
     except TimeoutError as e:  # a worker's result did not come by the deadline
         assert deadline is not None
         raise DeadlineExpired(

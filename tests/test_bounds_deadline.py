@@ -207,3 +207,26 @@ def test_a_fleet_of_more_manifests_than_a_diff_reads_is_refused_unlisted(
         diff.expand_targets([fleet / f"{k}.json" for k in range(4)])
     (fleet / "3.json").unlink()
     assert len(diff.expand_targets([fleet])[0]) == 3
+
+
+@pytest.mark.slow
+def test_a_fleet_holds_at_most_its_findings_limit(tmp_path: Path) -> None:
+    """100 distinct environments of 2,000 findings each took a fleet diff to 1.07 GB. At the limit (10 of
+    them here) the report is written within the bound; one environment more is refused in one line."""
+    from envcheck.fleet import MAX_FLEET_FINDINGS
+
+    per_environment = MAX_FLEET_FINDINGS // 10 - 10  # the requirement lines' findings and a few others
+    fleet = _fleet(tmp_path / "fleet", 11, per_environment)
+    (fleet / "m0010.json").rename(tmp_path / "m0010.json")
+    out = tmp_path / "report.xml"
+    argv = envcheck_argv("diff", str(TWIN), str(fleet), "--format", "junit", "-o", str(out))
+    result = run_bounded(argv, timeout=TIMEOUT)
+    assert_bounded(result, timeout=TIMEOUT, tree=True)
+    assert result.returncode == 1, result.stderr
+    (tmp_path / "m0010.json").rename(fleet / "m0010.json")
+    result = run_bounded(envcheck_argv("diff", str(TWIN), str(fleet)), timeout=TIMEOUT)
+    assert_bounded(result, timeout=TIMEOUT, tree=True)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0].startswith(
+        f"error: the fleet's environments hold more than the {MAX_FLEET_FINDINGS} findings one report holds ("
+    )
