@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from envcheck.diff.rules.base import canon, difference_rule, pip_install, pkg, shell_word, single_rule
 from envcheck.findings import Finding, Rule, Severity
@@ -80,8 +80,21 @@ def _placed(m: Manifest) -> dict[str, Placed]:
         canon(d.name): _norm(canonical(d.location, table), windows) for d in m.packages if not d.shadowed
     }
     roots = _roots(m, windows, table)
+    # torch's files without its metadata (ENV-TORCH-NO-METADATA): no distribution owns them, and the
+    # probe calls them "system"; they are still torch's own, in torch's own place.
+    orphan = None
+    static = m.torch.static
+    if static is not None and static.location and "torch" not in locations:
+        orphan = _norm(canonical(static.location, table), windows)
+        locations["torch"] = orphan.rsplit("/", 1)[0]
     out: dict[str, Placed] = {}
     for lib in m.runtimes.loaded:
+        if (
+            orphan
+            and not _is_wheel(lib.owner)
+            and _norm(canonical(lib.path, table), windows).startswith(orphan + "/")
+        ):
+            lib = replace(lib, owner="torch")  # noqa: PLW2901
         placed_lib = _place(lib, locations, roots, windows, table)
         out.setdefault(placed_lib.key, placed_lib)
     return out
