@@ -72,6 +72,7 @@ FIRST_CAUSES: dict[str, int] = {
             "ENV-TORCH-TREES",
             "ENV-TORCH-SHADOWED",
             "ENV-WIN-DLL-NOT-FOUND",
+            "ENV-WIN-VC-RUNTIME-OLD",
             "ENV-NATIVE-MISSING",
             "ENV-SYMBOL-VERSION",
             "ENV-PROBE-FAILED",

@@ -130,6 +130,9 @@ def _import_causes(findings: list[Finding]) -> list[Finding]:
 # The live loader's verdict on Windows (``envcheck.diff.rules.windows``): the static tree's findings of the
 # same DLL, or of the same VC++ redistributable, are its consequences (``_loader_causes``).
 LOADER_RULE = "ENV-WIN-DLL-NOT-FOUND"
+OLD_RUNTIME_RULE = "ENV-WIN-VC-RUNTIME-OLD"
+# How a DLL's start-up code faulting shows: ERROR_NOACCESS, ERROR_DLL_INIT_FAILED, or the process dying.
+_START_UP_FAULTS = ("[WinError 998]", "[WinError 1114]", "crashed during import torch")
 _LOADER_ECHOES = frozenset({"ENV-NATIVE-REQUIRES", "ENV-NATIVE-MISSING"})
 
 
@@ -137,10 +140,11 @@ def _loader_causes(findings: list[Finding]) -> list[Finding]:
     """``findings`` with the static tree's ``ENV-NATIVE-REQUIRES`` / ``ENV-NATIVE-MISSING`` of a DLL that
     Windows' loader could not load (``LOADER_RULE``) linked to it: the same DLL, or a DLL of the same VC++
     redistributable (``MSVCP140.dll`` missing: ``VCRUNTIME140_1.dll`` is needed too, from the same
-    installer). A finding that already names a cause keeps it."""
+    installer); those of a VC++ runtime DLL are linked to an old runtime (``OLD_RUNTIME_RULE``) too. A
+    finding that already names a cause keeps it."""
     from envcheck.diff.rules.windows import VC_RUNTIME_DLL
 
-    roots = [f for f in findings if f.rule == LOADER_RULE]
+    roots = [f for f in findings if f.rule in (LOADER_RULE, OLD_RUNTIME_RULE)]
     if not roots:
         return findings
 
@@ -158,7 +162,8 @@ def _loader_causes(findings: list[Finding]) -> list[Finding]:
                 if root.machine != f.machine:
                     continue
                 same = root.subject.lower() in wanted
-                vc = bool(VC_RUNTIME_DLL.match(root.subject)) and any(VC_RUNTIME_DLL.match(n) for n in wanted)
+                runtime = root.rule == OLD_RUNTIME_RULE or bool(VC_RUNTIME_DLL.match(root.subject))
+                vc = runtime and any(VC_RUNTIME_DLL.match(n) for n in wanted)
                 if same or vc:
                     cause = root.key
                     break
@@ -195,6 +200,9 @@ def _explains_import(cause: Finding, error: str) -> bool:
         # The error names the DLL torch loaded (``Error loading "...\\c10.dll"``), the finding what it lacks.
         failed = (cause.target or "").split(": ", 1)[0].lower()
         return bool(failed) and failed in error.lower()
+    if cause.rule == OLD_RUNTIME_RULE:
+        # What an old msvcp140 does to DLLs built with a newer toolset: their start-up code faults.
+        return any(sign in error for sign in _START_UP_FAULTS)
     if cause.rule == "ENV-NATIVE-MISSING":
         missing = (cause.target or "").removeprefix("missing: ").split(", ")
         return any(name and name in error for name in missing) or (cause.base or "").startswith("torch:")

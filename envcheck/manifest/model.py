@@ -449,6 +449,9 @@ class DllLoadFailure:
     chain: list[DllChainLink] = field(default_factory=list)
     missing: list[DllNotFound] = field(default_factory=list)
     refused: list[DllRefused] = field(default_factory=list)
+    # When every import loads: the Windows error of loading ``dll`` itself (998: its start-up code faulted,
+    # as c10.dll's does on a msvcp140 older than its toolset), None when it loads or was not asked.
+    error: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -364,12 +364,13 @@ def load_failure(error):
     """Where Windows' loader stopped, asked of the loader itself after an import failed with ``error``.
 
     ``{"dll", "chain": [{"name", "path", "linker"}], "missing": [{"name", "needed_by"}], "refused": [{"name",
-    "path", "needed_by", "error"}]}``: starting from the DLL the error names, each import that does not load
-    is found on disk (the importer's folder, ``python.exe``'s, System32) and followed (``chain``, with each
-    file's linker version) down to the DLLs that exist nowhere the loader looks (``missing``) or exist and
-    still fail to load (``refused``); ``needed_by`` is the path of the file importing it. Windows stops at
-    the first of them; all are listed here, in import order. None outside Windows or when the error names
-    no DLL."""
+    "path", "needed_by", "error"}], "error"}``: starting from the DLL the error names, each import that does
+    not load is found on disk (the importer's folder, ``python.exe``'s, System32) and followed (``chain``,
+    with each file's linker version) down to the DLLs that exist nowhere the loader looks (``missing``) or
+    exist and still fail to load (``refused``); ``needed_by`` is the path of the file importing it. Windows
+    stops at the first of them; all are listed here, in import order. When every import loads, ``error`` is
+    the Windows error of loading the DLL itself (its start-up code failed), None when it now loads. None
+    outside Windows or when the error names no DLL."""
     if os.name != "nt":
         return None
     dll = failing_dll(error)
@@ -424,6 +425,13 @@ def load_failure(error):
                 out["refused"].append({"name": name, "path": found, "needed_by": path, "error": code})
 
     follow(dll, 0)
+    # With every import in place, the DLL itself: its own start-up code may be what fails (error 998 or
+    # 1114: c10.dll's initialisers on a msvcp140 older than the toolset that built it).
+    if not out["missing"] and not out["refused"]:
+        if kernel32.LoadLibraryExW(dll, None, 0x00000100 | LOAD_LIBRARY_SEARCH_DEFAULT_DIRS):
+            out["error"] = None
+        else:
+            out["error"] = ctypes.get_last_error()
     return out
 
 

@@ -68,7 +68,7 @@ def test_a_missing_vc_runtime_dll_is_the_root_of_the_failed_import() -> None:
     assert root.message.startswith("MSVCP140.dll, needed by c10.dll, is found nowhere the loader looks")
     assert "not installed (no redistributable registry key; no System32\\msvcp140.dll)" in root.message
     # The newest MSVC toolset of the chain sets the floor; GNU ld's linker version says nothing of it.
-    assert "14.42 or newer (c10.dll was built with MSVC 14.42)" in root.remedy
+    assert "14.42 or newer (c10.dll: built with MSVC toolset 14.42 (PE linker version))" in root.remedy
     assert "winget install --exact --id Microsoft.VCRedist.2015+.x64" in root.remedy
     assert root.target == "c10.dll: MSVCP140.dll not found"
     assert found["ENV-PROBE-FAILED:import torch"].caused_by == root.key
@@ -239,3 +239,73 @@ def test_the_openmp_runtimes_loaded_come_from_the_failed_import_or_the_loaded_li
     assert got is not None and got.loaded == loaded and got.load_failure is None
     assert got.openmp == ["C:\\env\\torch\\lib\\LIBIOMP5MD.DLL", "C:\\x\\vcomp140.dll"]
     assert _windows_runtime(None, found, None) is None  # not a Windows manifest
+
+
+ERROR_998 = (
+    "OSError: [WinError 998] Invalid access to memory location. "
+    f'Error loading "{C10}" or one of its dependencies.'
+)
+
+
+def old_runtime(file_version: str | None, registry: Any = None, error: int | None = 998) -> Any:
+    """A machine whose System32 msvcp140.dll has ``file_version``, where c10.dll's imports all load and
+    c10.dll itself fails with ``error``."""
+
+    def edit(data: dict[str, Any]) -> None:
+        windows(missing=(), registry=registry)(data)
+        data["meta"]["probe"]["exception"] = ERROR_998
+        data["windows"]["vc_runtime"]["msvcp140"] = "C:\\Windows\\System32\\msvcp140.dll"
+        data["windows"]["vc_runtime"]["msvcp140_version"] = file_version
+        data["windows"]["load_failure"]["error"] = error
+
+    return edit
+
+
+def test_a_runtime_older_than_the_toolset_is_the_root_of_the_failed_import() -> None:
+    found = doctor(old_runtime("14.34.31931.0"))
+    root = found["ENV-WIN-VC-RUNTIME-OLD:VC++ runtime"]
+    assert root.caused_by is None and root.severity == "error"
+    assert root.message.startswith(
+        "The Microsoft Visual C++ 2015-2022 Redistributable (x64) on this machine is 14.34.31931.0 "
+        "(System32\\msvcp140.dll), older than 14.42"
+    )
+    assert "c10.dll: built with MSVC toolset 14.42" in root.message
+    assert "Loading c10.dll fails with error 998 though every import it has loads." in root.message
+    assert root.remedy.startswith(
+        "Install the Microsoft Visual C++ 2015-2022 Redistributable (x64), 14.42 or newer"
+    )
+    assert (root.base, root.target) == (">= 14.42", "14.34.31931.0")
+    assert found["ENV-PROBE-FAILED:import torch"].caused_by == root.key
+    assert not any(k.startswith("ENV-WIN-DLL-NOT-FOUND") for k in found)
+
+
+@pytest.mark.parametrize(
+    ("file_version", "registry", "fires"),
+    [
+        ("14.44.35211.0", None, False),  # new enough
+        ("14.42.34433.0", None, False),  # the floor itself
+        (
+            None,
+            {"installed": True, "version": "14.29.30133.0", "view": "32-bit"},
+            True,
+        ),  # the key, no resource
+        (None, {"installed": False, "version": "14.29.30133.0", "view": "64-bit"}, False),  # Installed=0
+        (None, None, False),  # a file without a version and no key: nothing to compare
+    ],
+)
+def test_which_runtime_version_is_compared(file_version: str | None, registry: Any, fires: bool) -> None:
+    found = doctor(old_runtime(file_version, registry))
+    assert ("ENV-WIN-VC-RUNTIME-OLD:VC++ runtime" in found) is fires
+
+
+def test_an_old_runtime_does_not_explain_a_missing_dll() -> None:
+    """A failure that is not a start-up fault (a DLL not found) is not put under the old runtime."""
+
+    def missing_too(data: dict[str, Any]) -> None:
+        data["meta"]["probe"]["exception"] = ERROR
+        data["windows"]["load_failure"]["missing"] = [{"name": "zlibwapi.dll", "needed_by": C10}]
+        data["windows"]["load_failure"]["error"] = None
+
+    found = doctor(old_runtime("14.34.31931.0"), missing_too)
+    assert found["ENV-PROBE-FAILED:import torch"].caused_by == "ENV-WIN-DLL-NOT-FOUND:zlibwapi.dll"
+    assert found["ENV-WIN-VC-RUNTIME-OLD:VC++ runtime"].caused_by is None

@@ -17,6 +17,7 @@ import json
 import shutil
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -104,7 +105,7 @@ def test_gate_without_the_redistributable(without_runtime: tuple[int, list[dict]
     assert "not installed (no redistributable registry key; no System32\\msvcp140.dll)" in first["message"]
     remedy = first["remedy"]
     assert "Microsoft Visual C++ 2015-2022 Redistributable (x64), 14.42 or newer" in remedy
-    assert "c10.dll was built with MSVC 14.42" in remedy
+    assert "torch:torch/lib/c10.dll: built with MSVC toolset 14.42" in remedy
     assert "winget install --exact --id Microsoft.VCRedist.2015+.x64" in remedy
     by_id = {f["id"]: f for f in findings}
     # The failed import, seen by the probe, the smoke suite and its import check: one failure, under the root.
@@ -139,6 +140,37 @@ def test_gate_with_the_runtime_dlls(
         f["message"] for f in findings if f["rule"] == "ENV-WIN-DLL-NOT-FOUND"
     ]
     assert code == 1  # still Linux against Windows, and the import that Wine cannot finish
+
+
+def test_gate_with_an_old_runtime(
+    machine: Wine, tool: WinPython, customer: WinPython, dev_manifest: Path
+) -> None:
+    """msvc-runtime 14.34's DLLs in System32, older than the MSVC 14.42 that built torch 2.13.0's DLLs:
+    every import of c10.dll loads, c10.dll's start-up code faults (WinError 998), and the old runtime is the
+    root cause, with the import under it."""
+    wheel = wine.need("msvc_runtime-14.34.*-win_amd64.whl")
+    copied = []
+    with zipfile.ZipFile(wheel) as zf:
+        for name in zf.namelist():
+            if "/scripts/" in name.lower() and name.lower().endswith(".dll"):
+                target = system32(machine) / name.rsplit("/", 1)[-1].lower()
+                target.write_bytes(zf.read(name))
+                copied.append(target)
+    try:
+        code, findings = gate(machine, tool, customer, dev_manifest)
+    finally:
+        for path in copied:
+            path.unlink()
+    assert code == 1
+    roots = [f for f in findings if f["caused_by"] is None]
+    first = roots[0]
+    assert first["id"] == "ENV-WIN-VC-RUNTIME-OLD:VC++ runtime", [f["id"] for f in roots[:5]]
+    assert first["found"].startswith("14.34.") and first["reference"] == ">= 14.42"
+    assert "Loading c10.dll fails with error 998 though every import it has loads." in first["message"]
+    assert "14.42 or newer" in first["remedy"]
+    by_id = {f["id"]: f for f in findings}
+    assert by_id["ENV-PROBE-FAILED:import torch"]["caused_by"] == first["id"]
+    assert not any(f["rule"] == "ENV-WIN-DLL-NOT-FOUND" for f in findings)
 
 
 # Every DLL of torch's lib folder loaded by the customer's CPython the way torch loads them (the DLL's own

@@ -68,12 +68,12 @@ def dll_not_found(rule: Rule, m: Manifest) -> Iterator[Finding]:
             how += f" (error {error})"
         stops = f"Windows stops loading {_name(failure.dll)} there"
         if VC_RUNTIME_DLL.match(name):
-            floor, setter = vc_floor(failure)
+            floor = runtime_floor(m)
             message = (
                 f"{name}, needed by {needer}, {how}: the {VC_RUNTIME} is {vc_state(vc)}. {stops}, so "
                 "import torch fails."
             )
-            minimum = f", {floor} or newer ({setter} was built with MSVC {floor})" if floor else ""
+            minimum = f", {floor[0]} or newer ({floor[1]})" if floor else ""
             remedy = f"Install the {VC_RUNTIME}{minimum}: {VC_RUNTIME_INSTALL}."
         else:
             message = f"{name}, needed by {needer}, {how}. {stops}, so import torch fails."
@@ -89,6 +89,23 @@ def dll_not_found(rule: Rule, m: Manifest) -> Iterator[Finding]:
             remedy,
             target=f"{_name(failure.dll)}: {name} " + ("not found" if path is None else f"refused ({path})"),
         )
+
+
+def runtime_floor(m: Manifest) -> tuple[str, str] | None:
+    """The lowest VC++ redistributable the environment's binaries accept and why (``("14.42",
+    "torch:torch/lib/c10.dll: built with MSVC toolset 14.42 (PE linker version)")``): over the native tree
+    (``envcheck.native.vcruntime``), else over the loader's chain after a failed import; None when neither
+    states an MSVC toolset."""
+    from envcheck.native.vcruntime import vc_runtime_floor
+
+    floor = vc_runtime_floor(m.native.nodes or []) if m.native is not None else None
+    if floor is not None:
+        return floor.version, f"{floor.key}: {floor.reason}"
+    failure = m.windows.load_failure if m.windows is not None else None
+    version, setter = vc_floor(failure) if failure is not None else (None, None)
+    if version is None:
+        return None
+    return version, f"{setter}: built with MSVC toolset {version} (PE linker version)"
 
 
 def vc_floor(failure: DllLoadFailure) -> tuple[str | None, str | None]:
@@ -124,3 +141,50 @@ def vc_state(vc: VcRuntime | None) -> str:
     else:
         file = f"System32\\msvcp140.dll {vc.msvcp140_version or 'without a version'}"
     return f"{key}; {file})"
+
+
+def _version(text: str | None) -> tuple[int, ...] | None:
+    parts = re.findall(r"\d+", text or "")[:4]
+    return tuple(int(p) for p in parts) if parts else None
+
+
+@single_rule(
+    "ENV-WIN-VC-RUNTIME-OLD",
+    family=FAMILY,
+    severity="error",
+    title="the machine's VC++ runtime is older than the toolset that built the environment's DLLs",
+    why=(
+        "Microsoft's rule: the redistributable must be at least as recent as the newest MSVC toolset that "
+        "built any binary using it. torch's DLLs (MSVC 14.42 for 2.13.0) fault in their start-up code with "
+        "an older msvcp140: 'WinError 998' or '1114' loading c10.dll, or a crash at import."
+    ),
+    fm=("FM-02", "FM-03"),
+    evidence=("pytorch/pytorch#131662",),
+)
+def vc_runtime_old(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    vc = m.windows.vc_runtime if m.windows is not None else None
+    if vc is None or vc.msvcp140 is None:
+        return  # no runtime at all: what fails to load is ENV-WIN-DLL-NOT-FOUND's
+    installed = vc.msvcp140_version
+    source = "System32\\msvcp140.dll"
+    if installed is None and vc.registry is not None and vc.registry.installed:
+        installed, source = vc.registry.version, "the redistributable's registry key"
+    have = _version(installed)
+    floor = runtime_floor(m)
+    need = _version(floor[0]) if floor is not None else None
+    if have is None or floor is None or need is None or have[:2] >= need[:2]:
+        return
+    failure = m.windows.load_failure if m.windows is not None else None
+    seen = (
+        f" Loading {_name(failure.dll)} fails with error {failure.error} though every import it has loads."
+        if failure is not None and failure.error is not None and not failure.missing and not failure.refused
+        else ""
+    )
+    yield rule.finding(
+        "VC++ runtime",
+        f"The {VC_RUNTIME} on this machine is {installed} ({source}), older than {floor[0]}, the newest MSVC "
+        f"toolset of the environment's binaries ({floor[1]}).{seen}",
+        f"Install the {VC_RUNTIME}, {floor[0]} or newer: {VC_RUNTIME_INSTALL}.",
+        base=f">= {floor[0]}",
+        target=installed,
+    )
