@@ -48,6 +48,8 @@ _STDERR_KEEP_BYTES = 4 * STDERR_TAIL_CHARS
 # A real result is well under 1 MiB (a CUDA venv's runtime probe: ~200 KiB); 16 MiB of hostile JSON
 # still decodes in well under the 300 MB that hostile inputs may cost (DESIGN §6).
 RESULT_MAX_BYTES = 16 * 1024 * 1024
+# The JSON values a result may hold (a snapshot's manifest of the torch CPU venv holds ~15 k).
+RESULT_MAX_VALUES = 500_000
 # How a line of ``stderr_tail`` that is envcheck's note on a cap (not the target's output) begins.
 NOTE_PREFIX = "[envcheck: "
 # How long the stderr reader may take to see EOF once the target's session is gone. Only a daemon that
@@ -335,6 +337,11 @@ def read_result(path: Path) -> tuple[dict[str, Any], list[str]]:
     if info.st_size > RESULT_MAX_BYTES or len(raw) > RESULT_MAX_BYTES:
         size = max(info.st_size, len(raw))
         return {}, [f"result file not read: {size} bytes, over the cap of {RESULT_MAX_BYTES} bytes"]
+    # Counted before parsing: 16 MiB of short JSON strings parse into ~2 M objects, and a snapshot reads two
+    # results (a 16 MiB result of short strings from each probe took a snapshot to 499 MB).
+    values = raw.count(b",") + raw.count(b"[") + raw.count(b"{")
+    if values > RESULT_MAX_VALUES:
+        return {}, [f"result file not read: up to {values} JSON values, over the cap of {RESULT_MAX_VALUES}"]
     try:
         data = json.loads(raw)
         if not isinstance(data, dict):
