@@ -647,12 +647,16 @@ def missing_chains(
 
 def requirements(nodes: Sequence[NativeNode]) -> list[Requirement]:
     """What the machine must provide, from every edge to an OS library, redistributable, driver or the
-    interpreter (names grouped case-insensitively for Windows)."""
+    interpreter (names grouped case-insensitively for Windows). A delay-load import is loaded only when one
+    of its functions is first called, so it is not a requirement (numpy's bundled msvcp140 delay-loads
+    CONCRT140.dll, and numpy imports on a machine without it), except the GPU driver's."""
     groups: dict[tuple[str, str], tuple[str, str, set[str], list[NativeDependency]]] = {}
     for n in nodes:
         fmt = n.format or "elf"
         for d in n.dependencies or ():
             if d.kind not in ("os", "redistributable", "driver", "interpreter"):
+                continue
+            if d.delay_load and d.kind != "driver":
                 continue
             norm = d.name.lower() if fmt == "pe" else d.name
             entry = groups.setdefault((d.kind, norm), (d.name, fmt, set(), []))
