@@ -100,7 +100,8 @@ def lock(
         typer.Option(
             "--timeout",
             min=1.0,
-            help="Seconds pip-compile may take (with --check: the snapshot of the interpreter).",
+            help="Seconds the whole command may take, every pip-compile run together (with --check: the "
+            "snapshot of the interpreter).",
             envvar="ENVCHECK_TIMEOUT",
         ),
     ] = 600.0,

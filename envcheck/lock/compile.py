@@ -24,12 +24,13 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envcheck.deadline import Deadline
 from envcheck.errors import EnvcheckError
 from envcheck.lock.inputs import LEFT_OUT_HEADER, LockInputs, Unlocked, lock_inputs
 
@@ -111,10 +112,12 @@ def lock(manifest: Manifest, name: str, options: LockOptions, *, warn: Callable[
     """Compile ``manifest`` (shown as ``name``) into a lock. ``warn`` is told each problem that does not
     stop the lock (an index that cannot be reached, a manifest from another platform), before an error
     it may explain. Raises ``LockError`` (exit 2) for a manifest with nothing to lock, for what cannot be
-    locked unless ``options.allow_unlocked``, and for pip-compile failing."""
+    locked unless ``options.allow_unlocked``, and for pip-compile failing; ``DeadlineExpired`` once
+    ``options.timeout``, one deadline for the whole command (every pip-compile run together), passes."""
     from envcheck.diff.rules._requirements import graph
     from envcheck.diff.rules.base import views
 
+    deadline = Deadline.after(options.timeout)
     _require_pip_tools()
     inputs = lock_inputs(manifest)
     _refuse_what_is_no_pin(inputs, name)
@@ -127,18 +130,16 @@ def lock(manifest: Manifest, name: str, options: LockOptions, *, warn: Callable[
     for warning in _platform_warnings(manifest):
         warn(warning)
     torch_index = _torch_index(manifest, inputs, options, warn)
-    # The sources are checked while pip-compile runs; an interrupt does not wait for them.
-    pool = ThreadPoolExecutor(max_workers=1)
-    reach = pool.submit(_unreachable_sources, options, torch_index)
+    # The sources are checked while pip-compile runs, in a daemon thread: neither an interrupt nor the
+    # deadline waits for it.
+    reach = _Background(_unreachable_sources, options, torch_index)
     try:
-        compiled, inputs, placeholder = _compile_until_locked(inputs, g, options, torch_index)
-    except LockError:
-        for warning in _results(reach):  # an unreachable index explains the error
+        compiled, inputs, placeholder = _compile_until_locked(inputs, g, options, torch_index, deadline)
+    except EnvcheckError:
+        for warning in reach.result(deadline):  # an unreachable index explains the error
             warn(warning)
         raise
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
-    for warning in _results(reach):
+    for warning in reach.result(deadline):
         warn(warning)
     if compiled is None:
         raise LockError(f"nothing of {name} could be locked", tip="Check the sources named above.")
@@ -233,18 +234,25 @@ def _torch_index(
 
 
 def _compile_until_locked(
-    inputs: LockInputs, g: Graph, options: LockOptions, torch_index: str | None
+    inputs: LockInputs,
+    g: Graph,
+    options: LockOptions,
+    torch_index: str | None,
+    deadline: Deadline | None = None,
 ) -> tuple[_Compiled | None, LockInputs, bool]:
     """pip-compile, again after each distribution no source serves: a labelled torch build first gets
     ``$TORCH_INDEX_URL`` (when set), anything else is an error unless ``--allow-unlocked`` drops it.
+    Every run gets what is left of ``deadline`` (``DeadlineExpired`` once none is).
     Returns the compile (None when nothing was left to lock), the inputs it locked, and whether the lock
     must name ``${TORCH_INDEX_URL}``."""
+    deadline = deadline or Deadline.after(options.timeout)
     placeholder = False
-    for _ in range(MAX_TRIES):
+    for tries in range(MAX_TRIES):
         if not inputs.roots:
             return None, inputs, placeholder
+        deadline.check("running pip-compile", done=f"{tries} runs finished" if tries else None)
         index = os.environ.get(TORCH_INDEX_VAR) if placeholder else torch_index
-        compiled = _run_compile(inputs, options, index)
+        compiled = _run_compile(inputs, options, index, deadline)
         if compiled.returncode == 0:
             missing = sorted(set(_locked_names(inputs)) - set(_pins_in(compiled.output)))
             if not missing:
@@ -330,8 +338,10 @@ def _last_error(log: str) -> str:
     return one_line(redact_text(errors[-1][:500])) if errors else "no output"
 
 
-def _run_compile(inputs: LockInputs, options: LockOptions, torch_index: str | None) -> _Compiled:
-    """One pip-compile run in a session of its own, in a temporary folder, killed at the timeout."""
+def _run_compile(
+    inputs: LockInputs, options: LockOptions, torch_index: str | None, deadline: Deadline
+) -> _Compiled:
+    """One pip-compile run in a session of its own, in a temporary folder, killed at the deadline."""
     from envcheck.probe import sessions
 
     with sessions.temporary_folder("envcheck-lock-") as folder:
@@ -341,12 +351,14 @@ def _run_compile(inputs: LockInputs, options: LockOptions, torch_index: str | No
         env = {**os.environ, "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
         log_path = folder / "pip-compile.log"
         try:
-            returncode = sessions.run_logged(argv, log_path, timeout=options.timeout, env=env, cwd=folder)
+            returncode = sessions.run_logged(
+                argv, log_path, timeout=deadline.remaining(), env=env, cwd=folder
+            )
         except OSError as e:
             raise LockError(f"cannot run pip-compile: {e.strerror or e}") from e
         if returncode is None:
             raise LockError(
-                f"pip-compile did not finish within {options.timeout:.0f} s",
+                f"pip-compile did not finish within the command's --timeout ({options.timeout:.0f} s)",
                 tip="Check the indexes (an unreachable one waits for pip's timeout), or raise --timeout.",
             )
         output = (folder / "lock.txt").read_text("utf-8") if returncode == 0 else ""
@@ -552,11 +564,25 @@ def _without_userinfo(url: str) -> str:
 # --- reachability -----------------------------------------------------------------------------------------
 
 
-def _results(future: Future[list[str]]) -> list[str]:
-    try:
-        return future.result(timeout=REACH_TIMEOUT * 4)
-    except Exception:  # a check of the indexes must never hide the lock itself
-        return []
+class _Background:
+    """``work(*args)`` in a daemon thread: the process never waits for it at exit, so a slow index check
+    cannot carry the command past its deadline."""
+
+    def __init__(self, work: Callable[..., list[str]], *args: object) -> None:
+        self._found: list[list[str]] = []
+        self._thread = threading.Thread(target=self._run, args=(work, args), daemon=True)
+        self._thread.start()
+
+    def _run(self, work: Callable[..., list[str]], args: tuple[object, ...]) -> None:
+        try:
+            self._found.append(work(*args))
+        except Exception:  # a check of the indexes must never hide the lock itself
+            self._found.append([])
+
+    def result(self, deadline: Deadline) -> list[str]:
+        """What it found, waiting at most ``REACH_TIMEOUT * 4`` and never past ``deadline``."""
+        self._thread.join(timeout=min(REACH_TIMEOUT * 4, deadline.remaining()))
+        return self._found[0] if self._found else []
 
 
 def _unreachable_sources(options: LockOptions, torch_index: str | None) -> list[str]:

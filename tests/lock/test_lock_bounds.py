@@ -7,7 +7,8 @@ the real CLI in a child bounded by ``tests/hostile.py`` (300 MB, its deadline + 
 - a manifest's recorded index is used (and written into the lock) only with ``--trust-manifest-index``;
 - every value of a lock in a remedy is quoted: pasted into bash, ``${X}$(cmd)`` and backticks run nothing;
 - a lock passes the redactor: credentials planted in requirement lines (their markers reach the lock),
-  index URLs and ``direct_url.json`` never reach it, nor stdout or stderr.
+  index URLs and ``direct_url.json`` never reach it, nor stdout or stderr;
+- ``lock --timeout`` is one deadline for the command: every pip-compile run together, not each.
 """
 
 from __future__ import annotations
@@ -254,3 +255,53 @@ def test_a_lock_passes_the_redactor(small_env: Env, tmp_path: Path) -> None:
     assert "--extra-index-url https://pkgs.invalid/simple?token=<redacted>\n" in text
     assert "six==" in text and 'platform_release != "<redacted>"' in text
     assert "#   canary-pkg==1.0: installed from a VCS checkout" in text
+
+
+def test_the_timeout_bounds_every_pip_compile_run_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    from envcheck.deadline import Deadline, DeadlineExpired
+    from envcheck.diff.rules._requirements import graph
+    from envcheck.diff.rules.base import views
+    from envcheck.lock import compile as compile_module
+    from envcheck.lock.inputs import lock_inputs
+
+    # A fault injected: a clock that only pip-compile moves, 2 s a run, and every run finds nothing.
+    clock = [1000.0]
+    monkeypatch.setattr("envcheck.deadline.time.monotonic", lambda: clock[0])
+    given: list[float] = []
+
+    def nothing_found(inputs, options, index, deadline):  # type: ignore[no-untyped-def]
+        given.append(deadline.remaining())
+        clock[0] += 2.0
+        pin = inputs.roots[0]
+        log = f"ERROR: No matching distribution found for {pin.name}=={pin.version}\n"
+        return compile_module._Compiled(returncode=1, output="", log=log)
+
+    monkeypatch.setattr(compile_module, "_run_compile", nothing_found)
+    manifest = load(
+        Path(__file__).resolve().parents[2] / "manifests" / "examples" / "torch-2.13.0-cpu-linux.json"
+    )
+    with views(manifest):
+        g = graph(manifest)
+    inputs = lock_inputs(manifest)
+    assert len(inputs.roots) > 3  # without the deadline, a run for each (up to MAX_TRIES)
+    options = compile_module.LockOptions(allow_unlocked=True, timeout=5.0)
+    with pytest.raises(DeadlineExpired, match=r"--timeout 5 s\) passed while running pip-compile \(3 runs"):
+        compile_module._compile_until_locked(inputs, g, options, None, Deadline.after(5.0))
+    assert given == [5.0, 3.0, 1.0]
+
+
+def test_lock_ends_by_its_timeout_however_many_runs_it_needs(small_env: Env, tmp_path: Path) -> None:
+    data = json.loads(small_env.manifest.read_text(encoding="utf-8"))
+    six = next(d for d in data["packages"] if d["name"] == "six")
+    # Eight distributions no source serves: --allow-unlocked drops them one pip-compile run at a time.
+    data["packages"] += [{**six, "name": f"envcheck-unserved-{i}", "version": "0.0.1"} for i in range(8)]
+    manifest = tmp_path / "unserved.json"
+    manifest.write_text(json.dumps(data), encoding="utf-8")
+    result = run_bounded(
+        envcheck_argv("lock", str(manifest), "--allow-unlocked", "--timeout", "3"),
+        timeout=3,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert_bounded(result, timeout=3)
+    if result.returncode != 0:  # a machine fast enough does all nine runs in 3 s
+        _one_line(result, "--timeout")
