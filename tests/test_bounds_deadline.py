@@ -230,3 +230,16 @@ def test_a_fleet_holds_at_most_its_findings_limit(tmp_path: Path) -> None:
     assert result.stderr.splitlines()[0].startswith(
         f"error: the fleet's environments hold more than the {MAX_FLEET_FINDINGS} findings one report holds ("
     )
+
+
+def test_a_snapshots_walk_past_the_deadline_is_a_skipped_native_section() -> None:
+    from envcheck.collect.launch import SnapshotOptions
+    from envcheck.manifest.io import load
+    from envcheck.native import scan_for_snapshot
+
+    manifest = load(EXAMPLE)
+    section = scan_for_snapshot(manifest, SnapshotOptions(deadline=Deadline(at=0.0, seconds=9)))
+    assert section is not None and section.skipped is not None
+    assert re.search(
+        r"deadline \(--timeout 9 s\) passed while walking the native tree \(\d+ files read\)", section.skipped
+    )

@@ -213,6 +213,9 @@ class Walker:
         # Files refused before the walk (RECORD entries leaving the tree, wheel members not extracted).
         self.refused = list(refused)
         self._infos: dict[str, BinaryInfo | BinaryError] = {}
+        # The command's deadline (``walk``): past it the walk stops, and the snapshot's native section says
+        # why it was skipped (``envcheck.native.scan_for_snapshot``).
+        self._deadline: Deadline | None = None
         self.preloads: list[str] = []  # keys of the files ``import torch`` loads first, in its order
         self.executable: Image | None = None
         if executable:
@@ -255,6 +258,7 @@ class Walker:
         # while the walk reads headers.
         # A file the deadline stops hashing keeps RECORD's digest (``unhashed``), as one over the bounds.
         self._hasher = Hasher(refresh=verify_files, inside=self.inside, deadline=deadline)
+        self._deadline = deadline
         nodes: dict[str, _Node] = {}
         by_path: dict[str, str] = {}
         queue: deque[tuple[str, tuple[Image, ...], Image | None]] = deque()
@@ -359,6 +363,8 @@ class Walker:
                     queue.append((target_path, (image, *chain), root))
 
     def _load(self, node: _Node) -> BinaryInfo | None:
+        if self._deadline is not None:
+            self._deadline.check("walking the native tree", f"{len(self._infos)} files read")
         if not os.path.lexists(node.path):
             node.error = RECORD_FILE_ABSENT if node.record_sha256 is not None else "not on disk"
             node.absent = True
