@@ -121,6 +121,23 @@ def test_gate_without_the_redistributable(without_runtime: tuple[int, list[dict]
     assert roots.index(by_id["ENV-PLATFORM-OS:platform"]) > 0
 
 
+def test_gate_against_a_cuda_dev_box(machine: Wine, tool: WinPython, customer: WinPython) -> None:
+    """Against a CUDA dev box's manifest (recorded on Linux: torch 2.14.1+cu130), the missing runtime still
+    leads; the CPU-vs-CUDA variant and the torch version differences are root causes beside it, after it."""
+    cuda = Path(__file__).resolve().parents[1] / "data" / "manifests" / "cuda.json"
+    code, findings = gate(machine, tool, customer, cuda)
+    assert code == 1
+    roots = [f["id"] for f in findings if f["caused_by"] is None]
+    assert roots[0] == ROOT
+    assert roots.index("ENV-TORCH-VARIANT:torch") > 0 and roots.index("ENV-TORCH-VERSION:torch") > 0
+    by_id = {f["id"]: f for f in findings}
+    assert (by_id["ENV-TORCH-VARIANT:torch"]["base"], by_id["ENV-TORCH-VARIANT:torch"]["target"]) == (
+        "cu130",
+        "cpu",
+    )
+    assert by_id["ENV-PROBE-FAILED:import torch"]["caused_by"] == ROOT
+
+
 def test_gate_with_the_runtime_dlls(
     machine: Wine, tool: WinPython, customer: WinPython, dev_manifest: Path, vc_runtime: Path
 ) -> None:
