@@ -539,16 +539,29 @@ def _together_findings(together: Together, run: AppImports) -> list[Finding]:
     for module, error in together.failed:
         who = owners[module].who if module in owners else f"`import {module}`"
         alone = _alone(owners.get(module))
+        pair = "import them in the application's order and read the error."
+        elsewhere = _elsewhere(owners.get(module))
         findings.append(
             _rule("VERIFY-IMPORT").finding(
                 f"import {module}",
                 f"{who} {alone} raised {error} after the imports before it in one process",
-                "Two modules that cannot be imported together: import them in the application's order "
-                "and read the error.",
+                # Not run alone here: whether it fails alone too is that other check's finding.
+                f"If {elsewhere} passed, two modules cannot be imported together: {pair} If it failed, fix "
+                "that failure first."
+                if elsewhere
+                else f"Two modules that cannot be imported together: {pair}",
             )
         )
     findings += _openmp(together, owners)
     return findings
+
+
+def _elsewhere(result: ImportResult | None) -> str | None:
+    """The check that imports ``result``'s module alone in another process (``alone_elsewhere``), or None."""
+    prefix = "imported alone by "
+    if result is None or result.status != "passed" or not (result.reason or "").startswith(prefix):
+        return None
+    return (result.reason or "")[len(prefix) :]
 
 
 def _alone(result: ImportResult | None) -> str:
@@ -603,8 +616,19 @@ def _openmp(together: Together, owners: dict[str, ImportResult]) -> list[Finding
 def tally(run: AppImports) -> str:
     """One line for stderr: how the imports ended (``12 imports in 4.1 s: 11 passed, 1 error``)."""
     counts: dict[str, int] = {}
+    together = run.together
+    failed = dict(together.failed) if together is not None else {}
     for r in run.results:
-        counts[r.status] = counts.get(r.status, 0) + 1
+        status: str = r.status
+        if _elsewhere(r):
+            # Imported alone by another check, not here: what it did is what it did among the others.
+            if together is None:
+                status = "imported alone elsewhere"
+            elif r.module in failed:
+                status = "error"
+            elif together.current == r.module and together.status in ("crashed", "timeout", "error"):
+                status = together.status
+        counts[status] = counts.get(status, 0) + 1
     parts = [f"{n} {status}" for status, n in sorted(counts.items())]
     if run.over_cap:
         parts.append(f"{len(run.over_cap)} over the cap")
