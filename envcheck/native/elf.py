@@ -50,6 +50,12 @@ MACHINES = {
 _VERSION = re.compile(r"^([A-Za-z][A-Za-z0-9_]*?)_(\d+(?:\.\d+)*)$")
 
 
+def search_path(text: str) -> list[str]:
+    """The elements of a DT_RPATH / DT_RUNPATH string. An empty element (``$ORIGIN/lib:``, ``:/opt``) is
+    kept as ``""``: ld.so searches the process's current directory there (glibc ``fillin_rpath``)."""
+    return text.split(":") if text else []
+
+
 class _Declined(Exception):
     """The fast reader cannot handle this (valid) layout: use pyelftools."""
 
@@ -171,8 +177,8 @@ def _read(mm: mmap.mmap) -> BinaryInfo:
 
     needed = tuple(Needed(name=string(v)) for t, v in tags if t == DT_NEEDED)
     soname = next((string(v) for t, v in tags if t == DT_SONAME), None)
-    rpath = tuple(p for t, v in tags if t == DT_RPATH for p in string(v).split(":") if p)
-    runpath = tuple(p for t, v in tags if t == DT_RUNPATH for p in string(v).split(":") if p)
+    rpath = tuple(p for t, v in tags if t == DT_RPATH for p in search_path(string(v)))
+    runpath = tuple(p for t, v in tags if t == DT_RUNPATH for p in search_path(string(v)))
 
     # Entries chain by relative offsets, so crafted ones can overlap and be visited again and again (every
     # Verneed pointing at one long Vernaux chain is quadratic: 25 s for a 64 KB file). Distinct entries are
@@ -386,11 +392,11 @@ def _read_reference(f: BinaryIO) -> BinaryInfo:
                     elif kind == "DT_SONAME":
                         soname = tag.soname  # type: ignore[attr-defined]
                     elif kind == "DT_RPATH":
-                        rpath += [p for p in tag.rpath.split(":") if p]  # type: ignore[attr-defined]
+                        rpath += search_path(tag.rpath)  # type: ignore[attr-defined]
                     elif kind == "DT_FLAGS_1":
                         nodeflib = bool(tag.entry.d_val & DF_1_NODEFLIB)
                     elif kind == "DT_RUNPATH":
-                        runpath += [p for p in tag.runpath.split(":") if p]  # type: ignore[attr-defined]
+                        runpath += search_path(tag.runpath)  # type: ignore[attr-defined]
             elif isinstance(sec, GNUVerNeedSection):
                 for _verneed, auxes in sec.iter_versions():
                     for aux in auxes:

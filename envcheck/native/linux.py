@@ -12,7 +12,13 @@
    multiarch folders).
 
 ``$ORIGIN`` (and ``${ORIGIN}``) in an RPATH / RUNPATH entry is the folder of the object whose entry it is.
-A candidate of the wrong ELF class or machine is skipped and the search goes on, as ld.so does.
+An empty entry is the process's current directory (searched only when that is known: ``cwd``). A candidate
+of the wrong ELF class or machine is skipped and the search goes on, as ld.so does.
+
+glibc >= 2.33 searches ``<folder>/glibc-hwcaps/<level>/`` before each folder, for every level the CPU
+supports, best first (``x86-64-v4``, ``-v3``, ``-v2``; ``ld.so --help`` lists them): a library there beside
+a plain copy is the one loaded on such a CPU. The levels are this machine's (``hwcaps_levels``), so only a
+host resolver uses them.
 
 Before searching, ld.so reuses an object already loaded under the same soname. A static tree cannot know
 the load order, so the search result is kept and "already-loaded" is only the fallback when the search finds
@@ -58,8 +64,13 @@ class LinuxResolver(Resolver):
         probe: Probe,
         ld_library_path: str | None = None,
         cache_file: str = "/etc/ld.so.cache",
+        cwd: str | None = None,
+        hwcaps: Sequence[str] | None = None,
     ) -> None:
         super().__init__(host=host, probe=probe)
+        self.cwd = cwd
+        # glibc-hwcaps subfolders searched before each folder, best first (this machine's when None).
+        self.hwcaps = tuple(hwcaps) if hwcaps is not None else (hwcaps_levels() if host else ())
         # An empty entry in LD_LIBRARY_PATH means the current directory (ld.so(8)); the target's
         # current directory is unknown, so empty entries are dropped.
         self.ld_library_path = [p for p in (ld_library_path or "").replace(";", ":").split(":") if p]
@@ -100,8 +111,8 @@ class LinuxResolver(Resolver):
             if cached and self._fits(cached, machine):
                 return Found(cached, "ld-so-cache", None)
             for folder in self._default_dirs(machine, importer.info.bits):
-                hit = posixpath.join(folder, name)
-                if self._fits(hit, machine):
+                hit = self._in(folder, importer, name, machine)
+                if hit:
                     return Found(hit, "default-dirs", folder)
         loaded = self.sonames.get(name)
         if loaded is not None:
@@ -109,10 +120,21 @@ class LinuxResolver(Resolver):
         return Found(None, "missing", None)
 
     def _in(self, entry: str, owner: Image, name: str, machine: str) -> str | None:
+        if entry == "":
+            if self.cwd is None:  # the current directory of a process that is not this one: unknown
+                return None
+            entry = self.cwd
         folder = expand_origin(entry, posixpath.dirname(owner.path), owner.info.bits, machine)
         if folder is None:
             return None
         folder = posixpath.normpath(folder)
+        for level in self.hwcaps:
+            hit = self._listed(posixpath.join(folder, "glibc-hwcaps", level), name, machine)
+            if hit:
+                return hit
+        return self._listed(folder, name, machine)
+
+    def _listed(self, folder: str, name: str, machine: str) -> str | None:
         listing = self._listings.get(folder)
         if listing is None:
             try:
@@ -139,6 +161,40 @@ class LinuxResolver(Resolver):
         if bits == 64:
             dirs += ["/lib64", "/usr/lib64"]
         return [*dirs, "/lib", "/usr/lib"]
+
+
+# x86-64 micro-architecture levels (the x86-64 psABI), by the CPU flags Linux reports in /proc/cpuinfo.
+_V2 = frozenset({"cx16", "lahf_lm", "popcnt", "sse4_1", "sse4_2", "ssse3"})
+_V3 = _V2 | {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"}
+_V4 = _V3 | {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
+
+
+def hwcaps_levels(cpuinfo: str = "/proc/cpuinfo") -> tuple[str, ...]:
+    """The ``glibc-hwcaps`` subfolders ld.so searches on this machine, best first: none before glibc 2.33
+    or off x86-64 (other architectures' levels are not modelled), else every level the CPU supports."""
+    import platform
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return ()
+    try:
+        version = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError):
+        return ()
+    numbers = version.rpartition(" ")[2].split(".")
+    if not version.startswith("glibc") or tuple(int(n) for n in numbers[:2] if n.isdigit()) < (2, 33):
+        return ()
+    flags: set[str] = set()
+    try:
+        with open(cpuinfo, encoding="ascii", errors="replace") as f:  # noqa: PTH123
+            for line in f.read(1 << 20).splitlines():
+                if line.startswith("flags"):
+                    flags = set(line.partition(":")[2].split())
+                    break
+    except OSError:
+        return ()
+    return tuple(
+        level for level, need in (("x86-64-v4", _V4), ("x86-64-v3", _V3), ("x86-64-v2", _V2)) if need <= flags
+    )
 
 
 def expand_origin(entry: str, origin: str, bits: int, machine: str) -> str | None:
