@@ -9,6 +9,7 @@ at once, a diff peaked here at ~210 MB (JUnit) and ~190 MB for the whole process
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -155,3 +156,40 @@ def test_a_diff_of_manifests_at_every_limit_stays_within_the_budget(tmp_path: Pa
         assert result.returncode == 1, result.stderr
     report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
     assert len(report["findings"]) >= MAX_REQUIREMENT_LINES + MAX_DISTRIBUTIONS
+
+
+def test_a_manifest_past_a_limit_is_never_written() -> None:
+    from envcheck.manifest.io import dumps, load
+
+    manifest = load(EXAMPLE)
+    many = manifest.replace(env={f"OMP_VAR_{i}": "1" for i in range(MAX_ENV_VARIABLES + 1)})
+    with pytest.raises(ManifestError) as refused:
+        dumps(many)
+    assert refused.value.problems == (
+        f"env: {MAX_ENV_VARIABLES + 1} environment variables, more than the {MAX_ENV_VARIABLES} a manifest "
+        "may hold: not written",
+    )
+    assert loads(dumps(manifest)) == manifest
+
+
+@pytest.mark.slow
+def test_a_snapshot_of_a_target_past_a_limit_writes_nothing(tmp_path: Path) -> None:
+    """A target whose environment holds 10,001 allowlisted variables: its manifest would be refused by
+    every command that reads it, so the snapshot refuses to write it."""
+    import os
+    import sys
+
+    env = {**os.environ, **{f"OMP_VAR_{i}": "1" for i in range(MAX_ENV_VARIABLES + 1)}}
+    out = tmp_path / "m.json"
+    argv = envcheck_argv("snapshot", "--python", sys.executable, "--no-probe", "-o", str(out))
+    result = run_bounded(argv, timeout=TIMEOUT, env=env)
+    assert_bounded(result, timeout=TIMEOUT, tree=True)
+    assert result.returncode == 2, result.stderr
+    found = re.fullmatch(
+        r"error: the manifest to write: env: (\d+) environment variables, more than the (\d+) a manifest may "
+        r"hold: not written",
+        result.stderr.splitlines()[0],
+    )
+    assert found is not None, result.stderr
+    assert int(found.group(1)) > MAX_ENV_VARIABLES == int(found.group(2))
+    assert not out.exists()

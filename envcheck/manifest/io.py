@@ -28,9 +28,21 @@ MAX_ENV_VARIABLES = 10_000
 MAX_NATIVE_FILES = 100_000
 
 
-def dumps(manifest: Manifest) -> str:
-    """The canonical text: UTF-8 JSON, keys sorted, 2-space indent, trailing newline."""
-    return json.dumps(encode(manifest), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+def dumps(manifest: Manifest, *, source: str = "the manifest to write") -> str:
+    """The canonical text: UTF-8 JSON, keys sorted, 2-space indent, trailing newline. Raises
+    ``ManifestError`` for a manifest that ``loads`` would refuse for its size (the per-kind limits,
+    ``MAX_JSON_VALUES``, ``MAX_MANIFEST_BYTES``): envcheck never writes a manifest it cannot read back (a
+    target with 10,001 allowlisted variables would otherwise give one)."""
+    data = encode(manifest)
+    check_counts(data, source, action="not written")
+    text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    check_values(text, source, action="not written")
+    size = len(text.encode("utf-8"))
+    if size > MAX_MANIFEST_BYTES:
+        raise ManifestError(
+            source, [f"{size} bytes, more than the {MAX_MANIFEST_BYTES} bytes a manifest may be: not written"]
+        )
+    return text
 
 
 def loads(text: str | bytes, *, source: str = "manifest") -> Manifest:
@@ -80,7 +92,7 @@ def loads(text: str | bytes, *, source: str = "manifest") -> Manifest:
             gc.enable()
 
 
-def check_values(text: str | bytes, source: str) -> None:
+def check_values(text: str | bytes, source: str, *, action: str = "not parsed") -> None:
     """Refuse, before it is parsed, a text that could hold more than ``MAX_JSON_VALUES`` JSON values: each
     value but the first of its array or object follows a comma, so commas and brackets bound the count
     (commas inside strings only make the bound looser). Raises ``ManifestError``."""
@@ -91,12 +103,12 @@ def check_values(text: str | bytes, source: str) -> None:
             source,
             [
                 f"file may hold up to {bound} JSON values, more than the {MAX_JSON_VALUES} a manifest may "
-                "hold (MAX_JSON_VALUES): not parsed"
+                f"hold (MAX_JSON_VALUES): {action}"
             ],
         )
 
 
-def check_counts(data: dict[str, Any], source: str) -> None:
+def check_counts(data: dict[str, Any], source: str, *, action: str = "not read") -> None:
     """Refuse a parsed manifest that holds more distributions, requirement lines, environment variables or
     native files than its named limit, before it is decoded (the shape itself is the decoder's to judge).
     Raises ``ManifestError`` naming the kind, the count and the limit."""
@@ -119,7 +131,7 @@ def check_counts(data: dict[str, Any], source: str) -> None:
     for location, kind, count, limit in counts:
         if count > limit:
             raise ManifestError(
-                source, [f"{location}: {count} {kind}, more than the {limit} a manifest may hold: not read"]
+                source, [f"{location}: {count} {kind}, more than the {limit} a manifest may hold: {action}"]
             )
 
 
