@@ -294,8 +294,15 @@ def record(
     python = probes.python if probes is not None else options.python
     with ThreadPoolExecutor(1) as pool:
         suite_progress = None if progress is None else _prefixed(progress, "smoke suite: ")
+        # One deadline for the command: the suite's processes end with the probes' (``envcheck.deadline``).
+        shared = probes.deadline if probes is not None else options.deadline
         suite = pool.submit(
-            run_suite, python, timeout=options.timeout, checks_file=checks_file, progress=suite_progress
+            run_suite,
+            python,
+            timeout=options.timeout,
+            checks_file=checks_file,
+            progress=suite_progress,
+            deadline=shared,
         )
         manifest = take_snapshot(options, native=native, probes=probes, progress=progress)
         if progress is not None and not suite.done():
