@@ -102,8 +102,8 @@ def check_values(text: str | bytes, source: str, *, action: str = "not parsed") 
         raise ManifestError(
             source,
             [
-                f"the text may hold up to {bound} JSON values, more than the {MAX_JSON_VALUES} a manifest may "
-                f"hold (MAX_JSON_VALUES): {action}"
+                f"the text may hold up to {bound} JSON values, more than the {MAX_JSON_VALUES} a manifest "
+                f"may hold (MAX_JSON_VALUES): {action}"
             ],
         )
 
