@@ -39,6 +39,7 @@ ERROR_MOD_NOT_FOUND = 126
 
 
 def windows_facts(env_dll_names=()):
+    # type: (object) -> dict | None
     """The machine's facts (None outside Windows): ``version``, ``vc_runtime``, ``path_dlls`` (DLLs of the
     names in ``env_dll_names``, the VC++ runtime's or an OpenMP runtime's, found in a ``PATH`` folder)."""
     if os.name != "nt":
@@ -295,6 +296,7 @@ def loaded_modules():
 
 
 def pe_facts(path):
+    # type: (str) -> dict | None
     """``{"imports": [names], "linker": "14.42"}`` of a PE file (its import directory, read with bounded
     seeks: torch_cpu.dll is 250 MB), or None when it is not one (or its headers are cut or broken)."""
     try:
@@ -355,12 +357,14 @@ _ERROR_LOADING = re.compile(r'Error loading "([^"]+)"')
 
 
 def failing_dll(error):
+    # type: (str | None) -> str | None
     """The DLL a failed ``import torch`` names (``Error loading "...\\c10.dll"``), or None."""
     found = _ERROR_LOADING.search(error or "")
     return found.group(1) if found else None
 
 
 def load_failure(error):
+    # type: (str) -> dict | None
     """Where Windows' loader stopped, asked of the loader itself after an import failed with ``error``.
 
     ``{"dll", "chain": [{"name", "path", "linker"}], "missing": [{"name", "needed_by"}], "refused": [{"name",

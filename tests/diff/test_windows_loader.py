@@ -84,7 +84,7 @@ def test_a_refused_dll_and_an_installed_runtime_are_said_as_they_are() -> None:
         }
     ]
     registry = {"installed": True, "version": "14.29.30133.0", "view": "32-bit"}
-    found = doctor(windows(missing=[], refused=refused, registry=registry))
+    found = doctor(windows(missing=(), refused=refused, registry=registry))
     root = found["ENV-WIN-DLL-NOT-FOUND:VCRUNTIME140_1.dll"]
     assert "is at C:\\Windows\\System32\\VCRUNTIME140_1.dll but does not load (error 193)" in root.message
     assert "installed as 14.29.30133.0 (registry; no System32\\msvcp140.dll)" in root.message
@@ -92,7 +92,7 @@ def test_a_refused_dll_and_an_installed_runtime_are_said_as_they_are() -> None:
 
 
 def test_a_dll_no_package_ships_and_no_runtime_is_named_without_the_redistributable() -> None:
-    found = doctor(windows(missing=["zlibwapi.dll"]))
+    found = doctor(windows(missing=("zlibwapi.dll",)))
     root = found["ENV-WIN-DLL-NOT-FOUND:zlibwapi.dll"]
     assert "Redistributable" not in root.message + root.remedy
     assert (

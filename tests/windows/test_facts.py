@@ -15,6 +15,7 @@ import subprocess
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import wine
@@ -91,7 +92,7 @@ def target_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def facts(
     machine: Wine, python: WinPython, package: Path, *, import_torch: bool = False, path: str | None = None
-) -> dict:
+) -> dict[str, Any]:
     env = {"WINEPATH": path} if path is not None else None
     done = machine.run(
         [str(python.exe), "-c", FACTS, windows_path(package), "import" if import_torch else "facts"],
@@ -101,7 +102,8 @@ def facts(
     )
     line = next((x for x in done.stdout.splitlines() if x.startswith("FACTS")), None)
     assert line is not None, (done.returncode, done.stdout[-2000:], done.stderr[-3000:])
-    return json.loads(line[len("FACTS") :])
+    found: dict[str, Any] = json.loads(line[len("FACTS") :])
+    return found
 
 
 def test_no_redistributable_no_key_no_msvcp140(

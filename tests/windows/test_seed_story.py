@@ -20,6 +20,7 @@ import sys
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import wine
@@ -70,7 +71,9 @@ def dev_manifest(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def gate(machine: Wine, tool: WinPython, customer: WinPython, dev: Path) -> tuple[int, list[dict]]:
+def gate(
+    machine: Wine, tool: WinPython, customer: WinPython, dev: Path
+) -> tuple[int, list[dict[str, Any]], str]:
     done = run_envcheck(
         machine,
         tool,
@@ -80,21 +83,21 @@ def gate(machine: Wine, tool: WinPython, customer: WinPython, dev: Path) -> tupl
     )
     assert "Traceback (most recent call last)" not in done.stdout + done.stderr, done.stderr[-3000:]
     report = json.loads(done.stdout)
-    return done.returncode, report["findings"]
+    return done.returncode, report["findings"], done.stderr
 
 
 @pytest.fixture(scope="module")
 def without_runtime(
     machine: Wine, tool: WinPython, customer: WinPython, dev_manifest: Path
-) -> tuple[int, list[dict]]:
+) -> tuple[int, list[dict[str, Any]], str]:
     """The gate's exit code and JSON findings on the machine without the redistributable."""
     return gate(machine, tool, customer, dev_manifest)
 
 
-def test_gate_without_the_redistributable(without_runtime: tuple[int, list[dict]]) -> None:
+def test_gate_without_the_redistributable(without_runtime: tuple[int, list[dict[str, Any]], str]) -> None:
     """Exit 1; the first root cause is MSVCP140.dll, needed by c10.dll, with the redistributable and its
     minimum as the remedy; the failed import torch is a consequence under it, never a second root."""
-    code, findings = without_runtime
+    code, findings, stderr = without_runtime
     assert code == 1
     roots = [f for f in findings if f["caused_by"] is None]
     first = roots[0]
@@ -116,6 +119,9 @@ def test_gate_without_the_redistributable(without_runtime: tuple[int, list[dict]
     for f in findings:
         if f["rule"] in ("ENV-NATIVE-REQUIRES", "ENV-NATIVE-MISSING") and "140" in f["subject"]:
             assert f["caused_by"] == ROOT, f
+    # The application's imports do not count the failed import of torch as passed.
+    tally = next(line for line in stderr.splitlines() if " imports in " in line)
+    assert "1 error" in tally, tally
     # The platform and version differences are beside it, after it.
     assert any(f["rule"] == "ENV-PLATFORM-OS" for f in roots)
     assert roots.index(by_id["ENV-PLATFORM-OS:platform"]) > 0
@@ -125,7 +131,7 @@ def test_gate_against_a_cuda_dev_box(machine: Wine, tool: WinPython, customer: W
     """Against a CUDA dev box's manifest (recorded on Linux: torch 2.14.1+cu130), the missing runtime still
     leads; the CPU-vs-CUDA variant and the torch version differences are root causes beside it, after it."""
     cuda = Path(__file__).resolve().parents[1] / "data" / "manifests" / "cuda.json"
-    code, findings = gate(machine, tool, customer, cuda)
+    code, findings, _stderr = gate(machine, tool, customer, cuda)
     assert code == 1
     roots = [f["id"] for f in findings if f["caused_by"] is None]
     assert roots[0] == ROOT
@@ -149,7 +155,7 @@ def test_gate_with_the_runtime_dlls(
         shutil.copy(dll, target)
         copied.append(target)
     try:
-        code, findings = gate(machine, tool, customer, dev_manifest)
+        code, findings, _stderr = gate(machine, tool, customer, dev_manifest)
     finally:
         for path in copied:
             path.unlink()
@@ -174,7 +180,7 @@ def test_gate_with_an_old_runtime(
                 target.write_bytes(zf.read(name))
                 copied.append(target)
     try:
-        code, findings = gate(machine, tool, customer, dev_manifest)
+        code, findings, _stderr = gate(machine, tool, customer, dev_manifest)
     finally:
         for path in copied:
             path.unlink()
@@ -225,7 +231,7 @@ def test_predict_and_the_live_gate_agree_on_what_the_machine_must_provide(
     machine: Wine,
     customer: WinPython,
     dev_manifest: Path,
-    without_runtime: tuple[int, list[dict]],
+    without_runtime: tuple[int, list[dict[str, Any]], str],
     tmp_path: Path,
 ) -> None:
     """``envcheck predict --platform win_amd64`` on Linux, the live gate under Wine and Wine's own loader
@@ -248,7 +254,7 @@ def test_predict_and_the_live_gate_agree_on_what_the_machine_must_provide(
     assert len(vc) == 1 and vc[0]["provided"] == "machine"
     predicted_files = {f.lower() for f in vc[0]["files"]}
 
-    _code, findings = without_runtime
+    _code, findings, _stderr = without_runtime
     live: set[str] = set()
     for f in findings:
         if f["rule"] == "ENV-WIN-DLL-NOT-FOUND":
