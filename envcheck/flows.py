@@ -227,14 +227,15 @@ def gate(
     strict: bool,
     live_name: str = "this machine",
     imports: AppImports | None = None,
+    deadline: Deadline | None = None,
 ) -> Report:
     """``envcheck gate``: this machine (``live``, named ``live_name`` in the title) against ``base``, the
     suite against its goldens, and what the application's ``imports`` did (a NumPy ABI break under the
-    base-to-live NumPy change)."""
+    base-to-live NumPy change). ``deadline``: the command's, checked between two rules."""
     from envcheck.diff import engine
     from envcheck.verify.compare import compare, outcomes
 
-    findings = engine.diff_and_doctor(base, live)
+    findings = engine.diff_and_doctor(base, live, deadline)
     golden = goldens(base)
     if golden is not None:
         findings += compare(golden, current)

@@ -34,6 +34,7 @@ from envcheck.report.options import (
 
 if TYPE_CHECKING:
     from envcheck.commands.progress import Step
+    from envcheck.deadline import Deadline
     from envcheck.diff.policy import Policy
     from envcheck.flows import Report
     from envcheck.manifest.model import Manifest
@@ -101,11 +102,12 @@ def _run(
     imports: tuple[Sequence[str], Sequence[str]] | None = None,
     imports_progress: Step | None = None,
     runtime_probe: RuntimeProbe | None = None,
+    deadline: Deadline | None = None,
 ) -> tuple[VerifySection, AppImports | None]:
     """The suite's results and, unless ``imports`` is None, the application's imports (``(modules,
     not_imported)``, ``envcheck.verify.imports``) run beside it (told to ``imports_progress``). Raises
     ``UsageError`` (file:line) when the checks file could not be loaded. ``runtime_probe``: run by the
-    suite's process first (``run_suite``)."""
+    suite's process first (``run_suite``). ``deadline``: the command's, for the suite and the imports."""
     from concurrent.futures import ThreadPoolExecutor
 
     from envcheck.verify.checks_file import raise_load_failure
@@ -119,6 +121,7 @@ def _run(
             progress=progress,
             compile=compile_,
             runtime_probe=runtime_probe,
+            deadline=deadline,
         )
         found = None
     else:
@@ -135,6 +138,7 @@ def _run(
                 progress=imports_progress,
                 # The suite's first check imports torch alone, in a process of its own.
                 alone_elsewhere={"torch": "the smoke suite's import_torch check"},
+                deadline=deadline,
             )
             section = run_suite(
                 python,
@@ -143,6 +147,7 @@ def _run(
                 progress=progress,
                 compile=compile_,
                 runtime_probe=runtime_probe,
+                deadline=deadline,
             )
             found = job.result()
     if checks is not None:
@@ -390,6 +395,7 @@ def run_gate(
     from concurrent.futures import ThreadPoolExecutor
 
     from envcheck import flows
+    from envcheck.deadline import Deadline
     from envcheck.verify.runner import RuntimeProbe
 
     recorded = base.verify.imports if base.verify is not None else None
@@ -397,9 +403,12 @@ def run_gate(
         (f"{manifest}: verify.imports", recorded), ("policy imports", policy.imports), ("--import", imports)
     )
     wanted = (modules, policy.not_imported) if app_imports else None
+    deadline = Deadline.after(timeout)  # one for the gate's snapshot, suite, imports and rules
     runtime = RuntimeProbe()
     with ThreadPoolExecutor(1) as pool:
-        live_job = pool.submit(snapshot_this_machine, python, timeout, _prefixed(step, "snapshot: "), runtime)
+        live_job = pool.submit(
+            snapshot_this_machine, python, timeout, _prefixed(step, "snapshot: "), runtime, deadline
+        )
         try:
             current, found = _run(
                 python,
@@ -410,6 +419,7 @@ def run_gate(
                 wanted,
                 _prefixed(step, "imports: "),
                 runtime,
+                deadline,
             )
         finally:  # the snapshot never waits for a probe that will not come
             runtime.fail(ProbeError("the gate's smoke suite did not start"))
@@ -419,7 +429,15 @@ def run_gate(
     live_name = slips.live_name(live.python.executable)
     base_name = name(manifest, base)
     report = flows.gate(
-        base_name, base, live, current, policy, strict=strict, live_name=live_name, imports=found
+        base_name,
+        base,
+        live,
+        current,
+        policy,
+        strict=strict,
+        live_name=live_name,
+        imports=found,
+        deadline=deadline,
     )
     slip = slips.live_against(python, base_name, base, live)
     if slip is not None:
