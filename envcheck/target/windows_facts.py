@@ -174,17 +174,37 @@ def file_version(path):
 
 
 def path_entries():
-    """The folders of ``PATH`` in order, without duplicates (compared case-insensitively), bounded."""
+    """The folders of ``PATH`` in order, without duplicates (compared case-insensitively), bounded. A
+    network folder (a UNC path, a drive Windows calls remote) is left out: listing an unreachable share
+    can block for minutes, past the probe's deadline, and the facts would be lost with it."""
     out, seen = [], set()
     for raw in (os.environ.get("PATH") or "").split(os.pathsep):
         entry = raw.strip().strip('"')
-        if not entry or os.path.normcase(entry) in seen:
+        if not entry or os.path.normcase(entry) in seen or _remote(entry):
             continue
         seen.add(os.path.normcase(entry))
         out.append(entry)
         if len(out) >= MAX_PATH_ENTRIES:
             break
     return out
+
+
+DRIVE_REMOTE = 4
+
+
+def _remote(folder):
+    """Whether ``folder`` is on a network share (UNC, or a drive ``GetDriveTypeW`` calls remote)."""
+    if folder.startswith(("\\\\", "//")):
+        return True
+    drive = os.path.splitdrive(folder)[0]
+    if len(drive) != 2 or drive[1] != ":":
+        return False
+    try:
+        import ctypes
+
+        return ctypes.WinDLL("kernel32").GetDriveTypeW(drive + "\\") == DRIVE_REMOTE
+    except (AttributeError, OSError):
+        return False
 
 
 def environment_dll_names(folders, system=None):

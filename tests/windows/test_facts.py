@@ -239,7 +239,8 @@ def test_path_folder_with_a_dll_the_environment_needs_and_hostile_path(
 ) -> None:
     """A DLL the environment imports but neither ships nor gets from System32 (zlibwapi.dll, as cuDNN 8
     needs) is reported where PATH holds it; PATH's hostile entries (missing folders, a file, quotes, an
-    empty entry, one folder twice in two cases, 200 entries) are read without failing, first 64 only."""
+    empty entry, a UNC share, one folder twice in two cases, 200 entries) are read without failing, first 64
+    only."""
     build = tmp_path / "build"
     build.mkdir()
     dll = mingw_dll(build, "needs_zlib", NEEDS_ZLIB, {"zlibwapi.dll": "zlibVersion"})
@@ -257,6 +258,7 @@ def test_path_folder_with_a_dll_the_environment_needs_and_hostile_path(
         windows_path(a_file),
         f'"{windows_path(other)}"',
         "",
+        "\\\\no-such-server\\share\\bin",  # a network share: never listed (it may block for minutes)
         windows_path(other).upper(),
         *(windows_path(tmp_path / f"nothing-{i}") for i in range(200)),
     ]
