@@ -150,7 +150,8 @@ def diff(
             live = snapshot_this_machine(python, timeout, step, deadline=deadline)
         named = [(_live(live), live)]
         base_name = name(base, base_manifest)
-    report = flows.diff(base_name, base_manifest, named, rules_policy, deadline)
+    # The rules are envcheck's own work: they get the grace past the targets' deadline (a hang is reported).
+    report = flows.diff(base_name, base_manifest, named, rules_policy, deadline.for_own_work())
     if not paths:
         from envcheck.commands import slips
 
@@ -180,7 +181,7 @@ def _diff_fleet(
     from envcheck.redact import redact_text
 
     base_manifest, base_fingerprint = base_document(str(base))
-    fleet = diff_files(base_manifest, base_fingerprint, paths, deadline=deadline)
+    fleet = diff_files(base_manifest, base_fingerprint, paths, deadline=deadline.for_own_work())
     names = [m for e in fleet.environments for m in e.members]
     given = set(paths)
     base_name = _base_name(base, base_manifest, names, by_label=any(n not in given for n in names))
@@ -291,11 +292,11 @@ def doctor(
     rules_policy = load_rules_policy(policy, no_policy)
     if manifest is not None:
         loaded = load(manifest)
-        report = flows.doctor(name(manifest, loaded), loaded, rules_policy, deadline)
+        report = flows.doctor(name(manifest, loaded), loaded, rules_policy, deadline.for_own_work())
     else:
         with progress("doctor", quiet=quiet) as step:
             live = snapshot_this_machine(python, timeout, step, deadline=deadline)
-        report = flows.doctor(_live(live), live, rules_policy, deadline)
+        report = flows.doctor(_live(live), live, rules_policy, deadline.for_own_work())
     report_findings(
         report,
         fmt=fmt,

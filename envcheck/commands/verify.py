@@ -437,7 +437,7 @@ def run_gate(
         strict=strict,
         live_name=live_name,
         imports=found,
-        deadline=deadline,
+        deadline=deadline.for_own_work(),  # the rules after a hang still report it
     )
     slip = slips.live_against(python, base_name, base, live)
     if slip is not None:

@@ -91,8 +91,9 @@ class NativeDependency:
 class NativeNode:
     """One native file in the closure: identity, what its header says, and its resolved dependencies.
 
-    ``role``: ``extension`` (a Python extension module, where an import starts), ``library``, or
-    ``interpreter``. ``owner`` is the distribution name, ``system`` or ``unowned``. ``identity`` is
+    ``role``: ``extension`` (a Python extension module, where an import starts), ``library``,
+    ``interpreter``, or ``executable`` (a program the tree ships: ``torch/bin/torch_shm_manager``).
+    ``owner`` is the distribution name, ``system`` or ``unowned``. ``identity`` is
     ``sha256:<hex>`` (from RECORD when pip installed the file, computed otherwise). ``integrity`` says where
     the identity came from and, with ``--verify-files``, whether the file still matches RECORD.
     ``version_needs`` maps a symbol-version family (``GLIBC``, ``GLIBCXX``, ``CXXABI``, ``GCC``, ...) to the
@@ -103,7 +104,7 @@ class NativeNode:
     key: str
     path: str
     owner: str
-    role: Literal["extension", "library", "interpreter"]
+    role: Literal["extension", "library", "interpreter", "executable"]
     format: Literal["elf", "pe", "macho"] | None
     machine: str | None = None
     soname: str | None = None

@@ -18,7 +18,15 @@ from envcheck.manifest.native import NativeSection, RefusalKind, RefusedFile
 from envcheck.native.interface import Resolver
 from envcheck.native.linux import LinuxResolver
 from envcheck.native.macos import MacosResolver
-from envcheck.native.tree import NATIVE_SUFFIX, Catalog, Role, RootFile, Walker, is_extension
+from envcheck.native.tree import (
+    NATIVE_SUFFIX,
+    Catalog,
+    Role,
+    RootFile,
+    Walker,
+    is_executable_name,
+    is_extension,
+)
 from envcheck.native.windows import WindowsResolver
 from envcheck.probe.sessions import temporary_folder
 
@@ -169,8 +177,14 @@ def _extract_native(
             for info in infos:
                 name = info.filename
                 parts = name.split("/")
-                keep = NATIVE_SUFFIX.search(name) or (
-                    len(parts) == 2 and parts[0].endswith(".dist-info") and parts[1] in ("RECORD", "WHEEL")
+                keep = (
+                    NATIVE_SUFFIX.search(name)
+                    or is_executable_name(name)
+                    or (
+                        len(parts) == 2
+                        and parts[0].endswith(".dist-info")
+                        and parts[1] in ("RECORD", "WHEEL")
+                    )
                 )
                 if info.is_dir() or not keep:
                     continue
@@ -305,6 +319,29 @@ def _records(
             refused += _escaping_rows(root, dist, text)
         for native in parse_record_natives(text):
             yield dist, native["path"], native["sha256"]
+        yield from _record_executables(dist, text)
+
+
+def _record_executables(dist: str, text: str) -> Iterator[tuple[str, str, str | None]]:
+    """The programs a RECORD lists inside the tree (``torch/bin/torch_shm_manager``): candidates, kept
+    only if they are binaries. Console scripts installed outside it (``../../../bin/torchrun``) are not."""
+    import base64
+    import csv
+
+    for row in csv.reader(text.splitlines()):
+        path = row[0].replace("\\", "/") if row else ""
+        if not path or NATIVE_SUFFIX.search(path) or not is_executable_name(path):
+            continue
+        if path.startswith("/") or ".." in path.split("/"):
+            continue
+        digest = None
+        if len(row) > 1 and row[1].startswith("sha256="):
+            raw = row[1][len("sha256=") :]
+            try:
+                digest = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).hex()
+            except ValueError:
+                digest = None
+        yield dist, path, digest
 
 
 def _leaves(root: str, rel: str) -> bool:
@@ -372,9 +409,9 @@ def scan_folder(
         dirnames.sort()
         for name in sorted(filenames):
             full = os.path.join(dirpath, name)
-            if not NATIVE_SUFFIX.search(name) or os.path.normcase(full) in roots:
-                continue
             rel = os.path.relpath(full, root).replace(os.sep, "/")
+            if not (NATIVE_SUFFIX.search(name) or is_executable_name(rel)) or os.path.normcase(full) in roots:
+                continue
             r = RootFile(
                 path=full,
                 key=f"tree:{rel}" if owned_tree else f"unowned:{rel}",
@@ -390,7 +427,9 @@ def scan_folder(
 
 
 def _role(path: str) -> Role:
-    return "extension" if is_extension(path) else "library"
+    if is_extension(path):
+        return "extension"
+    return "library" if NATIVE_SUFFIX.search(path) else "executable"
 
 
 def _scan_resolvers(root: str, walker: Walker) -> dict[str, Resolver]:

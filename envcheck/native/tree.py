@@ -39,7 +39,7 @@ from envcheck.native.oslibs import classify_name, openmp_family
 from envcheck.native.windows import WindowsResolver
 from envcheck.target import names as target_names
 
-Role = Literal["extension", "library", "interpreter"]
+Role = Literal["extension", "library", "interpreter", "executable"]
 
 # The one pattern, shared with the probe: ``libfoo.so.1.2.3``, LLVM's ``libMLIRDialectPlugin.so.23.0git``;
 # ``notes.so.bak`` is not a library.
@@ -47,6 +47,17 @@ NATIVE_SUFFIX = target_names.NATIVE_SUFFIX
 # Python extension modules: PEP 3149 tags (.cpython-311-x86_64-linux-gnu.so, .abi3.so), Windows .pyd,
 # and the untagged ``_foo.so`` a few build systems still produce (``lib*.so`` are libraries).
 _EXTENSION = re.compile(r"(\.(cpython|pypy|graalpy)[-\w]*\.(so|dylib)|\.abi3\.(so|dylib)|\.pyd)$", re.I)
+
+
+# Programs shipped inside packages (torch/bin/torch_shm_manager, nvidia/cuda_nvcc/bin/ptxas,
+# torch/bin/protoc.exe): a ``.exe``, or a file without a suffix in a ``bin`` folder. A candidate that is no
+# binary (a script) is dropped by the walk, never reported.
+_EXECUTABLE = re.compile(r"((^|/)bin/[^/.]+|\.exe)$", re.I)
+
+
+def is_executable_name(rel_path: str) -> bool:
+    """Whether a file of a tree (``/``-separated path) may be a program the tree ships."""
+    return bool(_EXECUTABLE.search(rel_path))
 
 
 def is_torch_preload(path: str) -> bool:
@@ -272,6 +283,10 @@ class Walker:
             nodes[root.key] = node
             by_path[_norm(root.path)] = root.key
             info = self._load(node)
+            if info is None and root.role == "executable" and not node.refused and not node.absent:
+                # A candidate program that is not a binary (a shell or Python script in bin/): not a node.
+                del nodes[root.key], by_path[_norm(root.path)]
+                continue
             # Sonames of every root are known before resolving (ld.so's already-loaded fallback).
             resolver = self.resolvers.get(info.format) if info else None
             if info is not None and resolver is not None:
@@ -289,7 +304,7 @@ class Walker:
         waves = [
             preloads,
             [r for r in ordered if r.role == "extension"],
-            [r for r in ordered if r.role != "extension" and not is_torch_preload(r.path)],
+            [r for r in ordered if r.role != "extension" and not is_torch_preload(r.path) and r.key in nodes],
         ]
         seen: set[str] = set()
         for wave in waves:

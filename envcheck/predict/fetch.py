@@ -44,7 +44,7 @@ MAX_TREES = 256
 # A stored tree larger than this is not read (it is scanned again): the largest real one, torch's CUDA set,
 # is a few MB.
 MAX_SCAN_BYTES = 32 * 1024**2
-_SCAN_FORMAT = f"envcheck-scan/{__version__}/3"  # 3: PE linker versions, the Windows load model
+_SCAN_FORMAT = f"envcheck-scan/{__version__}/4"  # 3: PE linker versions, the Windows load model; 4: programs
 
 
 def cache_root() -> Path:

@@ -3,6 +3,7 @@ plain copy, and a RUNPATH with an empty element (the current directory). gcc bui
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -164,3 +165,34 @@ def test_the_real_torch_tree_agrees_with_ldd() -> None:
             assert resolved == loaded, (r.key, d.name, d.how)
             compared += 1
     assert compared >= len(files)
+
+
+def test_programs_in_a_tree_are_nodes_resolved_as_ldd_loads_them(tmp_path: Path) -> None:
+    """``torch/bin/torch_shm_manager`` (RUNPATH ``$ORIGIN/../lib``) is a node of the scanned tree, each of its
+    needed libraries inside the tree the one ld.so loads; a script in ``bin/`` is no node."""
+    import torch
+
+    from envcheck.native.scan import scan_folder
+
+    real = Path(torch.__file__).parent
+    program = real / "bin" / "torch_shm_manager"
+    if not program.is_file():
+        pytest.skip("this torch build ships no torch/bin/torch_shm_manager")
+    tree = tmp_path / "torch"
+    (tree / "bin").mkdir(parents=True)
+    (tree / "lib").mkdir()
+    os.link(program, tree / "bin" / "torch_shm_manager")
+    for lib in (real / "lib").iterdir():
+        if ".so" in lib.name:
+            os.link(lib, tree / "lib" / lib.name)
+    (tree / "bin" / "helper").write_text("#!/bin/sh\necho hi\n")
+    section = scan_folder(str(tmp_path), display_root=str(tmp_path))
+    keys = {n.key: n for n in section.nodes or []}
+    assert "tree:torch/bin/helper" not in keys  # a script: dropped, not UNREADABLE
+    shm = keys["tree:torch/bin/torch_shm_manager"]
+    assert (shm.role, shm.format, shm.error) == ("executable", "elf", None)
+    loaded = _ldd(program, cwd=real)
+    inside = {d.name: keys[d.target].path for d in shm.dependencies or () if d.target in keys}
+    assert inside and {"libshm.so", "libc10.so"} <= set(inside)
+    for name, path in inside.items():
+        assert loaded[name] == str((real.parent / path).resolve()), name
