@@ -167,9 +167,10 @@ def saved_text(manifest: Manifest, platform: str) -> str:
     from envcheck.manifest.io import dumps, loads
     from envcheck.redact import redact_text
 
-    text = redact_text(dumps(manifest))
+    source = f"the predicted manifest for {platform}"
     try:
-        loads(text, source=f"the predicted manifest for {platform}")
+        text = redact_text(dumps(manifest, source=source))
+        loads(text, source=source)
     except ManifestError as e:
         raise UsageError(
             f"the predicted manifest for {platform} is not written: it would not load back ({e})",
