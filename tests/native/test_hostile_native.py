@@ -106,6 +106,33 @@ def test_scan_of_fifo_devices_and_links_ends_and_opens_none_of_them(
 
 
 @pytest.mark.slow
+def test_program_candidates_in_bin_are_held_to_the_same_rules(elf_tree: ElfTree, tmp_path: Path) -> None:
+    """Programs (``bin/<name>``, ``*.exe``) are candidates of a scan too: a FIFO, a device or a link out of
+    the tree named like one is refused unopened, a script is dropped, a real program is a node."""
+    pkg = tmp_path / "pkg"
+    (pkg / "bin").mkdir(parents=True)
+    (pkg / "lib").mkdir()
+    (pkg / "lib/libdep.so").write_bytes((elf_tree / "lib/libdep.so").read_bytes())
+    make_fifo(pkg / "bin/fifo")
+    make_char_device(pkg / "bin/zero", 1, 5)
+    (pkg / "bin/shadow").symlink_to(str(SHADOW))
+    (pkg / "tool.exe").symlink_to("/dev/urandom")
+    (pkg / "bin/script").write_text("#!/bin/sh\n")
+    (pkg / "bin/prog").write_bytes((elf_tree / "libuser_runpath.so").read_bytes())
+    code, section, raw = _scan_json(pkg)
+    refused = _refused(section, pkg)
+    assert refused["bin/fifo"] == ("not-regular", "is a FIFO, not a regular file: not opened")
+    assert refused["bin/zero"][0] == "not-regular"
+    assert refused["tool.exe"][0] == "link-outside"
+    if SHADOW.exists():
+        assert refused["bin/shadow"][0] == "link-outside" and _sha(SHADOW) not in raw
+    nodes = {n["key"]: n for n in section["nodes"]}
+    assert "tree:bin/script" not in nodes
+    assert (nodes["tree:bin/prog"]["role"], nodes["tree:bin/prog"]["error"]) == ("executable", None)
+    assert code == 1  # refused files make the tree not what it claims
+
+
+@pytest.mark.slow
 def test_record_that_is_a_link_to_dev_zero_is_not_read(elf_tree: ElfTree, tmp_path: Path) -> None:
     site = tmp_path / "site"
     (site / "pkg-1.0.dist-info").mkdir(parents=True)
