@@ -208,6 +208,7 @@ def _remote(folder):
 
 
 def environment_dll_names(folders, system=None):
+    # type: (list, str | None) -> set
     """The lower-case names of the DLLs the environment ships in ``folders`` (its own: torch's ``lib``, a
     ``Library\\bin``, the folder of ``python.exe``) and of those its DLLs import that neither it nor
     ``system`` (System32: the OS's own) holds, such as a ``zlibwapi.dll`` a cuDNN needs. Bounded: so many
@@ -229,7 +230,7 @@ def environment_dll_names(folders, system=None):
             continue
     imported = set()
     for path in binaries:
-        facts = pe_facts(path)
+        facts = _attempt(lambda p=path: pe_facts(p))  # an unreadable file (locked, denied) is skipped
         for name in facts["imports"] if facts else ():
             lower = name.lower()
             if not lower.startswith(("api-ms-win-", "ext-ms-win-")) and lower.endswith(".dll"):
@@ -303,7 +304,8 @@ def _own_folders():
 
 def env_dll_names():
     """The names of the DLLs the environment ships in its own folders, or needs from outside them."""
-    return environment_dll_names(_own_folders(), _attempt(system_directory))
+    # The facts probe must finish: a failure here costs these names, never the snapshot.
+    return _attempt(lambda: environment_dll_names(_own_folders(), _attempt(system_directory)), set())
 
 
 def loaded_modules():

@@ -309,3 +309,12 @@ def test_an_old_runtime_does_not_explain_a_missing_dll() -> None:
     found = doctor(old_runtime("14.34.31931.0"), missing_too)
     assert found["ENV-PROBE-FAILED:import torch"].caused_by == "ENV-WIN-DLL-NOT-FOUND:zlibwapi.dll"
     assert found["ENV-WIN-VC-RUNTIME-OLD:VC++ runtime"].caused_by is None
+
+
+def test_the_environments_dll_names_survive_an_unreadable_file(tmp_path: Path) -> None:
+    """A "DLL" that cannot be opened (here a folder of that name; on Windows a locked or denied file) is
+    named but not read: the facts probe must finish."""
+    (tmp_path / "folder.dll").mkdir()
+    (tmp_path / "broken.dll").write_bytes(b"MZ")
+    names = windows_facts.environment_dll_names([str(tmp_path), str(tmp_path / "missing")])
+    assert names == {"folder.dll", "broken.dll"}
