@@ -2,6 +2,7 @@
 """envcheck's speed budgets (DESIGN §6), measured against the anchors in the same run.
 
     python ci/bench.py [--python TARGET] [-n 5] [--check] [--only NAME ...]
+    python ci/bench.py --breakdown [-n 5]     (where the gate's time goes, step by step: wall and CPU)
 
 Runs N alternating repetitions of each command (alternating, so a noisy neighbour hurts all of them alike)
 in the target environment, prints the median wall time of each, and the ratios the budgets are written in:
@@ -14,7 +15,7 @@ in the target environment, prints the median wall time of each, and the ratios t
     diff (500 pkgs, 500 libs) <= 0.25 s (CLI start included)
     verify (CPU suite)       <= import torch + 5 s   (--no-imports; the default, with the imports: reported)
     gate (default: the app's imports and the RECORD check, warm hash cache) <= 2 x import torch
-        (cold hash cache, and the imports' share: reported)
+        (cold hash cache, and the imports' share: reported; --breakdown: each step alone)
     fleet diff (1,000 x 500/500, 90% identical) per manifest <= 0.10 x  diff 500/500;
         peak memory of its whole process tree < 300 MB
     RECORD check of the live snapshot (gate, doctor): with a warm hash cache, the native walk's extra time
@@ -35,8 +36,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
@@ -211,6 +213,97 @@ def integrity_walk(py: str, work: Path, n: int) -> dict[str, float]:
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
+def _cpu_now() -> float:
+    """CPU seconds (user + system) of this process and of its children it has waited for."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime + _children_cpu()
+
+
+def gate_breakdown(py: str, work: Path, n: int) -> dict[str, tuple[float, float]]:
+    """Where the default gate's time goes: each step of ``run_gate`` alone, in this process, ``n``
+    alternating rounds after a warm-up, beside ``import torch`` and a bare interpreter start. Median wall
+    and CPU seconds (this process and its targets) of each. The live snapshot has a warm hash cache and
+    its own runtime probe (as diff and doctor take it); the gate runs that probe in the suite's process
+    ("smoke suite + probe"). "imports (all steps)": the plan, each module alone, then all together."""
+    from envcheck.commands._common import snapshot_this_machine
+    from envcheck.commands.verify import run_gate
+    from envcheck.diff.policy import Policy
+    from envcheck.manifest.io import load
+    from envcheck.probe.runner import run_target
+    from envcheck.verify.imports import APP_IMPORTS_MODULE, run_imports
+    from envcheck.verify.runner import RuntimeProbe, run_suite
+
+    ref = work / "breakdown-ref.json"
+    snapshot = [*envcheck_cmd(), "snapshot", "--python", py, "-o", str(ref)]
+    subprocess.run(snapshot, check=True, capture_output=True)
+    base = load(ref)
+    held: dict[str, Any] = {}
+
+    def together() -> object:
+        passed = [r.module for r in held["imports"].results if r.status == "passed"]
+        config = json.dumps({"mode": "all", "modules": [*passed, "torch"], "path": str(work)})
+        return run_target(py, module=APP_IMPORTS_MODULE, args=[config], timeout=120)
+
+    def flow() -> object:
+        from envcheck import flows
+
+        live, suite, imports = held["live"], held["suite"], held["imports"]
+        return flows.gate("ref", base, live, suite, Policy(), strict=False, imports=imports)
+
+    steps: dict[str, Callable[[], object]] = {
+        "interpreter start": lambda: subprocess.run([py, "-c", "pass"], check=True),
+        "import torch": lambda: subprocess.run([py, "-c", "import torch"], check=True),
+        "facts probe": lambda: run_target(py, args=["facts"], timeout=120),
+        "runtime probe": lambda: run_target(py, args=["runtime"], timeout=120),
+        "live snapshot": lambda: snapshot_this_machine(py, 120.0),
+        "native walk + RECORD": lambda: _walk_once(py, held),
+        "smoke suite": lambda: run_suite(py, timeout=120.0),
+        # What the gate runs: the runtime probe first in the suite's main process (one import torch).
+        "smoke suite + probe": lambda: run_suite(py, timeout=120.0, runtime_probe=RuntimeProbe()),
+        "imports: plan": lambda: run_target(
+            py, module=APP_IMPORTS_MODULE, args=[json.dumps({"mode": "plan"})], timeout=60
+        ),
+        "imports (all steps)": lambda: run_imports(
+            py, timeout=120.0, alone_elsewhere={"torch": "the smoke suite's import_torch check"}
+        ),
+        "imports: together": together,
+        "diff + compare": flow,
+        "gate, in-process": lambda: run_gate(ref, base, Policy(), py, 120.0),
+    }
+    keys = {"live snapshot": "live", "smoke suite": "suite", "imports (all steps)": "imports"}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in steps}
+    for rep in range(n + 1):  # the first round warms the page cache, the .pyc files and the hash cache
+        for name, step in steps.items():
+            cpu, start = _cpu_now(), time.perf_counter()
+            value = step()
+            if name in keys:
+                held[keys[name]] = value
+            if rep:
+                times[name].append((time.perf_counter() - start, _cpu_now() - cpu))
+    return {
+        name: (statistics.median(w for w, _ in ts), statistics.median(c for _, c in ts))
+        for name, ts in times.items()
+    }
+
+
+def _walk_once(py: str, held: dict[str, Any]) -> object:
+    """The native walk with the RECORD check, warm hash cache, of the live snapshot's manifest."""
+    from envcheck.collect.launch import SnapshotOptions
+    from envcheck.native import scan_for_snapshot
+
+    return scan_for_snapshot(held["live"], SnapshotOptions(probe=False, integrity=True))
+
+
+def print_breakdown(rows: dict[str, tuple[float, float]]) -> None:
+    torch_wall, torch_cpu = rows["import torch"]
+    print("gate breakdown (each step alone, medians; x: of import torch):\n")
+    print(f"  {'step':<24} {'wall s':>7} {'x':>5}   {'cpu s':>7} {'x':>5}")
+    for name, (wall, cpu) in rows.items():
+        print(f"  {name:<24} {wall:7.3f} {wall / torch_wall:5.2f}   {cpu:7.3f} {cpu / torch_cpu:5.2f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -223,9 +316,18 @@ def main() -> int:
         "--only", action="append", default=[], help="run only these commands by name (and the anchors)"
     )
     parser.add_argument("--fleet", type=int, default=1000, help="manifests in the fleet diff (0: skip it)")
+    parser.add_argument(
+        "--breakdown", action="store_true", help="only where the gate's time goes, step by step"
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="envcheck-bench-"))
+    if args.breakdown:
+        try:
+            print_breakdown(gate_breakdown(args.python, work, args.n))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return 0
     fleet_truth: dict[str, list[str]] = {}
     py = args.python
     ec = envcheck_cmd()

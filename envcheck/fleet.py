@@ -309,14 +309,16 @@ def diff_files(
     unreadable: list[ManifestError] = []
     results: dict[str, tuple[Finding, ...] | _Problems] = {}
     held = 0  # findings kept, all environments together
+    read = 0  # manifests read
     _BASE = base
     from concurrent.futures.process import BrokenProcessPool
 
     try:
         with _Runner(workers) as runner:
-            for read, scanned in enumerate(runner.map(_scan, unique, deadline)):
+            for scanned in runner.map(_scan, unique, deadline):
                 if deadline is not None:
-                    deadline.check("reading the fleet", f"{read} of {len(unique)} manifests read")
+                    deadline.check(_STEP, _done(read, len(unique), len(results)))
+                read += 1
                 if scanned.error is not None:
                     unreadable.append(scanned.error.error())
                     continue
@@ -327,7 +329,7 @@ def diff_files(
             jobs_ = [(members[0][0], fp) for fp, members in by_fingerprint.items() if fp != base_fingerprint]
             for (_, fp), result in zip(jobs_, runner.map(_diff_file, jobs_, deadline), strict=True):
                 if deadline is not None:
-                    deadline.check("diffing the fleet", f"{len(results)} of {len(jobs_)} environments diffed")
+                    deadline.check(_STEP, _done(read, len(unique), len(results)))
                 results[fp] = result
                 held += len(result) if isinstance(result, tuple) else 0
                 if held > MAX_FLEET_FINDINGS:
@@ -339,11 +341,7 @@ def diff_files(
                     )
     except TimeoutError as e:  # a worker's result did not come by the deadline
         assert deadline is not None
-        raise DeadlineExpired(
-            "reading and diffing the fleet",
-            deadline,
-            f"{len(by_fingerprint)} environments read, {len(results)} diffed",
-        ) from e
+        raise DeadlineExpired(_STEP, deadline, _done(read, len(unique), len(results))) from e
     except BrokenProcessPool as e:  # a worker was killed (the OOM killer, a signal): no result to report
         raise EnvcheckError(
             f"a worker of the fleet diff ended abruptly ({e})", tip="Run again; check the machine's memory."
@@ -368,6 +366,13 @@ def diff_files(
     position = {path: i for i, path in enumerate(unique)}
     unreadable.sort(key=lambda e: position.get(e.source, 0))
     return Fleet(environments=_ordered(environments), unreadable=tuple(unreadable))
+
+
+_STEP = "reading and diffing the fleet"
+
+
+def _done(read: int, files: int, diffed: int) -> str:
+    return f"{read} of {files} manifests read, {diffed} environments diffed"
 
 
 def _identical(base: Manifest) -> tuple[Finding, ...]:
