@@ -244,7 +244,8 @@ def _run_group(
 def _probe_run(path: Path, run: TargetRun) -> TargetRun:
     """The runtime probe's result (read as the runner reads a target's) and how it ended: ``ok`` once it
     wrote ``done``, ``error`` when it raised (the process went on with the suite), else how the shared
-    process ended (a crash or the deadline inside the probe), at the probe's own stage."""
+    process ended (a crash or the deadline inside the probe), at the probe's own stage. A probe that ended
+    and left the process to the suite has no duration of its own: the process's would be the suite's."""
     data, notes = read_result(path)
     outcome = run.outcome
     tail = outcome.stderr_tail
@@ -252,12 +253,10 @@ def _probe_run(path: Path, run: TargetRun) -> TargetRun:
         tail = "\n".join([*(f"{NOTE_PREFIX}{note}]" for note in notes), *([tail] if tail else [])])
     stage = data.get("stage") if isinstance(data.get("stage"), str) else None
     if data.get("done") is True:
-        return TargetRun(data=data, outcome=ProbeOutcome(status="ok", duration_s=outcome.duration_s))
+        return TargetRun(data=data, outcome=ProbeOutcome(status="ok"))
     exception = data.get("exception")
     if isinstance(exception, str):
-        ended = ProbeOutcome(
-            status="error", stage=stage, exception=exception, stderr_tail=tail, duration_s=outcome.duration_s
-        )
+        ended = ProbeOutcome(status="error", stage=stage, exception=exception, stderr_tail=tail)
         return TargetRun(data=data, outcome=ended)
     if outcome.status == "ok":  # the suite finished although the probe never wrote its end: malformed
         outcome = ProbeOutcome(status="error", exception="the runtime probe wrote no result", exit_code=0)

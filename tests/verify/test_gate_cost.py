@@ -90,6 +90,21 @@ def test_a_hang_at_the_shared_import_is_killed_at_the_deadline_with_its_children
     assert [f["subject"] for f in timed_out] == ["import_torch"]
 
 
+@pytest.mark.slow
+def test_a_daemon_forked_at_the_shared_import_neither_holds_the_gate_nor_outlives_it(
+    counting_python: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "log").mkdir()
+    env = {**os.environ, "ENVCHECK_TEST_FAULT": "daemon", "ENVCHECK_TEST_LOG": str(tmp_path / "log")}
+    argv = envcheck_argv("gate", str(EXAMPLE), "--python", str(counting_python), "--no-imports", "--quiet")
+    result = run_bounded([*argv, "--timeout", "20"], timeout=20.0, env=env)
+    assert_bounded(result, timeout=20.0)
+    assert result.returncode == 1, result.stderr  # the fake torch's failures, not a wait on the daemon
+    daemons = _pids(tmp_path / "log" / "daemons")
+    assert len(daemons) == 1  # one process imported torch: the probe's and the suite's
+    assert [pid for pid in daemons if process_alive(pid)] == []
+
+
 @pytest.fixture(scope="module")
 def aborting_threadpoolctl(venv_factory: Callable[[str], Path]) -> Path:
     """The test venv's clone whose threadpoolctl aborts at import: the runtime probe dies at its "thread
