@@ -95,7 +95,20 @@ def write(dest: Destination, text: str) -> None:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
     except OSError as e:
+        if getattr(e, "winerror", None) in _HELD_OPEN_WINERRORS:
+            raise OutputError(
+                f"cannot write {dest.shown}: {e.strerror or e}: another program has it open (Windows cannot "
+                "replace a file that is open), or it is read-only; it was left as it was",
+                tip="Close the program that holds it (an editor, a viewer), or give another path.",
+            ) from e
         raise OutputError(f"cannot write {dest.shown}: {_reason(e)}") from e
+
+
+# Windows: ERROR_ACCESS_DENIED, ERROR_SHARING_VIOLATION; how MoveFileEx refuses to replace a file that another
+# process holds open without FILE_SHARE_DELETE (as every plain open() does), or a read-only one.
+_HELD_OPEN_WINERRORS = (5, 32)
+# How long a replace refused that way is retried: a virus scanner or an indexer holds a new file briefly.
+_HELD_OPEN_RETRY_S = 1.0
 
 
 def _reason(e: OSError) -> str:
@@ -153,8 +166,27 @@ def _replace_file(path: str, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        _rename(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _rename(tmp: str, path: str) -> None:
+    """``os.replace``; on Windows, retried for ``_HELD_OPEN_RETRY_S`` while another process holds ``path``
+    open (then the last error is raised, and the caller removes ``tmp``)."""
+    if os.name != "nt":
+        os.replace(tmp, path)
+        return
+    import time
+
+    ends = time.monotonic() + _HELD_OPEN_RETRY_S
+    while True:
+        try:
+            os.replace(tmp, path)
+            return
+        except OSError as e:
+            if getattr(e, "winerror", None) not in _HELD_OPEN_WINERRORS or time.monotonic() >= ends:
+                raise
+            time.sleep(0.05)

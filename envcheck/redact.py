@@ -31,18 +31,34 @@ def redact_strings(value: Any) -> Any:
 
 
 class PathRedactor:
-    """Replaces a home folder with ``~`` and a user name with ``<user>`` wherever they appear in a path."""
+    """Replaces a home folder with ``~`` and a user name with ``<user>`` wherever they appear in a path.
+
+    A Windows home (``C:\\Users\\Ann``: a drive letter) becomes ``%USERPROFILE%``, the way Windows writes it,
+    and is matched as Windows compares paths: in any case, with ``\\`` or ``/`` between its parts
+    (``c:/users/ann`` is the same folder); the user name too is matched in any case there."""
 
     def __init__(self, home: str | None, user: str | None) -> None:
-        self._home = home.rstrip("/\\") if home and len(home.rstrip("/\\")) > 1 else None
+        home = home.rstrip("/\\") if home and len(home.rstrip("/\\")) > 1 else None
+        windows = home is not None and re.match(r"[A-Za-z]:[/\\]", home) is not None
+        flags = re.IGNORECASE if windows else 0
+        self._replacement = "%USERPROFILE%" if windows else "~"
+        self._home: re.Pattern[str] | None = None
+        if home is not None:
+            # On Windows each separator of the home matches either separator.
+            parts = re.split(r"[/\\]", home) if windows else [home]
+            # Windows: not a longer name that starts with it (C:\Users\Ann is not C:\Users\Anna).
+            boundary = r"(?![\w.-])" if windows else ""
+            self._home = re.compile(r"[/\\]".join(re.escape(part) for part in parts) + boundary, flags)
         # A user name only counts as a path component: "/home/ann/x" loses "ann", "annotated" keeps it.
         self._user = (
-            re.compile(r"(?<=[/\\])" + re.escape(user) + r"(?=[/\\]|$)") if user and len(user) > 1 else None
+            re.compile(r"(?<=[/\\])" + re.escape(user) + r"(?=[/\\]|$)", flags)
+            if user and len(user) > 1
+            else None
         )
 
     def text(self, value: str) -> str:
         if self._home:
-            value = value.replace(self._home, "~")
+            value = self._home.sub(lambda _: self._replacement, value)
         if self._user:
             value = self._user.sub("<user>", value)
         return value

@@ -7,6 +7,12 @@ every registered folder *before* the main thread unwinds: the worker threads wai
 return at once, and ``Interrupted`` reaches ``envcheck.cli.main``, which prints ``interrupted`` and exits
 130. After that no new target can start (``launch`` raises ``Interrupted``), so a suite's rerun loop cannot
 start a fresh process behind the interrupt's back.
+
+On Windows there are no sessions: each target is put in a Job object of its own as it starts
+(``_WindowsJob``), and "its session" is that job. Every process the target starts joins the job, and
+killing the job (``TerminateJobObject``) kills them all; the job is made with
+``JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE``, so if envcheck itself dies its targets die with it. Ctrl-C
+(``SIGINT``) and Ctrl-Break (``SIGBREAK``) are the interrupts there.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 # 128 + SIGINT, what a shell reports for a command ended by Ctrl-C.
 EXIT_INTERRUPTED = 130
@@ -41,6 +48,8 @@ class _Registry:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.sessions: dict[int, subprocess.Popen[bytes]] = {}
+        # Windows: the Job object each registered target runs in (None where it could not be made).
+        self.jobs: dict[int, _WindowsJob | None] = {}
         self.folders: set[str] = set()
         self.closed = False
         # > 0 while the main thread is in a step an interrupt must not split (between fork and
@@ -80,6 +89,8 @@ def launch(start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[byt
             raise Interrupted
         proc = start()
         _registry.sessions[proc.pid] = proc
+        if os.name == "nt":
+            _registry.jobs[proc.pid] = _WindowsJob.around(proc)
         return proc
 
 
@@ -87,16 +98,24 @@ def forget(proc: subprocess.Popen[bytes]) -> None:
     """``proc`` has been reaped and its session killed: it no longer needs ending."""
     with uninterrupted(), _registry.lock:
         _registry.sessions.pop(proc.pid, None)
+        job = _registry.jobs.pop(proc.pid, None)
+    if job is not None:
+        job.close()
 
 
 def kill_session(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL every process of ``proc``'s session (the process itself on Windows). Never raises."""
+    """SIGKILL every process of ``proc``'s session; on Windows, terminate every process of its Job object
+    and wait (at most ``_JOB_END_S``) until they are gone, so that their folders can be removed. Never
+    raises."""
     with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
         if os.name == "posix":
             # The target is its session's leader, so its pid is the process group id of the session.
             os.killpg(proc.pid, signal.SIGKILL)
-        else:
-            proc.kill()
+            return
+        job = _registry.jobs.get(proc.pid)
+        if job is not None:
+            job.terminate()
+        proc.kill()  # also where no job could be made: the target itself, at least
 
 
 # What a tool's log keeps: its last lines say why it failed.
@@ -185,7 +204,22 @@ def remove_folder(folder: str) -> None:
     """Remove ``folder`` (if still there) and forget it. Never raises."""
     with uninterrupted(), _registry.lock:
         _registry.folders.discard(folder)
+    _rmtree(folder)
+
+
+def _rmtree(folder: str) -> None:
+    """``shutil.rmtree`` that never raises. On Windows a file is not deleted while a process still has it
+    open, nor a folder that is a process's working directory: a process of a job just terminated may
+    take a moment to close them, so the removal is retried for at most ``_JOB_END_S``."""
     shutil.rmtree(folder, ignore_errors=True)
+    if os.name != "nt":
+        return
+    import time
+
+    ends = time.monotonic() + _JOB_END_S
+    while os.path.lexists(folder) and time.monotonic() < ends:
+        time.sleep(0.05)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def kill_all() -> None:
@@ -202,7 +236,7 @@ def kill_all() -> None:
     for proc in procs:
         kill_session(proc)
     for folder in folders:
-        shutil.rmtree(folder, ignore_errors=True)
+        _rmtree(folder)
 
 
 def install_interrupt_handlers() -> None:
@@ -210,6 +244,8 @@ def install_interrupt_handlers() -> None:
     script only: a library caller keeps its own handlers."""
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
+    if hasattr(signal, "SIGBREAK"):  # Windows: Ctrl-Break, and what a console's close sends
+        signal.signal(signal.SIGBREAK, _on_signal)
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -281,3 +317,158 @@ def _live_children(parent: int) -> set[int]:
         if fields[1] == str(parent) and fields[0] not in ("Z", "X"):
             children.add(int(entry.name))
     return children
+
+
+# How long the processes of a terminated job, and the files they held, may take to go (Windows).
+_JOB_END_S = 2.0
+# winnt.h
+_JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE = 0x2000
+_JOB_OBJECT_BASIC_ACCOUNTING_INFORMATION = 1
+_JOB_OBJECT_EXTENDED_LIMIT_INFORMATION = 9
+# The exit code of a process ended by its job's termination: 1, as ``Popen.kill`` (TerminateProcess) uses.
+_KILLED_EXIT_CODE = 1
+
+
+class _WindowsJob:
+    """A Job object holding one target and every process it starts (Windows; ctypes on kernel32).
+
+    The target is assigned right after ``CreateProcess`` returns, under the registry's lock; a child it
+    started before that (within the first instructions of a CPython that has not finished starting) would
+    escape the job, which no Python target can do. Processes cannot break away: the job does not allow it.
+    """
+
+    def __init__(self, handle: int) -> None:
+        self._handle = handle
+
+    @classmethod
+    def around(cls, proc: subprocess.Popen[bytes]) -> _WindowsJob | None:
+        """A new job with ``proc`` in it, or None where Windows refuses one (then only ``proc`` itself
+        can be killed). Never raises."""
+        try:
+            return cls._make(proc)
+        except (OSError, AttributeError, ValueError, TypeError):
+            return None
+
+    @classmethod
+    def _make(cls, proc: subprocess.Popen[bytes]) -> _WindowsJob | None:
+        import ctypes
+
+        kernel32 = _kernel32()
+        handle = kernel32.CreateJobObjectW(None, None)
+        if not handle:
+            return None
+        job = cls(handle)
+        info = _job_structures()["extended"]()
+        info.BasicLimitInformation.LimitFlags = _JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
+        process = int(proc._handle)  # type: ignore[attr-defined]  # Popen's own process handle
+        if not kernel32.SetInformationJobObject(
+            handle, _JOB_OBJECT_EXTENDED_LIMIT_INFORMATION, ctypes.byref(info), ctypes.sizeof(info)
+        ) or not kernel32.AssignProcessToJobObject(handle, process):
+            job.close()
+            return None
+        return job
+
+    def terminate(self) -> None:
+        """End every process of the job and wait until none is left (at most ``_JOB_END_S``)."""
+        import time
+
+        if not self._handle:
+            return
+        _kernel32().TerminateJobObject(self._handle, _KILLED_EXIT_CODE)
+        ends = time.monotonic() + _JOB_END_S
+        while self.active() and time.monotonic() < ends:
+            time.sleep(0.01)
+
+    def active(self) -> int:
+        """How many processes of the job are still running (0 when it cannot be asked)."""
+        import ctypes
+
+        counters = _job_structures()["accounting"]()
+        ok = _kernel32().QueryInformationJobObject(
+            self._handle,
+            _JOB_OBJECT_BASIC_ACCOUNTING_INFORMATION,
+            ctypes.byref(counters),
+            ctypes.sizeof(counters),
+            None,
+        )
+        return int(counters.ActiveProcesses) if ok else 0
+
+    def close(self) -> None:
+        """Close the job's handle: with ``KILL_ON_JOB_CLOSE``, whatever still runs in it ends."""
+        handle, self._handle = self._handle, 0
+        if handle:
+            _kernel32().CloseHandle(handle)
+
+
+_KERNEL32: Any = None
+_STRUCTURES: dict[str, Any] = {}
+
+
+def _kernel32() -> Any:
+    """kernel32's job functions, with their prototypes (a HANDLE is 64 bits: never an ``int`` result)."""
+    global _KERNEL32  # noqa: PLW0603 - made once, on first use, on Windows only
+    if _KERNEL32 is None:
+        import ctypes
+        from ctypes import wintypes
+
+        lib = getattr(ctypes, "WinDLL")("kernel32", use_last_error=True)  # noqa: B009 - Windows only
+        handle, dword, pointer = wintypes.HANDLE, wintypes.DWORD, ctypes.c_void_p
+        for name, restype, argtypes in (
+            ("CreateJobObjectW", handle, [pointer, wintypes.LPCWSTR]),
+            ("SetInformationJobObject", wintypes.BOOL, [handle, ctypes.c_int, pointer, dword]),
+            ("AssignProcessToJobObject", wintypes.BOOL, [handle, handle]),
+            ("TerminateJobObject", wintypes.BOOL, [handle, wintypes.UINT]),
+            ("QueryInformationJobObject", wintypes.BOOL, [handle, ctypes.c_int, pointer, dword, pointer]),
+            ("CloseHandle", wintypes.BOOL, [handle]),
+        ):
+            function = getattr(lib, name)
+            function.restype, function.argtypes = restype, argtypes
+        _KERNEL32 = lib
+    return _KERNEL32
+
+
+def _job_structures() -> dict[str, Any]:
+    """JOBOBJECT_EXTENDED_LIMIT_INFORMATION and JOBOBJECT_BASIC_ACCOUNTING_INFORMATION (winnt.h)."""
+    if not _STRUCTURES:
+        import ctypes
+
+        size_t, large = ctypes.c_size_t, ctypes.c_int64
+        dword = ctypes.c_uint32
+
+        class Basic(ctypes.Structure):
+            _fields_ = [
+                ("PerProcessUserTimeLimit", large),
+                ("PerJobUserTimeLimit", large),
+                ("LimitFlags", dword),
+                ("MinimumWorkingSetSize", size_t),
+                ("MaximumWorkingSetSize", size_t),
+                ("ActiveProcessLimit", dword),
+                ("Affinity", size_t),
+                ("PriorityClass", dword),
+                ("SchedulingClass", dword),
+            ]
+
+        class Extended(ctypes.Structure):
+            _fields_ = [
+                ("BasicLimitInformation", Basic),
+                ("IoInfo", ctypes.c_uint64 * 6),
+                ("ProcessMemoryLimit", size_t),
+                ("JobMemoryLimit", size_t),
+                ("PeakProcessMemoryUsed", size_t),
+                ("PeakJobMemoryUsed", size_t),
+            ]
+
+        class Accounting(ctypes.Structure):
+            _fields_ = [
+                ("TotalUserTime", large),
+                ("TotalKernelTime", large),
+                ("ThisPeriodTotalUserTime", large),
+                ("ThisPeriodTotalKernelTime", large),
+                ("TotalPageFaultCount", dword),
+                ("TotalProcesses", dword),
+                ("ActiveProcesses", dword),
+                ("TotalTerminatedProcesses", dword),
+            ]
+
+        _STRUCTURES.update(extended=Extended, accounting=Accounting)
+    return _STRUCTURES

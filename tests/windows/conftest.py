@@ -221,3 +221,23 @@ def run_envcheck(
         cwd=cwd,
         input=input,
     )
+
+
+@pytest.fixture(scope="session")
+def linux_manifest(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The dev machine's manifest: a snapshot (smoke suite included) of this Linux test environment, which
+    has torch 2.13.0 (CPU). Skips where the test environment has no torch."""
+    import sys
+
+    from venvs import HAS_TORCH
+
+    if not HAS_TORCH:
+        pytest.skip("torch is not installed in the test environment")
+    out = tmp_path_factory.mktemp("linux-manifest") / "dev.json"
+    subprocess.run(
+        [sys.executable, "-m", "envcheck", "snapshot", "-q", "--label", "dev", "-o", str(out)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    return out
