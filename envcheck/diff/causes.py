@@ -198,8 +198,10 @@ def _explains_import(cause: Finding, error: str) -> bool:
         return cause.subject.lower() == "torch" or cause.subject.lower().startswith("torch ")
     if cause.rule == LOADER_RULE:
         # The error names the DLL torch loaded (``Error loading "...\\c10.dll"``), the finding what it lacks.
+        # Or, from an extension module, ``DLL load failed while importing _C`` (``_C.cp311-win_amd64.pyd``).
         failed = (cause.target or "").split(": ", 1)[0].lower()
-        return bool(failed) and failed in error.lower()
+        text = error.lower()
+        return bool(failed) and (failed in text or f"while importing {failed.split('.', 1)[0]}" in text)
     if cause.rule == OLD_RUNTIME_RULE:
         # What an old msvcp140 does to DLLs built with a newer toolset: their start-up code faults.
         return any(sign in error for sign in _START_UP_FAULTS)

@@ -119,7 +119,11 @@ class Probe(object):
         self.result["windows_load"] = {"loaded": loaded_modules()}
         self.stage("import torch: asking the loader")
         try:
-            self.result["windows_load"]["failure"] = load_failure("%s" % (error,))
+            import importlib.util
+
+            spec = importlib.util.find_spec("torch")
+            folder = os.path.dirname(spec.origin) if spec is not None and spec.origin else None
+            self.result["windows_load"]["failure"] = load_failure("%s" % (error,), folder)
         except Exception as e:  # the import's error is what the probe reports; this is a detail of it
             self.result["windows_load"]["failure_error"] = "%s: %s" % (type(e).__name__, e)
         self.stage("import torch")

@@ -378,15 +378,33 @@ def _pe_facts(path):
 _ERROR_LOADING = re.compile(r'Error loading "([^"]+)"')
 
 
-def failing_dll(error):
-    # type: (str | None) -> str | None
-    """The DLL a failed ``import torch`` names (``Error loading "...\\c10.dll"``), or None."""
+_WHILE_IMPORTING = re.compile(r"DLL load failed while importing ([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def failing_dll(error, package_dir=None):
+    # type: (str | None, str | None) -> str | None
+    """The DLL a failed ``import torch`` names (``Error loading "...\\c10.dll"``), or the extension module
+    of ``package_dir`` that ``DLL load failed while importing _C`` names (``_C.cp311-win_amd64.pyd``), or
+    None."""
     found = _ERROR_LOADING.search(error or "")
-    return found.group(1) if found else None
+    if found:
+        return found.group(1)
+    named = _WHILE_IMPORTING.search(error or "")
+    if not named or not package_dir:
+        return None
+    try:
+        candidates = sorted(os.listdir(package_dir))[:MAX_FOLDER_FILES]
+    except OSError:
+        return None
+    for name in candidates:
+        lower = name.lower()
+        if lower.endswith(".pyd") and lower.split(".", 1)[0] == named.group(1).lower():
+            return os.path.join(package_dir, name)
+    return None
 
 
-def load_failure(error):
-    # type: (str) -> dict | None
+def load_failure(error, package_dir=None):
+    # type: (str, str | None) -> dict | None
     """Where Windows' loader stopped, asked of the loader itself after an import failed with ``error``.
 
     ``{"dll", "chain": [{"name", "path", "linker"}], "missing": [{"name", "needed_by"}], "refused": [{"name",
@@ -399,7 +417,7 @@ def load_failure(error):
     outside Windows or when the error names no DLL."""
     if os.name != "nt":
         return None
-    dll = failing_dll(error)
+    dll = failing_dll(error, package_dir)
     if not dll or not os.path.isfile(dll):
         return None
     import ctypes

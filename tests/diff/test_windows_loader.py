@@ -318,3 +318,27 @@ def test_the_environments_dll_names_survive_an_unreadable_file(tmp_path: Path) -
     (tmp_path / "broken.dll").write_bytes(b"MZ")
     names = windows_facts.environment_dll_names([str(tmp_path), str(tmp_path / "missing")])
     assert names == {"folder.dll", "broken.dll"}
+
+
+def test_dll_load_failed_while_importing_names_the_extension_module(tmp_path: Path) -> None:
+    """``ImportError: DLL load failed while importing _C`` names a module, not a file: the extension module
+    of that name in torch's folder is where the loader is asked from, and the verdict explains the error."""
+    (tmp_path / "_C.cp311-win_amd64.pyd").write_bytes(b"MZ")
+    (tmp_path / "_Cother.pyd").write_bytes(b"MZ")
+    error = "ImportError: DLL load failed while importing _C: The specified module could not be found."
+    assert windows_facts.failing_dll(error, str(tmp_path)) == str(tmp_path / "_C.cp311-win_amd64.pyd")
+    assert windows_facts.failing_dll(error, None) is None
+    assert windows_facts.failing_dll(error, str(tmp_path / "missing")) is None
+
+    pyd = "C:\\env\\torch\\_C.cp311-win_amd64.pyd"
+
+    def from_c(data: dict[str, Any]) -> None:
+        data["meta"]["probe"]["exception"] = error
+        data["windows"]["load_failure"]["dll"] = pyd
+        data["windows"]["load_failure"]["chain"][0] = {"name": "_C.cp311-win_amd64.pyd", "path": pyd}
+        data["windows"]["load_failure"]["missing"] = [{"name": "torch_python.dll", "needed_by": pyd}]
+
+    found = doctor(windows(), from_c)
+    root = found["ENV-WIN-DLL-NOT-FOUND:torch_python.dll"]
+    assert root.target == "_C.cp311-win_amd64.pyd: torch_python.dll not found"
+    assert found["ENV-PROBE-FAILED:import torch"].caused_by == root.key

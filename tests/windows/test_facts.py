@@ -293,3 +293,46 @@ def test_platform_facts_say_windows_not_the_wine_host(
     assert found["distro"].startswith("Windows ") and " build " in found["distro"]
     assert found["container"] == []
     assert found["cpu"]["cgroup_cpu_quota"] is None
+
+
+FAKE_C = "__declspec(dllimport) int missing_dep(void);\nint PyInit__C(void) { return missing_dep(); }\n"
+
+LOAD_C = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, sys.argv[2])
+from envcheck_target import windows_facts as w
+try:
+    import fakepkg
+except ImportError as e:
+    print("FACTS" + json.dumps({"error": str(e), "failure": w.load_failure(str(e), sys.argv[3])}))
+"""
+
+
+def test_dll_load_failed_while_importing_an_extension_module(
+    machine: Wine, customer: WinPython, target_package: Path, tmp_path: Path
+) -> None:
+    """CPython's own form of the failure (``DLL load failed while importing _C``, no file named): the
+    loader is asked from the package's ``_C*.pyd`` and names the import it cannot find."""
+    build = tmp_path / "build"
+    build.mkdir()
+    pyd = mingw_dll(build, "_C", FAKE_C, {"missing_dep.dll": "missing_dep"})
+    package = tmp_path / "pkgs" / "fakepkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("from . import _C\n", encoding="ascii")
+    shutil.copy(pyd, package / "_C.cp311-win_amd64.pyd")
+    paths = [windows_path(target_package), windows_path(package.parent), windows_path(package)]
+    done = machine.run(
+        [str(customer.exe), "-c", LOAD_C, *paths],
+        dll_overrides=wine.NO_VC_RUNTIME,
+        timeout=120,
+    )
+    line = next((x for x in done.stdout.splitlines() if x.startswith("FACTS")), None)
+    assert line is not None, (done.stdout[-2000:], done.stderr[-3000:])
+    out = json.loads(line[len("FACTS") :])
+    assert "DLL load failed while importing _C" in out["error"]
+    failure = out["failure"]
+    assert failure["dll"].lower().endswith("\\fakepkg\\_c.cp311-win_amd64.pyd")
+    assert [(m["name"], m["needed_by"].lower().rsplit("\\", 1)[-1]) for m in failure["missing"]] == [
+        ("missing_dep.dll", "_c.cp311-win_amd64.pyd")
+    ]
