@@ -155,7 +155,9 @@ def test_a_fleet_stops_reading_at_the_deadline(tmp_path: Path) -> None:
     from envcheck.fleet import base_document, diff_files
 
     base, fingerprint = base_document(str(TWIN))
-    with pytest.raises(DeadlineExpired, match=r"while reading the fleet \(0 of 2 manifests read\)"):
+    with pytest.raises(
+        DeadlineExpired, match=r"while reading and diffing the fleet \(0 of 2 manifests read, 0 "
+    ):
         diff_files(
             base,
             fingerprint,
@@ -184,8 +186,8 @@ def test_a_fleet_diff_ends_at_its_timeout_with_its_workers(tmp_path: Path) -> No
     assert_bounded(result, timeout=1, tree=True)
     assert result.returncode == 2, result.stderr
     first = result.stderr.splitlines()[0]
-    assert first.startswith("error: the command's deadline (--timeout 1 s) passed while reading")
-    assert re.search(r"\(\d+ environments read, \d+ diffed\): stopped$", first), first
+    assert first.startswith("error: the command's deadline (--timeout 1 s) passed while reading and diffing")
+    assert re.search(r"\(\d+ of 400 manifests read, \d+ environments diffed\): stopped$", first), first
 
 
 def test_a_fleet_of_more_manifests_than_a_diff_reads_is_refused_unlisted(
