@@ -101,7 +101,7 @@ TimeoutOption = Annotated[
         min=1.0,
         help="A hard deadline in seconds for the command: all work in the target (every probe, check and "
         "rerun), whose whole process session is killed at it, and envcheck's own hashing of what the target "
-        "names (diff and doctor: their rules too).",
+        "names (diff, doctor and gate: their rules too).",
         envvar="ENVCHECK_TIMEOUT",
     ),
 ]
