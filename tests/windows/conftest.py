@@ -51,7 +51,7 @@ TORCH_WINDOWS_DEPENDENCIES = (
     "typing-extensions>=4.10.0",
     "setuptools>=77.0.3",
     "sympy>=1.13.3",
-    "mpmath",
+    "mpmath>=1.1.0,<1.4",  # sympy 1.14's own pin
     "networkx>=2.5.1",
     "jinja2",
     "markupsafe",
@@ -88,7 +88,7 @@ def _filled(name: str, key: str, requirements: Sequence[str], *, drop: Sequence[
     """A ``site`` folder filled by ``pip install --target`` with ``requirements`` (win_amd64, cp311), kept
     under the cache as ``filled/<name>-<key>`` and made once: filled in a temp folder beside it and renamed
     into place, so a run that stops half-way (or a second run at the same time) never sees half a folder.
-    ``drop`` names top-level entries removed after the install. Skips when pip cannot fill it (no index)."""
+    ``drop`` names entries (globs) removed after the install. Skips when pip cannot fill it (no index)."""
     cache = wine.cache_dir()
     assert cache is not None  # need() skipped before
     done = cache / "filled" / f"{name}-{key}"
@@ -180,8 +180,12 @@ def customer(tmp_path_factory: pytest.TempPathFactory, wine_session: Wine) -> Wi
     # pip evaluates torch's markers for this (Linux) interpreter (it would want nvidia-* wheels): its
     # dependencies for Windows are named, without resolving.
     requirements = ["--no-deps", *(str(w) for w in wheels), *TORCH_WINDOWS_DEPENDENCIES]
+    # pip writes a direct_url.json for a wheel given as a file; the customer installed from the index.
     site = _filled(
-        "customer", _key(embed.name, *(w.name for w in wheels), *TORCH_WINDOWS_DEPENDENCIES), requirements
+        "customer",
+        _key(embed.name, *(w.name for w in wheels), *TORCH_WINDOWS_DEPENDENCIES, "no direct_url"),
+        requirements,
+        drop=("*.dist-info/direct_url.json",),
     )
     return _embeddable(tmp_path_factory.mktemp("customer"), site)
 
@@ -198,6 +202,14 @@ def vc_runtime(tmp_path_factory: pytest.TempPathFactory) -> Path:
             if len(parts) == 4 and parts[1:3] == ["data", "Scripts"] and name.lower().endswith(".dll"):
                 (folder / parts[3]).write_bytes(zf.read(name))
     return folder
+
+
+def temp_folders(wine_session: Wine) -> set[str]:
+    """The ``envcheck-*`` folders in the prefix's ``%TEMP%`` (Wine sets it; TEMP in the environment cannot
+    move it)."""
+    users = wine_session.prefix / "drive_c" / "users"
+    patterns = ("*/Temp/envcheck-*", "*/AppData/Local/Temp/envcheck-*")
+    return {p.name for pattern in patterns for p in users.glob(pattern)}
 
 
 def run_envcheck(

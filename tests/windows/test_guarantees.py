@@ -25,7 +25,7 @@ import pytest
 import wine
 from wine import Wine, windows_path
 
-from .conftest import WinPython, run_envcheck
+from .conftest import WinPython, run_envcheck, temp_folders
 
 pytestmark = [pytest.mark.windows, pytest.mark.slow]
 
@@ -83,16 +83,6 @@ def hostile(tmp_path_factory: pytest.TempPathFactory, wine_session: Wine) -> Win
     return WinPython(exe)
 
 
-def _temp_folders(wine_session: Wine) -> set[str]:
-    """The envcheck temp folders in the prefix's %TEMP% (Wine sets it; the environment cannot move it)."""
-    found: set[str] = set()
-    for temp in (wine_session.prefix / "drive_c" / "users").glob("*/Temp"):
-        found |= {p.name for p in temp.glob("envcheck-*")}
-    for temp in (wine_session.prefix / "drive_c" / "users").glob("*/AppData/Local/Temp"):
-        found |= {p.name for p in temp.glob("envcheck-*")}
-    return found
-
-
 def test_the_deadline_kills_the_targets_whole_tree_and_removes_its_folder(
     wine_session: Wine, tool: WinPython, hostile: WinPython, tmp_path: Path
 ) -> None:
@@ -114,7 +104,7 @@ def test_the_deadline_kills_the_targets_whole_tree_and_removes_its_folder(
 def test_a_snapshot_of_a_hanging_target_ends_at_its_deadline_in_one_line(
     wine_session: Wine, tool: WinPython, hostile: WinPython, tmp_path: Path
 ) -> None:
-    before = _temp_folders(wine_session)
+    before = temp_folders(wine_session)
     out = tmp_path / "never.json"
     args = ["snapshot", "--python", hostile.windows, "--timeout", "5", "-o", windows_path(out)]
     done = run_envcheck(wine_session, tool, args)
@@ -122,13 +112,13 @@ def test_a_snapshot_of_a_hanging_target_ends_at_its_deadline_in_one_line(
     assert "Traceback" not in done.stderr
     assert "did not answer within 5.0 s" in done.stderr
     assert not out.exists()
-    assert _temp_folders(wine_session) - before == set()
+    assert temp_folders(wine_session) - before == set()
 
 
 def test_ctrl_c_ends_every_target_and_removes_every_temp_folder(
     wine_session: Wine, tool: WinPython, hostile: WinPython, tmp_path: Path
 ) -> None:
-    before = _temp_folders(wine_session)
+    before = temp_folders(wine_session)
     out = tmp_path / "never.json"
     args = ["snapshot", "--python", hostile.windows, "--timeout", "300", "-o", windows_path(out)]
     proc = subprocess.Popen(
@@ -142,9 +132,9 @@ def test_ctrl_c_ends_every_target_and_removes_every_temp_folder(
     try:
         # Interrupt once a target runs (its temp folder exists); a bounded wait, not a timing assertion.
         ends = time.monotonic() + 120
-        while not (_temp_folders(wine_session) - before) and time.monotonic() < ends:
+        while not (temp_folders(wine_session) - before) and time.monotonic() < ends:
             time.sleep(0.2)
-        assert _temp_folders(wine_session) - before, "no target started within 120 s"
+        assert temp_folders(wine_session) - before, "no target started within 120 s"
         proc.send_signal(signal.SIGINT)  # Wine turns it into a CTRL_C_EVENT for the process
         _, stderr = proc.communicate(input="", timeout=120)
     finally:
@@ -155,7 +145,7 @@ def test_ctrl_c_ends_every_target_and_removes_every_temp_folder(
     assert stderr.strip().splitlines()[-1] == "interrupted"
     assert "Traceback" not in stderr
     assert not out.exists()
-    assert _temp_folders(wine_session) - before == set()
+    assert temp_folders(wine_session) - before == set()
 
 
 HOLD = """\
