@@ -173,6 +173,7 @@ def _host_resolvers(system: str, manifest: Manifest, probe: Probe) -> dict[str, 
             application_dir=python.base_exec_prefix,
             system32=os.path.join(root, "System32"),
             path=env.get("PATH", "").split(";"),
+            torch_path=_torch_dll_dirs(manifest, libs=False),
         )
     elif system == "Darwin":
         resolvers["macho"] = MacosResolver(
@@ -185,11 +186,11 @@ def _host_resolvers(system: str, manifest: Manifest, probe: Probe) -> dict[str, 
     return resolvers
 
 
-def _torch_dll_dirs(manifest: Manifest) -> list[str]:
+def _torch_dll_dirs(manifest: Manifest, *, libs: bool = True) -> list[str]:
     """The folders ``os.add_dll_directory`` adds before extensions load: torch's ``__init__``
     (``_load_dll_libraries``) adds ``torch\\lib``, ``sys.exec_prefix\\Library\\bin``,
-    ``sys.base_exec_prefix\\Library\\bin`` and the user base's ``Library\\bin``; delvewheel's patched
-    ``__init__`` adds ``<name>.libs``."""
+    ``sys.base_exec_prefix\\Library\\bin`` and the user base's ``Library\\bin`` (also put on PATH for
+    its retry); delvewheel's patched ``__init__`` adds ``<name>.libs`` (not with ``libs=False``)."""
     python = manifest.python
     dirs = [os.path.join(t, "lib") for t in manifest.torch.trees]
     dirs += [
@@ -199,8 +200,9 @@ def _torch_dll_dirs(manifest: Manifest) -> list[str]:
     if python.user_site:
         user_base = os.path.dirname(os.path.dirname(python.user_site))
         dirs.append(os.path.join(user_base, "Library", "bin"))
-    for site in sorted({d.location for d in manifest.packages}):
-        dirs += _libs_dirs(site)
+    if libs:
+        for site in sorted({d.location for d in manifest.packages}):
+            dirs += _libs_dirs(site)
     return list(dict.fromkeys(dirs))
 
 

@@ -444,7 +444,12 @@ def _scan_resolvers(root: str, walker: Walker) -> dict[str, Resolver]:
             dll_dirs.append(dirpath)
     return {
         "elf": LinuxResolver(host=False, probe=walker.probe),
-        "pe": WindowsResolver(host=False, probe=walker.probe, dll_directories=sorted(dll_dirs)),
+        "pe": WindowsResolver(
+            host=False,
+            probe=walker.probe,
+            dll_directories=sorted(dll_dirs),
+            torch_path=sorted(d for d in dll_dirs if not d.endswith(".libs")),
+        ),
         "macho": MacosResolver(host=False, probe=walker.probe),
     }
 

@@ -67,9 +67,10 @@ def _linker(text: str | None) -> tuple[int, int] | None:
 
 def vc_runtime_floor(nodes: Sequence[NativeNode]) -> Floor | None:
     """The floor over every binary that loads the machine's VC++ runtime, or None when no binary does or
-    none states an MSVC toolset. Ties go to the first node key, so the answer is deterministic."""
+    none states an MSVC toolset. Ties go to what an import loads before a program the tree ships
+    (``torch/lib/c10.dll`` before ``torch/bin/protoc.exe``), then to the first node key."""
     best: tuple[tuple[int, int], str, str] | None = None
-    for n in sorted(nodes, key=lambda n: n.key):
+    for n in sorted(nodes, key=lambda n: (n.role == "executable", n.key)):
         if n.owner == "system":
             continue
         dlls = machine_runtime_dlls(n)

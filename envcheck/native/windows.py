@@ -29,11 +29,13 @@ A delay-load import is not loaded with its importer: it is loaded when one of it
 called, so a missing one does not make the importer fail to load (``tree.broken``).
 
 torch's ``__init__`` (``_load_dll_libraries``) loads every ``torch\\lib\\*.dll`` in name order before
-``torch._C`` with ``LoadLibraryExW(dll, NULL, 0x1100)``; one failing with error 126 is retried with plain
-``LoadLibraryW`` after torch puts its DLL folders at the head of ``PATH``. That search (the standard order:
-the application folder, System32, then ``PATH``) finds a runtime on ``PATH`` only — and also a stale
-same-named DLL in another environment's folder on ``PATH``: such a dependency resolves ``path`` with the
-folder in ``via``. What those loads bring in is loaded before any extension module of torch.
+``torch._C`` with ``LoadLibraryExW(dll, NULL, 0x1100)``; one failing with error 126 is loaded again, as a
+whole, with plain ``LoadLibraryW`` after torch puts its own DLL folders (``torch_path``) at the head of
+``PATH``. That load searches the standard order — the application folder, System32, then ``PATH`` — and
+not the other ``os.add_dll_directory`` folders: it finds a runtime on ``PATH`` only, and also a stale
+same-named DLL in another environment's folder on ``PATH`` in place of the right one in a folder PATH
+does not list. Such a dependency resolves ``path`` with the folder in ``via``. What those loads bring in
+is loaded before any extension module of torch.
 """
 
 # ruff: noqa: PTH113, PTH118, PTH120, PTH208, PTH119
@@ -64,9 +66,13 @@ class WindowsResolver(Resolver):
         application_dir: str | None = None,
         system32: str | None = None,
         path: Sequence[str] = (),
+        torch_path: Sequence[str] | None = None,
     ) -> None:
         super().__init__(host=host, probe=probe)
         self.dll_directories = list(dll_directories)
+        # The folders torch puts at the head of PATH for its retry (all DLL folders when not told).
+        self.torch_path = list(torch_path) if torch_path is not None else list(dll_directories)
+        self._retries: dict[str, bool] = {}
         self.application_dir = application_dir
         self.system32 = system32
         # PATH as the target process has it (host only): searched by torch's LoadLibraryW retry.
@@ -86,7 +92,14 @@ class WindowsResolver(Resolver):
                 if hit:
                     return Found(hit, "known-dll", None)
             return Found(None, "known-dll", None)
-        load_dir = os.path.dirname(root.path)
+        if self.is_preload(root.path) and self._retried(root.path):
+            return self._standard_order(low, chain)
+        found = self._first_order(low, chain, root.path)
+        return found if found is not None else Found(None, "missing", None)
+
+    def _first_order(self, low: str, chain: Sequence[Image], root_path: str) -> Found | None:
+        """LoadLibraryExW with LOAD_LIBRARY_SEARCH_DEFAULT_DIRS | LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR."""
+        load_dir = os.path.dirname(root_path)
         hit = self._find(load_dir, low)
         if hit:
             return Found(hit, "loader-dir", None)
@@ -111,14 +124,63 @@ class WindowsResolver(Resolver):
         for image in chain:
             if os.path.basename(image.path).lower() == low:
                 return Found(image.path, "already-loaded", None)
-        if self.is_preload(root.path):
-            # torch's retry: LoadLibraryW's standard order, the application folder and System32 (already
-            # searched above), then PATH with torch's DLL folders (searched above too) put first.
-            for folder in self.path:
-                hit = self._find(folder, low)
-                if hit:
-                    return Found(hit, "path", folder)
+        return None
+
+    def _standard_order(self, low: str, chain: Sequence[Image]) -> Found:
+        """torch's retry, plain LoadLibraryW: already loaded, the application folder, System32, then PATH
+        with torch's DLL folders first (the Windows folder and the current folder are not modelled)."""
+        loaded = self.loaded_by_name(low)
+        if loaded is not None:
+            return Found(loaded, "already-loaded", None)
+        for image in chain:
+            if os.path.basename(image.path).lower() == low:
+                return Found(image.path, "already-loaded", None)
+        if self.application_dir:
+            hit = self._find(self.application_dir, low)
+            if hit:
+                return Found(hit, "loader-dir", "application")
+        if self.system32:
+            hit = self._find(self.system32, low)
+            if hit:
+                return Found(hit, "system32", None)
+        for folder in self.torch_path:
+            hit = self._find(folder, low)
+            if hit:
+                return Found(hit, "dll-directory", folder)
+        for folder in self.path:
+            hit = self._find(folder, low)
+            if hit:
+                return Found(hit, "path", folder)
         return Found(None, "missing", None)
+
+    def _retried(self, root_path: str) -> bool:
+        """Whether torch's first load of this preload fails with 126 (an import of its closure, delay-load
+        ones aside, found nowhere in the first order), so that its retry is what loads."""
+        known = self._retries.get(root_path)
+        if known is not None:
+            return known
+        failed = False
+        todo, seen = [root_path], {os.path.normcase(root_path)}
+        chain: list[Image] = []
+        while todo and not failed:
+            path = todo.pop()
+            info = self.probe(path)
+            if info is None:
+                continue
+            chain.append(Image(path, info))
+            for needed in info.needed:
+                low = needed.name.lower()
+                if needed.delay_load or is_api_set(low) or low in WINDOWS_KNOWN_DLLS:
+                    continue
+                found = self._first_order(low, chain, root_path)
+                if found is None:
+                    failed = True
+                    break
+                if found.path is not None and os.path.normcase(found.path) not in seen:
+                    seen.add(os.path.normcase(found.path))
+                    todo.append(found.path)
+        self._retries[root_path] = failed
+        return failed
 
     def register(self, path: str, info: BinaryInfo) -> None:
         self.sonames.setdefault(os.path.basename(path).lower(), path)

@@ -5,6 +5,7 @@ numpy's private renamed msvcp140; VCRUNTIME140.dll and VCRUNTIME140_1.dll are py
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import zipfile
 from collections.abc import Sequence
@@ -51,6 +52,10 @@ def test_the_newest_toolset_among_binaries_loading_the_machines_runtime_sets_the
     assert floor is not None and (floor.version, floor.key) == ("14.40", "pkg:g.dll")
     assert "VCRUNTIME140_THREADS.dll, first in redistributable 14.40" in floor.reason
     assert vc_runtime_floor(nodes[2:]) is None
+    # A program the tree ships with the same toolset does not take the floor from what an import loads.
+    program = dataclasses.replace(_node("pkg:bin/a.exe", "14.38", msvcp), role="executable")
+    floor = vc_runtime_floor([program, *nodes])
+    assert floor is not None and floor.key == "pkg:a.dll"
 
 
 def _cached(name: str) -> Path:

@@ -103,22 +103,32 @@ def oracle(
     *,
     fallback: bool = False,
     path: Sequence[Path] = (),
+    modules: dict[Path, list[str]] | None = None,
 ) -> dict[Path, int]:
-    """The loader's error code for each file (0: it loaded)."""
+    """The loader's error code for each file (0: it loaded); ``torch/lib`` among ``dll_dirs`` is the folder
+    torch also puts on PATH for its retry. ``modules`` receives the modules each child then held."""
     argv = [str(m.app / "loader.exe")]
     for d in dll_dirs:
-        argv += ["--dll-dir", windows_path(d)]
+        argv += ["--torch-dir" if d.parts[-2:] == ("torch", "lib") else "--dll-dir", windows_path(d)]
     if fallback:
         argv.append("--torch-fallback")
+    if modules is not None:
+        argv.append("--modules")
     argv += [windows_path(f) for f in files]
     env = {"WINEPATH": ";".join(windows_path(p) for p in path)} if path else None
     done = m.wine.run(argv, env=env, dll_overrides=NATIVE_ONLY, timeout=600)
     by_name = {windows_path(f).lower(): f for f in files}
     out: dict[Path, int] = {}
+    current: Path | None = None
     for line in done.stdout.splitlines():
+        if line.startswith("  module\t"):
+            if modules is not None and current is not None:
+                modules.setdefault(current, []).append(line.split("\t", 1)[1])
+            continue
         code, _how, name = line.split("\t")
         assert code.isdigit(), f"the loader could not run a child: {line}"
-        out[by_name[name.lower()]] = int(code)
+        current = by_name[name.lower()]
+        out[current] = int(code)
     assert set(out) == set(files), done.stdout + done.stderr
     return out
 
@@ -150,6 +160,7 @@ def model(
             application_dir=str(m.app),
             system32=str(m.system32),
             path=[str(p) for p in path],
+            torch_path=[str(d) for d in dll_dirs if d.parts[-2:] == ("torch", "lib")],
         )
     }
     return walker.walk(roots, verify_files=False), keys
@@ -190,9 +201,16 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Pat
     shutil.copy(BIN / "mid.dll", site / "mylib.libs")
     shutil.copy(BIN / "user_path.dll", site / "torch" / "lib")
     shutil.copy(BIN / "vcuser.pyd", site / "torch" / "lib" / "vcpath.dll")
+    # usemid.dll needs mid.dll (the right copy in mylib.libs, a DLL folder PATH does not list), whose
+    # leaf.dll is found nowhere on the first load; PATH holds another environment's mid.dll with its leaf.
+    shutil.copy(BIN / "user_mid.pyd", site / "torch" / "lib" / "usemid.dll")
     onpath = root / "onpath"
     onpath.mkdir()
     shutil.copy(BIN / "pathonly.dll", onpath)
+    stale = root / "otherenv" / "Library" / "bin"
+    stale.mkdir(parents=True)
+    shutil.copy(BIN / "mid.dll", stale)
+    shutil.copy(BIN / "leaf.dll", stale)
     return site, site / "mylib.libs", onpath
 
 
@@ -219,17 +237,30 @@ def test_synthetic_dlls_agree_with_wines_loader(
         "vcuser.pyd": 0 if runtime else 126,  # MSVCP140.dll; VCRUNTIME140.dll comes from python.exe's folder
         "user_path.dll": 126,
         "vcpath.dll": 0 if runtime else 126,
+        "usemid.dll": 126,
     }
     assert {f.name: code for f, code in real.items()} == expected
-    # With PATH, torch's LoadLibraryW retry loads what lies only on PATH: the runtime and any other DLL.
-    real = oracle(machine, preloads, dirs, fallback=True, path=[onpath])
-    section, keys = model(machine, site, dirs, path=[onpath])
-    assert {f.name: code for f, code in real.items()} == {"user_path.dll": 0, "vcpath.dll": 0}
+    # With PATH, torch's LoadLibraryW retry loads what lies only on PATH: the runtime and any other DLL,
+    # and another environment's stale mid.dll in place of the right one in mylib.libs.
+    stale = onpath.parent / "otherenv" / "Library" / "bin"
+    held: dict[Path, list[str]] = {}
+    real = oracle(machine, preloads, dirs, fallback=True, path=[onpath, stale], modules=held)
+    section, keys = model(machine, site, dirs, path=[onpath, stale])
+    assert {f.name: code for f, code in real.items()} == {
+        "user_path.dll": 0,
+        "vcpath.dll": 0,
+        "usemid.dll": 0,
+    }
     assert all(loads(section, keys[str(f)]) for f in real)
-    via = {d.name.lower(): (d.how, d.via) for n in section.nodes or [] for d in n.dependencies or ()}
-    assert via["pathonly.dll"] == ("path", str(onpath))
+    via = {
+        d.name.lower(): (d.how, d.via, d.target) for n in section.nodes or [] for d in n.dependencies or ()
+    }
+    assert via["pathonly.dll"][:2] == ("path", str(onpath))
     if not runtime:
-        assert via["msvcp140.dll"] == ("path", str(onpath))  # said: it comes from that PATH folder
+        assert via["msvcp140.dll"][:2] == ("path", str(onpath))  # said: it comes from that PATH folder
+    assert via["mid.dll"] == ("path", str(stale), str(stale / "mid.dll"))
+    [loaded_mid] = [p for p in held[torch_lib / "usemid.dll"] if p.lower().endswith("\\mid.dll")]
+    assert loaded_mid.lower() == windows_path(stale / "mid.dll").lower()
 
 
 def _unpack_native(wheel: Path, into: Path) -> Path:
