@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""envcheck's speed budgets (DESIGN §6), measured against the anchors in the same run.
+"""envcheck's speed budgets (docs/budgets.md), measured against the anchors in the same run.
 
     python ci/bench.py [--python TARGET] [-n 5] [--check] [--only NAME ...]
     python ci/bench.py --breakdown [-n 5]     (where the gate's time goes, step by step: wall and CPU)

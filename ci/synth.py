@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Grow a real manifest into a large pair with realistic drift, for the diff budget (DESIGN §6).
+"""Grow a real manifest into a large pair with realistic drift, for the diff budget (docs/budgets.md).
 
     from synth import synthesize
     base, target = synthesize(Path("seed.json"), packages=500, libraries=500)
@@ -13,7 +13,7 @@ Deterministic: the same seed manifest gives the same pair.
 
 Run as a script to write the pair: ``python ci/synth.py SEED.json OUT_DIR``.
 
-A fleet for the fleet diff's budget (DESIGN §6):
+A fleet for the fleet diff's budget (docs/budgets.md):
 
     from synth import write_fleet
     truth = write_fleet(Path("seed.json"), Path("fleet"), machines=1000)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-# DESIGN §6: hostile inputs end within the timeout + 5 s, under 300 MB.
+# docs/budgets.md: hostile inputs end within the timeout + 5 s, under 300 MB.
 GRACE_S = 5.0
 MAX_RSS_MB = 300
 # Virtual address space allowed to the child: generous next to the RSS bound (thread stacks and malloc

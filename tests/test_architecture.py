@@ -1,6 +1,6 @@
-"""The layers of DESIGN §3, checked on the source: no import runs upward, and no module imports itself back
-through others. Every import counts, at module level or inside a function (a lazy import runs too); only
-imports under ``if TYPE_CHECKING:`` are left out, as they never run."""
+"""The layers of docs/architecture.md, checked on the source: no import runs upward, and no module imports
+itself back through others. Every import counts, at module level or inside a function (a lazy import runs
+too); only imports under ``if TYPE_CHECKING:`` are left out, as they never run."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def _graph() -> dict[str, list[tuple[str, int]]]:
 
 def test_every_module_has_a_layer() -> None:
     unplaced = [m for m in _graph() if m != ROOT and _layer(m) is None]
-    assert not unplaced, f"modules outside every layer of DESIGN §3: {unplaced}"
+    assert not unplaced, f"modules outside every layer of docs/architecture.md: {unplaced}"
 
 
 def test_no_import_runs_upward() -> None:

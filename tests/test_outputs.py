@@ -1,5 +1,5 @@
 """Writing outputs: nothing that is not a regular file is ever replaced, nothing half-written survives a
-failure, and every failure is one line and exit 2 (DESIGN §5.11). Devices and FIFOs are made in temp
+failure, and every failure is one line and exit 2 (docs/guarantees.md). Devices and FIFOs are made in temp
 folders (tests run as root); the real /dev is never touched."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Policies are untrusted input (DESIGN §5.11): a ``pyproject.toml`` in the current folder applies itself.
-Every bad one is exit 2 with one clear line (the file, and line:column or the key), within the hostile-input
-bounds, never a traceback, a hang or a memory blow-up."""
+"""Policies are untrusted input (docs/guarantees.md): a ``pyproject.toml`` in the current folder applies
+itself. Every bad one is exit 2 with one clear line (the file, and line:column or the key), within the
+hostile-input bounds, never a traceback, a hang or a memory blow-up."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The collective checks, in the job's own interpreter: the one place of envcheck that imports torch in its
-own process (DESIGN §3), because here ``torch.distributed`` is what is being checked and the transport.
+own process (docs/architecture.md), because here ``torch.distributed`` is what is being checked and the
+transport.
 
 For each back-end (Gloo on the CPU always; NCCL between the GPUs where the ranks have them):
 - an ``all_reduce`` whose result is verified exactly: rank ``i`` contributes ``(i + 1) * (j % 7 + 1)`` at

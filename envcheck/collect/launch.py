@@ -1,5 +1,5 @@
 """Starting a snapshot's probes, kept light: the snapshot command starts them before it imports the
-manifest models and the native parsers, so that work overlaps with the target's start (DESIGN §6)."""
+manifest models and the native parsers, so that work overlaps with the target's start (docs/budgets.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``take_snapshot``: the whole environment of a target interpreter as one ``Manifest``.
 
-Work is arranged so that everything hides behind ``import torch`` (DESIGN §6): the runtime probe (which
+Work is arranged so that everything hides behind ``import torch`` (docs/budgets.md): the runtime probe (which
 imports torch) and the facts probe start together; while torch imports, envcheck reads the facts, walks
 the native tree and hashes what RECORD does not cover.
 """

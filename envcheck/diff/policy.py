@@ -21,7 +21,7 @@ A TOML file given with ``--policy PATH``, or the ``[tool.envcheck]`` table of th
 
 An intended finding stays in every report, marked with its reason, and never fails the gate.
 
-A policy is untrusted input (DESIGN §5.11): a ``pyproject.toml`` in the current folder applies itself
+A policy is untrusted input (docs/guarantees.md): a ``pyproject.toml`` in the current folder applies itself
 without being asked for, so it is read with the same care as a manifest. Only a regular file is opened
 (never a FIFO or a device), at most ``MAX_POLICY_BYTES`` are read, nesting is bounded before the TOML
 parser sees the text, every rule id must exist, and what a policy did is counted so that every report can

@@ -1,4 +1,4 @@
-"""The shared libraries mapped into this process (the dynamic truth, DESIGN §3)."""
+"""The shared libraries mapped into this process (the dynamic truth, docs/architecture.md)."""
 
 import os
 import sys

@@ -71,7 +71,7 @@ class Probe(object):
         from .interpreter import start_stdlib_check, stdlib_errors
 
         # Importing the stdlib's extension modules loads code: it belongs here, not in the static facts,
-        # and its child runs while torch imports (DESIGN §6: work hides behind the import).
+        # and its child runs while torch imports (docs/budgets.md: work hides behind the import).
         stdlib_check = start_stdlib_check()
         self.stage("gpu driver")
         self.result["gpu"] = gpu_driver()

@@ -4,7 +4,7 @@
 tomorrow cannot bypass it; envcheck applies the same functions (``envcheck.redact`` re-exports them) to
 what it reads back from a target (the result file, the stderr tail) and to the lines it prints.
 
-What counts as a secret (DESIGN §5.8):
+What counts as a secret (docs/guarantees.md):
 - a value whose *name* looks like a credential (``*_TOKEN``, ``*_KEY``, ``*PASSWORD*``, ``*SECRET*`` ...),
   under any prefix: ``TORCH_ACCESS_KEY`` and ``CUDA_LICENSE_KEY`` are as secret as ``AWS_SECRET_ACCESS_KEY``;
 - in any text: URL user-info (``https://user:PASS@host``, ``git+https://oauth2:TOKEN@host``, a password

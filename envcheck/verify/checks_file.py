@@ -1,7 +1,8 @@
 """A ``--checks`` file as input: found broken before anything runs, and blamed by file:line when the target
 cannot import it.
 
-Two moments, because envcheck never executes user code in its own process (DESIGN §3, §5.11):
+Two moments, because envcheck never executes user code in its own process (docs/architecture.md,
+docs/guarantees.md):
 
 - ``compile_checks_file`` before the suite starts: the file is read (a regular file, capped) and given to
   ``compile()``, which parses and compiles without running a line. A syntax error is a ``UsageError``

@@ -1,6 +1,6 @@
 """Run the smoke suite in the target interpreter: one process per group, a fresh one after a crash.
 
-Groups: ``main`` (every built-in check: one ``import torch`` for the whole CPU suite, DESIGN §6),
+Groups: ``main`` (every built-in check: one ``import torch`` for the whole CPU suite, docs/budgets.md),
 ``compile`` (``torch.compile``, opt-in, its own process) and ``custom`` (the user's checks, in their own
 process beside ``main``). With ``runtime_probe`` (the gate), the ``main`` group's process first runs the
 snapshot's runtime probe (``envcheck.target.probe``), so one ``import torch`` serves both; a process that

@@ -194,8 +194,8 @@ def test_diff_against_a_fresh_snapshot_of_this_machine() -> None:
 
 
 def test_the_diff_path_imports_no_heavy_module() -> None:
-    # DESIGN §6: diff of two files must start fast: no rich (text to a pipe is plain), no native parsers,
-    # (packaging is the reader of requirements and versions, imported on first use: DESIGN §5.4). Checked in a
+    # docs/budgets.md: diff of two files must start fast: no rich (text to a pipe is plain), no native
+    # parsers (packaging is the reader of requirements and versions, imported on first use). Checked in a
     # fresh interpreter.
     code = (
         "import sys\n"

@@ -1,4 +1,4 @@
-"""Budget benchmark (DESIGN §6: the CPU suite <= `import torch` + 5 s on 2 cores). Not a test: run it.
+"""Budget benchmark (docs/budgets.md: the CPU suite <= `import torch` + 5 s on 2 cores). Not a test: run it.
 
     python tests/verify/bench_verify_budget.py [--python PATH] [--runs N]
 
