@@ -214,7 +214,9 @@ class NativeSection:
     file; ``glibc_required`` the highest ``GLIBC_`` version any file needs and ``glibc_provided`` what the
     resolved libc defines; ``loaded`` the disagreements with the live process (None until reconciled).
     ``refused`` lists the files never opened and the wheel members never extracted, with the reason.
-    ``skipped`` says why no tree was made.
+    ``skipped`` says why no tree was made. ``hwcaps``: on Linux, the ``glibc-hwcaps`` levels this machine's
+    ld.so searches, best first (``x86-64-v3``...): a library under ``glibc-hwcaps/<level>/`` is the one
+    loaded on a CPU of that level, the plain copy beside it elsewhere.
     """
 
     loader: Literal["ld.so", "windows", "dyld"] | None = None
@@ -227,3 +229,4 @@ class NativeSection:
     loaded: list[LoadedDisagreement] | None = None
     refused: list[RefusedFile] | None = None
     skipped: str | None = None
+    hwcaps: list[str] | None = omitted_when_default(None)  # noqa: RUF009

@@ -61,6 +61,7 @@ def _snapshot_tree(
 ) -> NativeSection:
     from envcheck.files import is_inside
     from envcheck.manifest.native import RefusedFile
+    from envcheck.native.linux import LinuxResolver
     from envcheck.native.tree import Catalog, RootFile, Walker, is_extension
 
     catalog = Catalog()
@@ -118,7 +119,12 @@ def _snapshot_tree(
     system = manifest.platform.system if manifest.platform else platform.system()
     walker = Walker(catalog, {}, host=True, executable=_executable(python.executable), refused=refused)
     walker.resolvers = _host_resolvers(system, manifest, walker.probe)
-    return walker.walk(roots, verify_files=verify_files, integrity=integrity, deadline=deadline)
+    section = walker.walk(roots, verify_files=verify_files, integrity=integrity, deadline=deadline)
+    elf = walker.resolvers.get("elf")
+    if system == "Linux" and isinstance(elf, LinuxResolver) and elf.hwcaps:
+        # The machine's CPU level is a fact of the tree: the same files load other copies elsewhere.
+        section = dataclasses.replace(section, hwcaps=list(elf.hwcaps))
+    return section
 
 
 def _environment_roots(manifest: Manifest) -> list[str]:

@@ -96,6 +96,21 @@ def test_every_edge_from_torch_C_resolves(manifest: Manifest) -> None:
         assert interpreter and interpreter[0].key.startswith("interpreter:libpython")
 
 
+def test_the_snapshot_records_the_glibc_hwcaps_levels_ldso_searches(manifest: Manifest) -> None:
+    """The machine's CPU level is a fact of the tree: the levels ld.so lists as searched here."""
+    import re
+
+    ldso = next(
+        (p for p in ("/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-x86-64.so.2") if Path(p).exists()), None
+    )
+    if ldso is None:
+        pytest.skip("no x86-64 ld.so here")
+    text = subprocess.run([ldso, "--help"], capture_output=True, text=True, check=False, timeout=60).stdout
+    levels = re.findall(r"^\s+(x86-64-v\d) \(supported, searched\)", text, re.M)
+    assert manifest.native is not None
+    assert manifest.native.hwcaps == (levels or None)
+
+
 def test_deterministic_and_round_trips(manifest: Manifest) -> None:
     again = scan_for_snapshot(manifest, SnapshotOptions(probe=False))
     assert again == manifest.native
