@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from diffdata import Edit, dist_entry, manifest
+from test_windows_loader import old_runtime, windows
 
 from envcheck.diff.engine import doctor
 from envcheck.findings import Severity, catalog, get_rule
@@ -288,6 +289,10 @@ TRIGGERS: dict[str, tuple[str, tuple[Edit, ...], Severity, str]] = {
     "ENV-PROBE-FAILED": ("dev-cpu", (probe_crashed,), "error", "import torch"),
     "ENV-SHM-SMALL": ("dev-cpu", (docker_shm,), "warning", "/dev/shm"),
     "ENV-SITECUSTOMIZE": ("dev-cpu", (sitecustomize,), "warning", "sitecustomize"),
+    # A Windows customer machine's facts (the probe's answer after import torch failed), as
+    # tests/diff/test_windows_loader.py builds them; tests/windows records them for real under Wine.
+    "ENV-WIN-DLL-NOT-FOUND": ("dev-cpu", (windows(),), "error", "MSVCP140.dll"),
+    "ENV-WIN-VC-RUNTIME-OLD": ("dev-cpu", (old_runtime("14.34.31931.0"),), "error", "VC++ runtime"),
 }
 
 
