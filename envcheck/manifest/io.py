@@ -37,7 +37,7 @@ def dumps(manifest: Manifest, *, source: str = "the manifest to write") -> str:
     check_counts(data, source, action="not written")
     text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     check_values(text, source, action="not written")
-    size = len(text.encode("utf-8"))
+    size = len(text.encode("utf-8", "backslashreplace"))  # as outputs.write_output writes it
     if size > MAX_MANIFEST_BYTES:
         raise ManifestError(
             source, [f"{size} bytes, more than the {MAX_MANIFEST_BYTES} bytes a manifest may be: not written"]
