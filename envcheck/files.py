@@ -123,3 +123,21 @@ def read_capped(path: str, cap: int) -> bytes:
     finally:
         os.close(fd)
     return b"".join(chunks)
+
+
+def is_windows_path(path: str) -> bool:
+    r"""Whether ``path`` is written the Windows way (``C:\...``, ``\\server\share``, or any backslash),
+    wherever it was recorded: a manifest from a Windows machine is read on Linux too."""
+    return "\\" in path or (len(path) >= 2 and path[1] == ":" and path[0].isalpha())
+
+
+def same_path(a: str, b: str) -> bool:
+    """Whether two recorded paths name the same file as their own platform compares them: Windows paths in
+    any case and with either separator (``C:/Env/python.exe`` is ``c:\\env\\PYTHON.EXE``), others exactly."""
+    if a == b:
+        return True
+    if is_windows_path(a) and is_windows_path(b):
+        import ntpath
+
+        return ntpath.normcase(ntpath.normpath(a)) == ntpath.normcase(ntpath.normpath(b))
+    return False

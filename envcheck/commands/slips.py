@@ -20,8 +20,9 @@ if TYPE_CHECKING:
     from envcheck.manifest.model import Manifest
     from envcheck.manifest.verify import VerifySection
 
-# What ``--python`` takes, in the tips: any environment's interpreter.
-EXAMPLE_PYTHON = "path/to/venv/bin/python"
+# What ``--python`` takes, in the tips: any environment's interpreter, as typed on this machine (a Windows
+# venv keeps python.exe in Scripts).
+EXAMPLE_PYTHON = "path\\to\\venv\\Scripts\\python.exe" if os.name == "nt" else "path/to/venv/bin/python"
 
 
 def interpreter_path(python: str | None) -> str:

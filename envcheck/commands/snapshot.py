@@ -148,7 +148,9 @@ def _refuse_another(output: str, existing: Manifest, new: Manifest, *, label_giv
     old_host = existing.platform.hostname if existing.platform is not None else None
     new_host = new.platform.hostname if new.platform is not None else None
     differs = []
-    if existing.python.executable != new.python.executable:
+    from envcheck.files import same_path
+
+    if not same_path(existing.python.executable, new.python.executable):
         differs.append(f"interpreter {existing.python.executable} (this one: {new.python.executable})")
     if old_host and new_host and old_host != new_host:
         differs.append(f"host {old_host} (this one: {new_host})")

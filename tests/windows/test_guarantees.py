@@ -201,3 +201,19 @@ def test_redact_paths_writes_the_home_as_userprofile(
     # The embeddable CPython's user site is under the home (Wine's is C:\users\<name>).
     assert manifest["python"]["user_site"].startswith("%USERPROFILE%\\AppData\\")
     assert "c:\\users\\" not in out.read_text(encoding="utf-8").lower().replace("\\\\", "\\")
+
+
+def test_a_snapshot_replaces_its_own_manifest_named_in_another_case(
+    wine_session: Wine, tool: WinPython, customer: WinPython, tmp_path: Path
+) -> None:
+    """Windows compares paths in any case: the same interpreter typed in capitals is the same environment,
+    so its manifest is replaced, not refused as another environment's (exit 2 before)."""
+    out = windows_path(tmp_path / "env.json")
+    first = run_envcheck(
+        wine_session, tool, ["snapshot", "--python", customer.windows, "--no-verify", "-o", out]
+    )
+    assert first.returncode == 0, first.stderr[-3000:]
+    again = ["snapshot", "--python", customer.windows.upper(), "--no-verify", "-o", out]
+    second = run_envcheck(wine_session, tool, again)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "another environment" not in second.stderr

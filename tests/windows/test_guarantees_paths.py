@@ -4,6 +4,7 @@ The run under Wine is in ``test_guarantees.py``."""
 
 from __future__ import annotations
 
+from envcheck.files import same_path
 from envcheck.redact import PathRedactor
 
 
@@ -30,3 +31,15 @@ def test_a_posix_home_is_still_tilde_and_case_sensitive() -> None:
     redactor = PathRedactor("/home/ann", "ann")
     assert redactor.text("/home/ann/venv") == "~/venv"
     assert redactor.text("/HOME/ANN/venv") == "/HOME/ANN/venv"
+
+
+def test_windows_paths_compare_in_any_case_and_with_either_separator() -> None:
+    assert same_path("C:\\Env\\python.exe", "c:/env/PYTHON.EXE")
+    assert same_path("Z:\\tmp\\x\\..\\python.exe", "z:\\TMP\\python.exe")
+    assert not same_path("C:\\Env\\python.exe", "C:\\Env2\\python.exe")
+
+
+def test_posix_paths_compare_exactly() -> None:
+    assert same_path("/opt/env/bin/python", "/opt/env/bin/python")
+    assert not same_path("/opt/env/bin/python", "/OPT/env/bin/python")
+    assert not same_path("/opt/env/bin/python", "C:\\opt\\env\\bin\\python")
