@@ -96,6 +96,10 @@ class _File:
     needs: tuple[str, ...]  # the ``ref``s of the files it needs
 
 
+# A Windows absolute path: a drive letter, a colon and a separator (C:\..., Z:/...).
+_WINDOWS_ABSOLUTE = re.compile(r"[A-Za-z]:[\\/]")
+
+
 def _files(manifest: Manifest) -> list[_File]:
     """The manifest's native files: its native tree when there is one, else the RECORD hashes of each
     distribution's compiled files (a snapshot whose native scan was skipped). First of a key wins."""
@@ -107,7 +111,9 @@ def _files(manifest: Manifest) -> list[_File]:
             if ref in found:
                 continue
             _, _, inside = node.key.partition(":")
-            name = inside if inside and not node.key.startswith("/") else node.key
+            # "owner:path" names a file inside its owner; an absolute key (/usr/lib/..., C:\...) is a path.
+            absolute = node.key.startswith("/") or _WINDOWS_ABSOLUTE.match(node.key) is not None
+            name = inside if inside and not absolute else node.key
             match = _SHA256.fullmatch(node.identity or "")
             facts = {
                 "path": node.path,

@@ -167,3 +167,6 @@ def test_export_writes_a_cyclonedx_sbom(
     sbom = json.loads(out.read_text(encoding="utf-8"))
     assert sbom["bomFormat"] == "CycloneDX"
     assert any(c.get("name") == "torch" for c in sbom["components"])
+    # A file outside every distribution is named by its whole Windows path, drive letter included.
+    names = [c.get("name", "") for c in sbom["components"]]
+    assert any(n.lower().endswith("\\python\\vcruntime140.dll") and n[1:3] == ":\\" for n in names), names
