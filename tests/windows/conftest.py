@@ -113,6 +113,11 @@ def _filled(name: str, key: str, requirements: Sequence[str], *, drop: Sequence[
                 raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    # A folder of the same name under another key was filled for requirements that changed since: stale
+    # (600 MB for the customer's), and never used again by this checkout.
+    for stale in done.parent.glob(f"{name}-*"):
+        if stale != done:
+            shutil.rmtree(stale, ignore_errors=True)
     return done
 
 
