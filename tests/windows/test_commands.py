@@ -131,11 +131,14 @@ def test_gate_against_the_linux_dev_manifest(
     assert ET.parse(junit).getroot().tag in ("testsuites", "testsuite")
 
 
+@pytest.mark.parametrize("form", ["text", "json"])
 def test_scan_of_the_torch_folder_lists_what_the_machine_must_provide(
-    wine_session: Wine, tool: WinPython, customer: WinPython
+    wine_session: Wine, tool: WinPython, customer: WinPython, form: str
 ) -> None:
     torch = windows_path(customer.site / "torch")
-    done = _envcheck(wine_session, tool, ["scan", torch, "--format", "json"], code=0)
+    done = _envcheck(wine_session, tool, ["scan", torch, "--format", form], code=0)
+    if form == "json":
+        json.loads(done.stdout)
     assert "MSVCP140.dll" in done.stdout
     assert "c10.dll" in done.stdout
 
