@@ -68,6 +68,12 @@ _BOOT = (
 )
 
 
+# As the user types it on this machine: a Windows venv keeps python.exe in Scripts.
+_PYTHON_TIP = "Pass the path of a Python executable with --python (e.g. {}).".format(
+    ".venv\\Scripts\\python.exe" if os.name == "nt" else ".venv/bin/python"
+)
+
+
 def resolve_python(python: str | None) -> str:
     """The absolute path of the interpreter ``python`` names, resolved as a shell would: a bare name
     through ``PATH``, a path with a separator against the current folder; ``None`` is this interpreter.
@@ -87,18 +93,18 @@ def resolve_python(python: str | None) -> str:
         if found is None:
             raise ProbeError(
                 f"the target interpreter {python!r} is not a command on PATH",
-                tip="Pass the path of a Python executable with --python (e.g. .venv/bin/python).",
+                tip=_PYTHON_TIP,
             )
         path = Path(found).absolute()
     if not path.is_file():
         raise ProbeError(
             f"the target interpreter {path} does not exist",
-            tip="Pass the path of a Python executable with --python (e.g. .venv/bin/python).",
+            tip=_PYTHON_TIP,
         )
     if not os.access(path, os.X_OK):
         raise ProbeError(
             f"the target interpreter {path} is not executable",
-            tip="Pass the path of a Python executable with --python (e.g. .venv/bin/python).",
+            tip=_PYTHON_TIP,
         )
     return str(path)
 

@@ -173,3 +173,14 @@ def test_export_writes_a_cyclonedx_sbom(
     # A file outside every distribution is named by its whole Windows path, drive letter included.
     names = [c.get("name", "") for c in sbom["components"]]
     assert any(n.lower().endswith("\\python\\vcruntime140.dll") and n[1:3] == ":\\" for n in names), names
+
+
+def test_a_missing_interpreter_is_one_line_with_a_windows_tip(
+    wine_session: Wine, tool: WinPython, tmp_path: Path
+) -> None:
+    missing = windows_path(tmp_path) + "\\venv\\Scripts\\python.exe"
+    done = _envcheck(wine_session, tool, ["doctor", "--python", missing], code=2)
+    assert done.stderr.splitlines() == [
+        f"error: the target interpreter {missing} does not exist",
+        "Tip: Pass the path of a Python executable with --python (e.g. .venv\\Scripts\\python.exe).",
+    ]
