@@ -52,7 +52,7 @@ def scan_for_snapshot(manifest: Manifest, options: SnapshotOptions) -> NativeSec
             integrity=options.integrity,
             deadline=options.deadline,
         )
-    except Exception as e:  # partial failure is data (STYLE 6): the snapshot goes on
+    except Exception as e:  # partial failure is data: the snapshot goes on
         return NativeSection(skipped=f"native scan failed: {type(e).__name__}: {e}")
 
 

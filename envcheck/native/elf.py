@@ -10,7 +10,7 @@ Two readers with one result:
   the fast reader is tested against on every real binary, and the fallback for a file the fast reader
   declines (no program headers). It is not the hot path because pyelftools builds its ``construct``
   structures per file: measured 9 ms per library, 1.2 s for the 134 libraries of the torch CUDA venv,
-  8x the snapshot budget (DESIGN §6).
+  8x the snapshot budget (docs/budgets.md).
 
 Layouts: System V gABI, "Dynamic Section" and "Program Header"; symbol versioning: LSB Core, "Symbol
 Versioning" (Elfxx_Verneed / Elfxx_Vernaux / Elfxx_Verdef / Elfxx_Verdaux).

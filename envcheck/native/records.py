@@ -8,7 +8,7 @@ from types import MappingProxyType
 from typing import Literal, NamedTuple
 
 # NamedTuples, not dataclasses, for the per-file records: they are built in a hot loop and each dataclass
-# definition costs ~2 ms of import time, which envcheck snapshot pays on every run (DESIGN §6).
+# definition costs ~2 ms of import time, which envcheck snapshot pays on every run (docs/budgets.md).
 _NO_VERSIONS: Mapping[str, str] = MappingProxyType({})
 
 Format = Literal["elf", "pe", "macho"]

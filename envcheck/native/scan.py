@@ -31,7 +31,7 @@ from envcheck.native.windows import WindowsResolver
 from envcheck.probe.sessions import temporary_folder
 
 # A wheel is read member by member, and only native files and ``.dist-info/RECORD`` / ``WHEEL`` come out.
-# Every cap is named in the report when it skips a member (DESIGN §5.11). The caps leave room for real
+# Every cap is named in the report when it skips a member (docs/guarantees.md). The caps leave room for real
 # wheels: torch's CUDA wheel holds ~3 GB of native files, libtorch_cuda.so alone ~1.5 GB, compressed ~2-4x.
 # Members per wheel: torch's wheels hold ~13,000. The count and the size of the central directory are read
 # from its end record before the directory itself, so a wheel past either is refused unread.

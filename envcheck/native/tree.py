@@ -219,7 +219,7 @@ class Walker:
         self.resolvers = resolvers
         self.host = host
         self.scan_root = _norm(scan_root) if scan_root else None
-        # A scan opens only files whose real path stays inside the scanned tree (DESIGN §5.11).
+        # A scan opens only files whose real path stays inside the scanned tree (docs/guarantees.md).
         self.inside: tuple[str, ...] | None = (os.path.realpath(scan_root),) if scan_root else None
         # Files refused before the walk (RECORD entries leaving the tree, wheel members not extracted).
         self.refused = list(refused)

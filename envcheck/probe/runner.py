@@ -6,7 +6,7 @@ likes (the probe rewrites it after every step). Whatever the process then does �
 abort, hang — ``TargetRun`` holds the last result written and a ``ProbeOutcome`` saying how it ended.
 Only a target that cannot be started at all raises ``ProbeError``.
 
-The target is untrusted (DESIGN §11): it may print without end, write a 2 GB result, or start a daemon
+The target is untrusted (docs/guarantees.md): it may print without end, write a 2 GB result, or start a daemon
 that keeps its stderr open. So stderr is read by a thread into a bounded tail, the result file is read up
 to ``RESULT_MAX_BYTES``, the wait ends at a ``Deadline`` at which the target's whole session is killed,
 and the pipe is never waited on past a short grace. Each cap that cut something is named in the
@@ -36,7 +36,7 @@ from envcheck.target.copying import PACKAGE as TARGET_PACKAGE
 from envcheck.target.copying import copy_package
 
 if TYPE_CHECKING:
-    # Imported lazily: starting a probe must not wait for the manifest models (DESIGN §6).
+    # Imported lazily: starting a probe must not wait for the manifest models (docs/budgets.md).
     from envcheck.manifest.model import ProbeOutcome
 
 # The probe's entry module in the copy of envcheck.target that each target runs (envcheck/target/probe.py).
@@ -46,7 +46,7 @@ DEFAULT_TIMEOUT = 120.0
 # Bytes of stderr held in memory: STDERR_TAIL_CHARS characters of UTF-8 at 4 bytes each at most.
 _STDERR_KEEP_BYTES = 4 * STDERR_TAIL_CHARS
 # A real result is well under 1 MiB (a CUDA venv's runtime probe: ~200 KiB); 16 MiB of hostile JSON
-# still decodes in well under the 300 MB that hostile inputs may cost (DESIGN §6).
+# still decodes in well under the 300 MB that hostile inputs may cost (docs/budgets.md).
 RESULT_MAX_BYTES = 16 * 1024 * 1024
 # The JSON values a result may hold (a snapshot's manifest of the torch CPU venv holds ~15 k).
 RESULT_MAX_VALUES = 500_000
