@@ -47,6 +47,9 @@ NO_VC_RUNTIME = (
     + "=n"
 )
 
+_HOST_VARIABLES = frozenset(
+    ("PATH", "HOME", "USER", "LOGNAME", "LANG", "TMPDIR", "XDG_RUNTIME_DIR", "DISPLAY")
+)
 _WINE_DIRS = ("/usr/lib/wine", "/usr/lib64/wine", "/opt/wine-stable/bin")
 
 
@@ -95,7 +98,9 @@ class Wine:
         self.prefix = prefix
 
     def env(self, overrides: Mapping[str, str] | None = None, *, dll_overrides: str = "") -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("WINE", "PYTHON"))}
+        # Only what Wine itself needs: Wine passes the Unix environment on to every Windows program, so the
+        # test environment's VIRTUAL_ENV, PIP_* or PYTHON* would read as facts of the "customer machine".
+        env = {k: v for k, v in os.environ.items() if k in _HOST_VARIABLES or k.startswith("LC_")}
         env.update(WINEPREFIX=str(self.prefix), WINEDEBUG="-all", WINEDLLOVERRIDES=dll_overrides)
         env.update(overrides or {})
         return env
