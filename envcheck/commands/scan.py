@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from envcheck.commands._common import EXIT_FINDINGS, EXIT_OK, handles_errors, write_output
+from envcheck.commands._common import EXIT_FINDINGS, EXIT_OK, TimeoutOption, handles_errors, write_output
 
 
 class ScanFormat(str, Enum):
@@ -20,6 +20,7 @@ def scan(
     path: Annotated[str, typer.Argument(help="A .whl file, an unpacked tree or a site-packages folder.")],
     output_format: Annotated[ScanFormat, typer.Option("--format", help="Report format.")] = ScanFormat.text,
     output: Annotated[str | None, typer.Option("-o", "--output", help="Write the report to a file.")] = None,
+    timeout: TimeoutOption = 120.0,
 ) -> None:
     """Resolve the native libraries of a wheel or folder (any platform) the way its loader would.
 
@@ -30,12 +31,15 @@ def scan(
     """
     import json
 
+    from envcheck.deadline import Deadline
     from envcheck.manifest.codec import encode
     from envcheck.native import scan_path
     from envcheck.native.scan import format_text, is_broken
     from envcheck.redact import redact_strings, redact_text
 
-    section = scan_path(path)
+    # One deadline for the whole scan: extracting the wheel, listing the tree, reading every header. Past it
+    # the scan stops with one line naming the step and what it had done (exit 2).
+    section = scan_path(path, deadline=Deadline.after(timeout))
     # File names and paths of a tree can hold a credential's shape (a folder named after a token): the
     # report passes the redactor, as every report does.
     if output_format is ScanFormat.json:

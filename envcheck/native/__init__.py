@@ -249,15 +249,16 @@ def _foreign_files(roots: list[RootFile], catalog: Catalog) -> list[RootFile]:
     return out
 
 
-def scan_path(path: str) -> NativeSection:
+def scan_path(path: str, *, deadline: Deadline | None = None) -> NativeSection:
     """The tree of a wheel (``.whl``), an unpacked tree or a site-packages folder, for any platform,
     resolved only inside it: what lies outside is what the target machine must provide.
 
-    Raises ``UsageError`` when ``path`` does not exist or is not a wheel or a folder.
+    Raises ``UsageError`` when ``path`` does not exist or is not a wheel or a folder, and
+    ``DeadlineExpired`` when ``deadline`` passes before the scan is done.
     """
     from envcheck.native.scan import scan_target
 
-    return scan_target(path)
+    return scan_target(path, deadline=deadline)
 
 
 # Python imports every extension module with dlopen / LoadLibraryEx: those are not "dlopened" findings.

@@ -52,7 +52,7 @@ MAX_RECORD_BYTES = 64 * 1024**2
 _CHUNK = 1 << 20
 
 
-def scan_target(path: str) -> NativeSection:
+def scan_target(path: str, *, deadline: Deadline | None = None) -> NativeSection:
     """See ``envcheck.native.scan_path``. Raises ``UsageError`` on a bad path or a file that is not a
     wheel (not a zip); a hostile wheel that is a zip gives a report naming what was skipped and why."""
     target = Path(path)
@@ -69,11 +69,11 @@ def scan_target(path: str) -> NativeSection:
         # A folder an interrupt removes too, even while extraction is blocked in a worker.
         with temporary_folder("envcheck-scan-") as folder:
             tmp = str(folder)
-            skipped = _extract_native(target, tmp)
-            return scan_folder(tmp, display_root=tmp, refused=skipped, wheel=True)
+            skipped = _extract_native(target, tmp, deadline=deadline)
+            return scan_folder(tmp, display_root=tmp, refused=skipped, wheel=True, deadline=deadline)
     if not target.is_dir():
         raise UsageError(f"{path} is neither a file nor a folder")
-    return scan_folder(str(target), display_root=None)
+    return scan_folder(str(target), display_root=None, deadline=deadline)
 
 
 def _member_name_problem(name: str) -> str | None:
@@ -368,13 +368,19 @@ def _escaping_rows(root: str, dist: str, text: str) -> list[RefusedFile]:
 
 
 def scan_folder(
-    root: str, *, display_root: str | None, refused: Sequence[RefusedFile] = (), wheel: bool = False
+    root: str,
+    *,
+    display_root: str | None,
+    refused: Sequence[RefusedFile] = (),
+    wheel: bool = False,
+    deadline: Deadline | None = None,
 ) -> NativeSection:
     """The tree of every native file under ``root`` (RECORD-owned ones keyed by their distribution).
 
     Only regular files whose real path stays inside ``root`` are opened; a RECORD entry naming a path
     outside ``root`` is refused (``record-escape``) and never read; ``refused`` (wheel members skipped by
-    the extraction) is carried into the section."""
+    the extraction) is carried into the section. ``deadline``: checked while the tree is listed and before
+    each file is read (``DeadlineExpired``)."""
     root = os.path.abspath(root)
     catalog = Catalog(site_dirs=[os.path.normcase(root)])
     if display_root is not None:
@@ -407,6 +413,8 @@ def scan_folder(
     owned_tree = not any(e.endswith(".dist-info") for e in os.listdir(root))
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
+        if deadline is not None:
+            deadline.check("listing the tree", f"{len(roots)} native files found")
         for name in sorted(filenames):
             full = os.path.join(dirpath, name)
             rel = os.path.relpath(full, root).replace(os.sep, "/")
@@ -423,7 +431,7 @@ def scan_folder(
             roots[os.path.normcase(full)] = r
     walker = Walker(catalog, {}, host=False, scan_root=root, refused=skipped)
     walker.resolvers = _scan_resolvers(root, walker)
-    return walker.walk(list(roots.values()), verify_files=False)
+    return walker.walk(list(roots.values()), verify_files=False, deadline=deadline)
 
 
 def _role(path: str) -> Role:

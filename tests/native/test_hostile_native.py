@@ -587,3 +587,26 @@ def test_member_whose_data_outgrows_its_declared_size_is_cut_off(tmp_path: Path)
         "cannot be extracted: Bad CRC-32"
     )
     assert not section["nodes"]  # reported once, as not extracted, not again as "not on disk"
+
+
+# ------------------------------------------------------------------------------ the command's deadline
+
+
+def test_scan_takes_one_deadline_for_the_whole_command(elf_tree: ElfTree, tmp_path: Path) -> None:
+    """``scan --timeout`` bounds the listing and the reading of the tree (a tree of many thousands of
+    libraries, or a slow file system): past it, one line naming the step and what was done, exit 2. Here the
+    deadline has already passed, so the stop is certain on any machine; the CLI's own option is checked on
+    the same tree within the hostile-input bounds."""
+    from envcheck.deadline import Deadline, DeadlineExpired
+    from envcheck.native import scan_path
+
+    tree = tmp_path / "many"
+    (tree / "lib").mkdir(parents=True)
+    for i in range(200):  # hard links: 200 libraries for the price of one
+        os.link(elf_tree / "lib/libleaf.so", tree / "lib" / f"libleaf{i}.so")
+    passed = Deadline(at=0.0, seconds=1.0)
+    with pytest.raises(DeadlineExpired, match=r"passed while listing the tree \(0 native files found\)"):
+        scan_path(str(tree), deadline=passed)
+    code, out, err = _scan(tree, "--timeout", "5")
+    assert code == 0, err
+    assert "libleaf199.so" in out
