@@ -51,6 +51,26 @@ def cell(text: str | None) -> str:
     return "<br>".join(markdown(line) for line in text.replace("\r\n", "\n").split("\n"))
 
 
+def remedy_cell(text: str | None) -> str:
+    """A remedy's cell: each command it quotes between backticks as a code span, so it copies exactly as
+    written (GitHub pings and links nothing inside code, so it needs no invisible joiner there), and the
+    prose around it as ``cell``. Inside the span only what could break it is changed: a ``|`` (GFM tables
+    split cells before inline code) is ``\\|``, control characters and newlines are visible. A remedy whose
+    backticks do not pair (a hostile value holding one) is all prose."""
+    if not text:
+        return "—"
+    parts = text.split("`")
+    if len(parts) % 2 == 0:
+        return cell(text)
+    shown = []
+    for i, part in enumerate(parts):
+        if i % 2 == 0:
+            shown.append(cell(part) if part else "")
+        elif part.strip():
+            shown.append("`" + one_line(part).replace("|", "\\|") + "`")
+    return "".join(shown)
+
+
 def rule_code(rule: str) -> str:
     """A rule id as inline code when it has the catalog's shape (nothing in it can end the code span)."""
     return f"`{rule}`" if _RULE_ID.fullmatch(rule) else cell(rule)
@@ -163,7 +183,7 @@ class MarkdownFormat(ReportFormat):
                 ("*reference:* " if mark and f.base else "") + cell(f.base),
                 ("*found:* " if mark and f.target else "") + cell(f.target),
                 why,
-                cell(f.remedy),
+                remedy_cell(f.remedy),
             ]
             rows.append("| " + " | ".join(values) + " |")
         return rows

@@ -4,7 +4,8 @@ GitHub turns ``@name`` into a mention (a notification) and, by GFM's extended au
 ``https://`` / ``ftp://`` URLs, ``www.`` hosts and e-mail addresses into links. Manifest strings carry all
 of them (a package's ``direct_url``, an index URL, a maintainer's address, a hostile name). The report is
 parsed with markdown-it (CommonMark and tables, as tests/report does) and every text a reader sees (text
-nodes and the text of envcheck's own ``<summary>``) is checked against the rule of what GitHub links."""
+nodes and the text of envcheck's own ``<summary>``) is checked against the rule of what GitHub links.
+Inside code spans GitHub links and pings nothing: a remedy's command is one, and copies exactly."""
 
 from __future__ import annotations
 
@@ -45,16 +46,16 @@ _PARSER = MarkdownIt("commonmark").enable("table")
 _TAG = re.compile(r"<[^>]*>")
 
 
-def seen_text(report: str) -> list[str]:
-    """Every text of the rendered report a GitHub reader sees: text and code nodes, and the text of raw
-    HTML blocks (``<summary>``) with their tags taken away."""
+def seen_text(report: str, kind: str = "text") -> list[str]:
+    """Every text of the rendered report a GitHub reader sees (``kind="text"``: text nodes, and the text of
+    raw HTML blocks (``<summary>``) with their tags taken away), or its code spans (``"code_inline"``)."""
     out = []
     for token in _PARSER.parse(report):
-        if token.type == "html_block":
+        if token.type == "html_block" and kind == "text":
             out.append(_TAG.sub(" ", token.content))
         for child in token.children or []:
             assert child.type != "link_open", child
-            if child.type in ("text", "code_inline"):
+            if child.type == kind:
                 out.append(child.content)
     return out
 
@@ -94,6 +95,8 @@ def test_a_markdown_report_neither_pings_nor_links() -> None:
         texts = seen_text(report)
         assert any("octocat" in t for t in texts) and any("evil.example" in t for t in texts)
         assert linked(texts) == [], linked(texts)
+        # The remedy's command is a code span, with no joiner: pasted, it is the command as written.
+        assert "pip install 'x @ " + LINKY[2] + "'" in seen_text(report, "code_inline")
 
 
 def test_ordinary_text_is_unchanged() -> None:
