@@ -127,6 +127,7 @@ def path_origins(entries):
         if key and key not in kinds:
             inside = any(key == o or key.startswith(o.rstrip(os.sep) + os.sep) for o in own)
             kinds[key] = "base-site" if venv and not inside else "site"
+    kinds.update(pth_file_kinds(os.path.dirname(sys.executable or "")))
     wanted = {k for k in (_key(e) for e in entries) if k}
     scanned = ([site.getusersitepackages()] if user else []) + site_dirs
     added_by = pth_entries(scanned, wanted)
@@ -153,6 +154,41 @@ def path_origins(entries):
             origin = "other"
         out.append({"path": entry, "origin": origin, "pth": pth})
     return out
+
+
+def pth_file_kinds(home):
+    """``{entry key: "stdlib" | "site"}`` for the paths a ``._pth`` file beside the interpreter lists (the
+    embeddable CPython for Windows: such a file replaces the whole computed ``sys.path``). Its zip and its
+    own folder (``.``) hold the standard library; every other folder it lists is where packages are put.
+    ``{}`` without one. Read as ``pth_entries`` reads a .pth: a regular file, capped, never run."""
+    import stat
+
+    kinds = {}
+    try:
+        names = sorted(n for n in os.listdir(home) if n.endswith("._pth"))
+    except (OSError, ValueError, TypeError):
+        return kinds
+    for name in names[:2]:  # CPython reads python3XY._pth (beside the DLL) or python._pth (beside the exe)
+        path = os.path.join(home, name)
+        try:
+            # Non-blocking, and checked on the descriptor: a FIFO or a device is never read.
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            with os.fdopen(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    continue
+                text = f.read(MAX_PTH_BYTES).decode("utf-8", "replace")
+        except OSError:
+            continue
+        for raw in text.splitlines()[:1000]:
+            line = raw.strip()
+            if not line or line.startswith(("#", "import ")):
+                continue
+            key = _key(os.path.join(home, line))
+            if key and key not in kinds:
+                stdlib = line == "." or line.lower().endswith(".zip")
+                kinds[key] = "stdlib" if stdlib else "site"
+        break
+    return kinds
 
 
 def pth_entries(site_dirs, wanted):
