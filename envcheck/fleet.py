@@ -268,10 +268,10 @@ class _Runner:
     def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         if self._pool is None:
             return
-        if kind is not None:
-            # Stopped (the deadline, an interrupt): the workers' chunks in flight are not waited for.
-            for process in list((getattr(self._pool, "_processes", None) or {}).values()):
-                process.kill()
+        # Stopped or done, what was not started is cancelled; what a worker has started (one item each, see
+        # ``map``) ends on its own. Workers are never killed: one killed while writing a large result leaves
+        # a partial message in the result pipe, and the executor's thread then waits for its end forever
+        # (seen: a fleet diff at --timeout 1 hung until killed).
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def map(
@@ -281,8 +281,9 @@ class _Runner:
         ``TimeoutError``."""
         if self._pool is None or len(items) <= 1:
             return map(fn, items)
-        # Chunks amortise the round trips; a few per worker keep the load balanced.
-        chunk = max(1, min(64, len(items) // (self.jobs * 8)))
+        # Chunks amortise the round trips; a few per worker keep the load balanced. Under a deadline a
+        # worker takes one item at a time, so that stopping waits for one item each, not for a chunk.
+        chunk = 1 if deadline is not None else max(1, min(64, len(items) // (self.jobs * 8)))
         timeout = deadline.remaining() if deadline is not None else None
         return iter(self._pool.map(fn, items, chunksize=chunk, timeout=timeout))
 

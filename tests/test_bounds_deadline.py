@@ -167,23 +167,31 @@ def test_a_fleet_stops_reading_at_the_deadline(tmp_path: Path) -> None:
         )
 
 
-def _fleet(folder: Path, count: int, lines: int) -> Path:
+def _fleet(folder: Path, count: int, lines: int, marker: str = "") -> Path:
+    """``count`` distinct environments, each with ``lines`` requirement lines no environment meets (one
+    finding each), or that hold nowhere with ``marker="; python_version < '3'"`` (work for every rule, no
+    finding)."""
     folder.mkdir()
     data = json.loads(TWIN.read_text(encoding="utf-8"))
     for k in range(count):
-        data["packages"][0]["requires"] = [f"pkg{k}x{i}>=1.0" for i in range(lines)]
+        data["packages"][0]["requires"] = [f"pkg{k}x{i}>=1.0{marker}" for i in range(lines)]
         (folder / f"m{k:04d}.json").write_text(json.dumps(data), encoding="utf-8")
     return folder
 
 
 @pytest.mark.slow
 def test_a_fleet_diff_ends_at_its_timeout_with_its_workers(tmp_path: Path) -> None:
-    """400 distinct environments of 2,000 unmet requirement lines each: minutes of diffing on any machine
-    (here ~0.5 s each); at --timeout 1 the command stops, the workers' chunks in flight are not waited for
-    (they made it run 8.5 s), and it says how far it got."""
-    fleet = _fleet(tmp_path / "fleet", 400, 2000)
+    """400 distinct environments of 2,000 requirement lines each: about 3 s of diffing on 2 cores; at
+    --timeout 1 the command stops, each worker finishes only the one environment it had started (chunks
+    in flight made it run 8.5 s; killing the workers instead could hang it for good), and it says how far
+    it got."""
+    # Markers that hold nowhere: work without findings, so the report's findings cap (which stops a fleet
+    # too) is not what stops this one.
+    fleet = _fleet(tmp_path / "fleet", 400, 2000, marker="; python_version < '3'")
     result = run_bounded(envcheck_argv("diff", "--timeout", "1", str(TWIN), str(fleet)), timeout=1)
     assert_bounded(result, timeout=1, tree=True)
+    if result.returncode in (0, 1):  # measured, not assumed: here 127 of the 400 are diffed in that second
+        pytest.skip("this machine diffed all 400 environments within --timeout 1: nothing was left to stop")
     assert result.returncode == 2, result.stderr
     first = result.stderr.splitlines()[0]
     assert first.startswith("error: the command's deadline (--timeout 1 s) passed while reading and diffing")
