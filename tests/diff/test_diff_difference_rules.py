@@ -74,6 +74,18 @@ def predicted(**section: Any) -> Edit:
     return edit
 
 
+def refused_member(d: dict[str, Any]) -> None:
+    """A predicted wheel's member that the extraction refused (a zip bomb's, over the ratio cap)."""
+    d["native"]["refused"] = [
+        {
+            "path": "torch/lib/bomb.dll",
+            "owner": "torch",
+            "kind": "member-cap",
+            "reason": "inflates 1000:1, over the 100:1 ratio cap",
+        }
+    ]
+
+
 def no_torch(d: dict[str, Any]) -> None:
     drop_package("torch")(d)
     d["torch"] = {"trees": [], "static": None, "runtime": None}
@@ -349,6 +361,14 @@ CASES: dict[str, tuple[str, tuple[Edit, ...], str, tuple[Edit, ...], Severity, s
         (drop_package("ruff"), predicted()),
         "info",
         "1 distribution",
+    ),
+    "ENV-PREDICT-REFUSED": (
+        "dev-cpu",
+        (),
+        "dev-cpu",
+        (predicted(), refused_member),
+        "warning",
+        "1 refused file",
     ),
 }
 
