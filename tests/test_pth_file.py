@@ -19,7 +19,7 @@ from envcheck.target.interpreter import pth_file_kinds
 
 
 def key(path: Path) -> str:
-    return os.path.normcase(os.path.abspath(path))
+    return os.path.normcase(path.absolute())
 
 
 def test_the_embeddable_distributions_own_pth_file(tmp_path: Path) -> None:
@@ -46,7 +46,7 @@ def test_no_pth_file_and_hostile_ones(tmp_path: Path) -> None:
     assert pth_file_kinds(str(tmp_path / "missing")) == {}
     os.mkfifo(tmp_path / "python311._pth")  # never opened for reading past its type
     assert pth_file_kinds(str(tmp_path)) == {}
-    os.remove(tmp_path / "python311._pth")
+    (tmp_path / "python311._pth").unlink()
     huge = b"lib\n" * 5 + b"x" * (2 << 20) + b"\nlater\n"
     (tmp_path / "python311._pth").write_bytes(huge)
     kinds = pth_file_kinds(str(tmp_path))

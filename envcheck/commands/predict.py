@@ -60,8 +60,8 @@ def predict(
         str,
         typer.Option(
             "--resolver",
-            help="`pip`, `uv` or `auto`: uv where it is installed (envcheck[uv], or on PATH) and can name the "
-            "target's platform, else pip.",
+            help="`pip`, `uv` or `auto`: uv where it is installed (envcheck[uv], or on PATH) and can name "
+            "the target's platform, else pip.",
         ),
     ] = "auto",
     save: Annotated[
