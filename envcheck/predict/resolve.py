@@ -307,26 +307,15 @@ def _uv_compile(
 ) -> _Pip:
     """One ``uv pip compile`` in place of pip's dry run: the same pins and constraints, its lock read back
     as pip's report (``envcheck.predict.uv``). Its messages name a failing pin as pip's do."""
-    from envcheck.predict.uv import lock_report, uv_argv, uv_binary, uv_environment, uv_platform
+    from envcheck.predict.uv import lock_report, uv_binary, uv_environment, uv_platform
     from envcheck.probe import sessions
 
     uv, platform = uv_binary(), uv_platform(target)
     assert uv is not None and platform is not None
-    folder.mkdir(parents=True, exist_ok=True)
-    pins, constraints, lock = folder / "pins.txt", folder / "constraints.txt", folder / "pylock.toml"
-    pins.write_text("".join(f"{n}=={v}\n" for n, v in sorted(pinned.values())), encoding="utf-8")
-    constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(constrained.values())), encoding="utf-8")
-    argv = uv_argv(
-        uv,
-        target,
-        platform[0],
-        index_url=options.index_url,
-        extra_index_urls=options.extra_index_urls,
-        find_links=options.find_links,
-        pins=pins,
-        constraints=constraints,
-        lock=lock,
+    argv = _uv_compile_argv(
+        uv, target, platform[0], options, sorted(pinned.values()), sorted(constrained.values()), folder
     )
+    lock = folder / "pylock.toml"
     log_path = folder / "uv.log"
     timeout = options.remaining(f"resolving for {target.platform}")
     env = uv_environment({**platform[1], **own_temp(folder)})
@@ -438,26 +427,44 @@ def pip_command(manifest: Manifest, target: PredictTarget, options: IndexOptions
 def uv_command(manifest: Manifest, target: PredictTarget, options: IndexOptions, folder: Path) -> list[str]:
     """The ``uv pip compile`` command line of the first resolution ``resolve`` runs with uv for ``manifest``
     (``ci/bench.py`` times it beside pip's dry run); its environment needs ``uv_platform(target)[1]``."""
-    from envcheck.predict.uv import uv_argv, uv_binary, uv_platform
+    from envcheck.predict.uv import uv_binary, uv_platform
 
     uv, platform = uv_binary(), uv_platform(target)
     if uv is None or platform is None:
         raise UsageError(f"uv is not installed or cannot resolve for {target.platform}")
     roots, constraints, _ = pip_inputs(manifest)
+    pinned = [(d.name, pin(d.version)) for d in roots]
+    return _uv_compile_argv(
+        uv, target, platform[0], options, pinned, [(d.name, pin(d.version)) for d in constraints], folder
+    )
+
+
+def _uv_compile_argv(
+    uv: str,
+    target: PredictTarget,
+    platform: str,
+    options: IndexOptions,
+    pinned: Iterable[tuple[str, str]],
+    constrained: Iterable[tuple[str, str]],
+    folder: Path,
+) -> list[str]:
+    """``uv pip compile`` of ``pinned`` with ``constrained`` as constraints: both files written in
+    ``folder``, the lock to ``folder / "pylock.toml"``, the indexes of ``options``."""
+    from envcheck.predict.uv import uv_argv
+
     folder.mkdir(parents=True, exist_ok=True)
-    pins, constraint_file = folder / "pins.txt", folder / "constraints.txt"
-    pins.write_text("".join(f"{d.name}=={pin(d.version)}\n" for d in roots), encoding="utf-8")
-    lines = "".join(f"{d.name}=={pin(d.version)}\n" for d in constraints)
-    constraint_file.write_text(lines, encoding="utf-8")
+    pins, constraints = folder / "pins.txt", folder / "constraints.txt"
+    pins.write_text("".join(f"{n}=={v}\n" for n, v in pinned), encoding="utf-8")
+    constraints.write_text("".join(f"{n}=={v}\n" for n, v in constrained), encoding="utf-8")
     return uv_argv(
         uv,
         target,
-        platform[0],
+        platform,
         index_url=options.index_url,
         extra_index_urls=options.extra_index_urls,
         find_links=options.find_links,
         pins=pins,
-        constraints=constraint_file,
+        constraints=constraints,
         lock=folder / "pylock.toml",
     )
 
