@@ -231,7 +231,7 @@ def gate_breakdown(py: str, work: Path, n: int) -> dict[str, tuple[float, float]
     from envcheck.commands.verify import run_gate
     from envcheck.diff.policy import Policy
     from envcheck.manifest.io import load
-    from envcheck.probe.runner import run_target
+    from envcheck.process.runner import run_target
     from envcheck.verify.imports import APP_IMPORTS_MODULE, run_imports
     from envcheck.verify.runner import RuntimeProbe, run_suite
 
@@ -247,7 +247,7 @@ def gate_breakdown(py: str, work: Path, n: int) -> dict[str, tuple[float, float]
         return run_target(py, module=APP_IMPORTS_MODULE, args=[config], timeout=120)
 
     def flow() -> object:
-        from envcheck import flows
+        from envcheck.app import flows
 
         live, suite, imports = held["live"], held["suite"], held["imports"]
         return flows.gate("ref", base, live, suite, Policy(), strict=False, imports=imports)

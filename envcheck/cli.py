@@ -142,7 +142,7 @@ def main() -> None:
     teardown only frees objects (two decoded manifests in a diff): skip it, as the exit code is known.
 
     Ctrl-C and SIGTERM end every target process and remove every registered temp folder at once (see
-    ``envcheck.probe.sessions``), then print ``interrupted`` and exit 130. On Linux envcheck is the
+    ``envcheck.process.sessions``), then print ``interrupted`` and exit 130. On Linux envcheck is the
     subreaper of its targets' descendants, so even a daemon that left a target's session ends with it.
     A manifest is only written at the very end, atomically, so an interrupt leaves the previous one as it
     was.
@@ -150,7 +150,7 @@ def main() -> None:
     import os
     import sys
 
-    from envcheck.probe import sessions
+    from envcheck.process import sessions
 
     sessions.install_interrupt_handlers()
     sessions.adopt_orphans()

@@ -12,7 +12,7 @@
 - the dependency graph: which native file needs which (as the platform loader resolved it), which
   distribution requires which (requirements whose markers hold on the manifest's platform, and the extras
   another installed distribution asks for: torch's ``cuda-toolkit[cublas,...]`` brings cuda-toolkit's
-  ``nvidia-cublas``; the requirement graph the diff rules read, ``envcheck.diff.rules._requirements``)
+  ``nvidia-cublas``; the requirement graph the diff rules read, ``envcheck.manifest.requirements``)
   and which files it ships (also nested in its component), and the environment (the BOM's subject)
   depending on every distribution: everything is reachable from the subject;
 - the manifest's facts (Python, platform, torch version and variant, label) as metadata properties in the
@@ -21,7 +21,7 @@
 The same manifest gives the same bytes: the serial number is derived from the manifest's canonical text,
 the timestamp is the manifest's own ``meta.created``, and components are sorted. Manifests were redacted
 when they were written; strings are carried as data (lone surrogates shown as ``\\uXXXX``, so the output is
-valid UTF-8) after the redactor (``envcheck.redact``): a hand-made or hostile manifest's credentials do
+valid UTF-8) after the redactor (``envcheck.core.redact``): a hand-made or hostile manifest's credentials do
 not reach the SBOM. A name cannot move its purl into a namespace: a ``/`` in it is percent-encoded.
 cyclonedx-python-lib is imported only here, when an export runs.
 """
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from envcheck.errors import EnvcheckError
+from envcheck.core.errors import EnvcheckError
 from envcheck.manifest.model import Manifest, canonical
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class ExportError(EnvcheckError):
 def _text(value: object) -> str:
     """A manifest string as valid UTF-8 data, credentials redacted: a lone surrogate (an undecodable file
     name) as ``\\uXXXX``."""
-    from envcheck.redact import redact_text
+    from envcheck.core.redact import redact_text
 
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", redact_text(str(value)))
 
@@ -160,8 +160,8 @@ def _requirement_graph(manifest: Manifest) -> dict[str, tuple[str, ...]]:
     """Canonical name -> the canonical names it requires on the manifest's machine: markers evaluated
     there, extras followed as the installed distributions ask for them (``cuda-toolkit[cublas]`` brings
     cuda-toolkit's ``extra == "cublas"`` requirements). Unparseable lines are left out."""
-    from envcheck.diff.rules._requirements import graph
-    from envcheck.diff.rules.base import views
+    from envcheck.manifest.query import views
+    from envcheck.manifest.requirements import graph
 
     with views(manifest):
         g = graph(manifest)

@@ -17,7 +17,7 @@ With ``--envcheck=MANIFEST`` the run gets, in front of its own tests:
 
 The gate runs once, when the first of these items runs (``--collect-only`` runs nothing): the same flow as
 ``envcheck gate MANIFEST --python PY`` (a live snapshot and the smoke suite, side by side, then
-``envcheck.flows.gate``). A manifest or policy that cannot be read is a usage error before any test runs.
+``envcheck.app.flows.gate``). A manifest or policy that cannot be read is a usage error before any test runs.
 Under pytest-xdist each worker runs the gate once for the items it receives.
 """
 
@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from envcheck.app.flows import Report
+    from envcheck.core.findings import Finding, Severity
     from envcheck.diff.policy import Policy
-    from envcheck.findings import Finding, Severity
-    from envcheck.flows import Report
     from envcheck.manifest.model import Manifest
 
 FAIL_ON = ("error", "warning", "info")
@@ -109,9 +109,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 def _usage_error(e: Exception) -> pytest.UsageError:
     """One line, as envcheck's CLI says it (redacted, escaped for the terminal)."""
-    from envcheck.errors import EnvcheckError
-    from envcheck.escape import one_line
-    from envcheck.redact import redact_text
+    from envcheck.core.errors import EnvcheckError
+    from envcheck.core.escape import one_line
+    from envcheck.core.redact import redact_text
 
     tip = f" ({e.tip})" if isinstance(e, EnvcheckError) and e.tip else ""
     return pytest.UsageError(one_line(redact_text(f"--envcheck: {e}{tip}")))
@@ -189,10 +189,10 @@ class Gate:
         cls, manifest: Path, *, python: str | None, fail_on: str, policy: str | None, timeout: float
     ) -> Gate:
         """The manifest and the policy read, the items' names known. Raises ``pytest.UsageError``."""
-        from envcheck import flows
+        from envcheck.app import flows
         from envcheck.commands.diff import load_rules_policy
-        from envcheck.errors import EnvcheckError
-        from envcheck.findings import catalog
+        from envcheck.core.errors import EnvcheckError
+        from envcheck.core.findings import catalog
         from envcheck.manifest.io import load
 
         if timeout < 1:
@@ -240,12 +240,12 @@ class Gate:
             except Exception as e:
                 import os
 
-                from envcheck.errors import EnvcheckError
+                from envcheck.core.errors import EnvcheckError
 
                 if os.environ.get("ENVCHECK_DEBUG"):  # as the CLI: the traceback, for a bug report
                     raise
-                from envcheck.escape import one_line
-                from envcheck.redact import redact_text
+                from envcheck.core.escape import one_line
+                from envcheck.core.redact import redact_text
 
                 what = str(e) if isinstance(e, EnvcheckError) else f"internal error: {type(e).__name__}: {e}"
                 self.error = one_line(redact_text(f"envcheck gate could not run: {what}"))
@@ -254,7 +254,7 @@ class Gate:
 
     def _run(self) -> Outcome:
         from envcheck.commands.verify import run_gate
-        from envcheck.findings import at_or_above
+        from envcheck.core.findings import at_or_above
 
         report, current, _ = run_gate(self.manifest_path, self.base, self.policy, self.python, self.timeout)
         by_item: dict[str, list[Finding]] = {}
@@ -271,7 +271,7 @@ class Gate:
 
     def _owner(self, finding: Finding) -> str:
         """The item a finding belongs to: its rule's family, else its smoke check, else the suite item."""
-        from envcheck.findings import get_rule
+        from envcheck.core.findings import get_rule
 
         rule = get_rule(finding.rule)
         if rule is not None and rule.kind != "verify":
@@ -283,7 +283,7 @@ class Gate:
 
 
 def _summary_line(report: Report, failing: int, fail_on: Severity) -> str:
-    from envcheck.escape import one_line
+    from envcheck.core.escape import one_line
     from envcheck.report.interface import severity_counts
 
     # "1 error, 3 warnings, 2 info": worst first, each word in the plural its number takes.
@@ -308,7 +308,7 @@ class EnvcheckItem(pytest.Item):
         self.owner = owner
 
     def runtest(self) -> None:
-        from envcheck.findings import at_or_above
+        from envcheck.core.findings import at_or_above
 
         outcome = self.gate.outcome()
         mine = outcome.by_item.get(self.owner, [])
@@ -340,7 +340,7 @@ class EnvcheckItem(pytest.Item):
 def _describe(findings: Sequence[Finding]) -> str:
     """Each finding as the text report says it, redacted: severity, rule, subject, message, remedy, cause; a
     root cause before the findings it causes (``envcheck.report.interface.groups``), never after them."""
-    from envcheck.escape import terminal
+    from envcheck.core.escape import terminal
     from envcheck.report import redacted
     from envcheck.report.interface import groups
 
@@ -360,7 +360,7 @@ def _describe(findings: Sequence[Finding]) -> str:
 
 
 def _one_line(text: str) -> str:
-    from envcheck.escape import one_line
+    from envcheck.core.escape import one_line
 
     return one_line(text)
 
@@ -390,7 +390,7 @@ def _check_of(subject: str, checks: Sequence[str]) -> str | None:
 def _node_name(check: str) -> str:
     """A check name (from the manifest: untrusted) inside a node id, which pytest prints raw: control
     characters shown as ``\\xNN``; ``::`` separates nodes, and ``[`` starts a parameter id."""
-    from envcheck.escape import one_line
+    from envcheck.core.escape import one_line
 
     return one_line(check).replace("::", "__").replace("[", "(").replace("]", ")")
 

@@ -14,19 +14,11 @@ PACKAGE = Path(__file__).parent.parent / "envcheck"
 # Lowest first. A module may import its own layer or a lower one. The target package runs inside another
 # interpreter and imports nothing of envcheck at all (tests/test_probe_compat.py checks that).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("envcheck.target",),
-    (
-        "envcheck.errors",
-        "envcheck.deadline",
-        "envcheck.findings",
-        "envcheck.files",
-        "envcheck.outputs",
-        "envcheck.redact",
-        "envcheck.escape",
-    ),
+    ("envcheck.inside",),
+    ("envcheck.core",),
     ("envcheck.manifest",),
     (
-        "envcheck.probe",
+        "envcheck.process",
         "envcheck.native",
         "envcheck.diff",
         "envcheck.verify",
@@ -35,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "envcheck.lock",
     ),
     ("envcheck.report", "envcheck.export"),
-    ("envcheck.flows", "envcheck.fleet", "envcheck.cluster"),
+    ("envcheck.app", "envcheck.cluster"),
     ("envcheck.commands",),
     ("envcheck.cli", "envcheck.__main__", "envcheck.pytest_plugin", "envcheck.cluster.__main__"),
 )
@@ -158,7 +150,7 @@ def _known() -> set[str]:
 def test_the_scan_sees_imports() -> None:
     # Guards the tests above against a walker that silently finds nothing.
     graph = _graph()
-    assert ("envcheck.findings", 17) in graph["envcheck.flows"] or any(
-        i == "envcheck.findings" for i, _ in graph["envcheck.flows"]
+    assert ("envcheck.core.findings", 17) in graph["envcheck.app.flows"] or any(
+        i == "envcheck.core.findings" for i, _ in graph["envcheck.app.flows"]
     )
     assert any(i.startswith("envcheck.report") for i, _ in graph["envcheck.commands._common"])

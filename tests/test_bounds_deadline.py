@@ -1,5 +1,5 @@
-"""One deadline for the whole command (``envcheck.deadline``): ``--timeout`` bounds envcheck's own work on
-what a target reports, not only the target.
+"""One deadline for the whole command (``envcheck.core.deadline``): ``--timeout`` bounds envcheck's own work
+on what a target reports, not only the target.
 
 The hostile case: an interpreter that "loads" hundreds of large files no RECORD owns (a ``sitecustomize``
 that maps one page of each of 300 sparse 500 MiB files), so that envcheck would hash 150 GB of them. Before
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from hostile import assert_bounded, envcheck_argv, run_bounded
 
-from envcheck.deadline import OWN_WORK_GRACE_S, Deadline, DeadlineExpired
+from envcheck.core.deadline import OWN_WORK_GRACE_S, Deadline, DeadlineExpired
 from envcheck.native.hashing import Hasher, file_sha256, hash_files
 
 LIBS = 300
@@ -127,10 +127,10 @@ def test_a_step_inside_the_command_takes_the_earlier_deadline() -> None:
 
 
 def test_the_probes_runner_still_exports_the_deadline() -> None:
-    from envcheck.probe import runner
+    from envcheck.process import runner
 
     assert runner.Deadline is Deadline
-    assert sys.modules["envcheck.deadline"].Deadline is Deadline
+    assert sys.modules["envcheck.core.deadline"].Deadline is Deadline
 
 
 TWIN = Path(__file__).parent / "data" / "manifests" / "twin-a.json"
@@ -138,7 +138,7 @@ TWIN = Path(__file__).parent / "data" / "manifests" / "twin-a.json"
 
 @pytest.mark.slow
 def test_diff_and_doctor_stop_between_rules_at_the_deadline() -> None:
-    from envcheck import flows
+    from envcheck.app import flows
     from envcheck.diff.policy import Policy
     from envcheck.manifest.io import load
 
@@ -152,7 +152,7 @@ def test_diff_and_doctor_stop_between_rules_at_the_deadline() -> None:
 
 
 def test_a_fleet_stops_reading_at_the_deadline(tmp_path: Path) -> None:
-    from envcheck.fleet import base_document, diff_files
+    from envcheck.app.fleet import base_document, diff_files
 
     base, fingerprint = base_document(str(TWIN))
     with pytest.raises(
@@ -202,7 +202,7 @@ def test_a_fleet_of_more_manifests_than_a_diff_reads_is_refused_unlisted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from envcheck.commands import diff
-    from envcheck.errors import UsageError
+    from envcheck.core.errors import UsageError
 
     monkeypatch.setattr(diff, "MAX_FLEET_FILES", 3)
     fleet = tmp_path / "fleet"
@@ -223,7 +223,7 @@ def test_a_fleet_of_more_manifests_than_a_diff_reads_is_refused_unlisted(
 def test_a_fleet_holds_at_most_its_findings_limit(tmp_path: Path) -> None:
     """100 distinct environments of 2,000 findings each took a fleet diff to 1.07 GB. At the limit (10 of
     them here) the report is written within the bound; one environment more is refused in one line."""
-    from envcheck.fleet import MAX_FLEET_FINDINGS
+    from envcheck.app.fleet import MAX_FLEET_FINDINGS
 
     per_environment = MAX_FLEET_FINDINGS // 10 - 10  # the requirement lines' findings and a few others
     fleet = _fleet(tmp_path / "fleet", 11, per_environment)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from hostile import assert_bounded, envcheck_argv, run_bounded
 
-from envcheck.errors import ManifestError
+from envcheck.core.errors import ManifestError
 from envcheck.manifest.io import (
     MAX_DISTRIBUTIONS,
     MAX_ENV_VARIABLES,

@@ -1,4 +1,4 @@
-"""What a target writes back is counted before it is parsed (``envcheck.probe.runner.RESULT_MAX_VALUES``):
+"""What a target writes back is counted before it is parsed (``envcheck.process.runner.RESULT_MAX_VALUES``):
 16 MiB of short JSON strings, under the result file's byte cap, parse into ~2 M objects, and a snapshot reads
 two results (a facts probe and a runtime probe each answering so took a snapshot to 499 MB and 12.9 s).
 The case runs under ``tests/hostile.py`` (300 MB for the whole process tree, the deadline + 5 s)."""
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hostile import assert_bounded, envcheck_argv, run_bounded
 
-from envcheck.probe.runner import RESULT_MAX_BYTES, RESULT_MAX_VALUES
+from envcheck.process.runner import RESULT_MAX_BYTES, RESULT_MAX_VALUES
 
 TIMEOUT = 20.0
 

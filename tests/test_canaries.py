@@ -27,7 +27,7 @@ from clirun import run
 from hostile import envcheck_argv
 from venvs import fault_torch, needs_torch, site_packages, venv_site
 
-from envcheck.redact import REDACTED
+from envcheck.core.redact import REDACTED
 
 MANIFESTS = Path(__file__).resolve().parent / "data" / "manifests"
 

@@ -1,4 +1,4 @@
-"""One catalog: every rule id any code path can emit is registered in ``envcheck.findings``, with what a
+"""One catalog: every rule id any code path can emit is registered in ``envcheck.core.findings``, with what a
 reader needs (title, why, family), and `envcheck rules` explains each."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from envcheck.cli import app
-from envcheck.findings import catalog, get_rule, rule_ids
+from envcheck.core.findings import catalog, get_rule, rule_ids
 
 PACKAGE = Path(__file__).parent.parent / "envcheck"
 # A rule id as code writes it: a string literal ENV-… or VERIFY-… (not a glob or a prefix).

@@ -13,7 +13,7 @@ from hostile import assert_bounded, envcheck_argv, make_fifo, run_bounded
 from typer.testing import CliRunner
 
 from envcheck.cli import app
-from envcheck.errors import UsageError
+from envcheck.core.errors import UsageError
 from envcheck.manifest.verify import CheckResult, VerifySection
 from envcheck.verify.checks_file import MAX_CHECKS_BYTES, compile_checks_file, load_failure
 

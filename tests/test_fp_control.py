@@ -14,9 +14,9 @@ import pytest
 from conftest import needs_torch
 
 from envcheck.collect.facts import torch_runtime
-from envcheck.errors import ManifestError
+from envcheck.core.errors import ManifestError
+from envcheck.inside.fp_control import fp_control, fp_flags
 from envcheck.manifest.io import load
-from envcheck.target.fp_control import fp_control, fp_flags
 
 linux_gcc = pytest.mark.skipif(
     not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs gcc on Linux"
@@ -26,8 +26,8 @@ EXAMPLES = Path(__file__).parents[1] / "manifests" / "examples"
 # What a target does: note the state, load something, describe the state (the probe's order).
 TARGET = """
 import ctypes, json, sys
-from envcheck.target import fp_control as m
-from envcheck.target.loaded_libraries import loaded_libraries
+from envcheck.inside import fp_control as m
+from envcheck.inside.loaded_libraries import loaded_libraries
 m.note_start()
 if len(sys.argv) > 1:
     ctypes.CDLL(sys.argv[1])
@@ -53,7 +53,7 @@ def fast_math_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
         [
             sys.executable,
             "-c",
-            "import json; from envcheck.target.fp_control import fp_flags; print(json.dumps(fp_flags()))",
+            "import json; from envcheck.inside.fp_control import fp_flags; print(json.dumps(fp_flags()))",
         ],
         env=env,
         check=True,
@@ -101,7 +101,7 @@ def test_a_library_loaded_after_start_up_is_told_apart(fast_math_lib: Path, tmp_
 
 @linux_gcc
 def test_the_symbol_scan_reads_only_elf_symbol_tables(fast_math_lib: Path, tmp_path: Path) -> None:
-    from envcheck.target.fp_control import _has_fast_math_symbol
+    from envcheck.inside.fp_control import _has_fast_math_symbol
 
     assert _has_fast_math_symbol(str(fast_math_lib))
     assert not _has_fast_math_symbol(str(_build(tmp_path, "plain", "-O2")))

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from envcheck import flows
+from envcheck.app import flows
 from envcheck.diff.policy import Policy
+from envcheck.inside.host import system_links
+from envcheck.inside.interpreter import folder_aliases
 from envcheck.manifest.identity import aliases, canonical, same_file
 from envcheck.manifest.io import load
-from envcheck.target.host import system_links
-from envcheck.target.interpreter import folder_aliases
 
 merged_usr = pytest.mark.skipif(
     not (Path("/lib").is_symlink() and os.path.realpath("/lib") == "/usr/lib"),

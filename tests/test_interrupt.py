@@ -77,7 +77,7 @@ def test_an_interrupt_ends_every_target_and_leaves_the_manifest(
 # probe thread left an envcheck-probe-* folder behind once (SIGTERM while the thread started its target).
 _AFTER_THE_INTERRUPT = r"""
 import os, sys, tempfile, threading
-from envcheck.probe import sessions
+from envcheck.process import sessions
 
 parent = sys.argv[1]
 made = tempfile.mkdtemp(dir=parent)

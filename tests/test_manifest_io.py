@@ -12,7 +12,7 @@ from hostile import assert_bounded, envcheck_argv, make_char_device, make_fifo, 
 from typer.testing import CliRunner
 
 from envcheck.cli import app
-from envcheck.errors import ManifestError
+from envcheck.core.errors import ManifestError
 from envcheck.manifest import dumps, load, loads, save
 from envcheck.manifest.io import MAX_MANIFEST_BYTES
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from hostile import assert_bounded, envcheck_argv, make_char_device, make_fifo, run_bounded
 
-from envcheck.errors import EnvcheckError
-from envcheck.outputs import OutputError, destination, write
+from envcheck.core.errors import EnvcheckError
+from envcheck.core.outputs import OutputError, destination, write
 
 MANIFESTS = Path(__file__).parent / "data" / "manifests"
 A = str(MANIFESTS / "dev-cpu.json")

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from envcheck.cli import app
+from envcheck.core.errors import UsageError
 from envcheck.diff.policy import MAX_POLICY_BYTES, MAX_POLICY_DEPTH, Policy, load_policy
-from envcheck.errors import UsageError
 
 MANIFESTS = Path(__file__).parent / "data" / "manifests"
 TWIN_A, TWIN_B = str(MANIFESTS / "twin-a.json"), str(MANIFESTS / "twin-b.json")

@@ -1,6 +1,6 @@
 """The code that runs inside target interpreters must run on Python 3.8 (the torch 1.13 era).
 
-That code is the package ``envcheck/target`` (the probe, the smoke-suite harness and its check families),
+That code is the package ``envcheck/inside/`` (the probe, the smoke-suite harness and its check families),
 copied into each target as a top-level package: it may import the standard library and itself (relative
 imports), never envcheck.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).parent.parent / "envcheck" / "target"
+PACKAGE = Path(__file__).parent.parent / "envcheck" / "inside"
 TARGET_SIDE = sorted(PACKAGE.rglob("*.py"))
 # Modules a target may import besides its own package: the standard library, and what the probe and the
 # suite look for when the target has it (torch and its companions are imported only there).
@@ -70,8 +70,8 @@ def test_target_side_code_parses_with_the_3_8_grammar(path: Path) -> None:
 def test_the_copy_runs_without_envcheck_and_hides_its_folder(tmp_path: Path) -> None:
     """The copy runs in a bare interpreter (``-I -S``: no site-packages, so no envcheck), takes its own
     folder off the ``sys.path`` it records, and imports nothing named envcheck."""
-    from envcheck.probe.runner import _BOOT, PROBE_MODULE
-    from envcheck.target.copying import copy_package
+    from envcheck.inside.copying import copy_package
+    from envcheck.process.runner import _BOOT, PROBE_MODULE
 
     folder = copy_package(str(tmp_path))
     out = tmp_path / "result.json"
@@ -94,7 +94,7 @@ def test_the_copy_runs_without_envcheck_and_hides_its_folder(tmp_path: Path) -> 
 
 def test_the_record_reader_knows_version_parts_that_are_not_all_digits() -> None:
     """LLVM's plugins are versioned like ``.so.23.0git``; a text file named ``.so.txt`` is no library."""
-    from envcheck.target.record import parse_record_natives
+    from envcheck.inside.record import parse_record_natives
 
     record = (
         "triton/_C/libMLIRDialectPlugin.so.23.0git,sha256=AAAA,4\n"

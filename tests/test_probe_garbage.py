@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from envcheck.collect import facts
 from envcheck.collect.launch import SnapshotOptions
 from envcheck.collect.snapshot import take_snapshot
-from envcheck.errors import ManifestError, ProbeError
+from envcheck.core.errors import ManifestError, ProbeError
 from envcheck.manifest.io import load
 
 FAKE_PYTHON = textwrap.dedent(

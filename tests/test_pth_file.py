@@ -15,7 +15,7 @@ from pathlib import Path
 
 import wine
 
-from envcheck.target.interpreter import pth_file_kinds
+from envcheck.inside.interpreter import pth_file_kinds
 
 
 def key(path: Path) -> str:

@@ -1,4 +1,4 @@
-"""The one redactor (``envcheck.target.redact``) over a corpus of canaries, and what it must leave alone.
+"""The one redactor (``envcheck.inside.redact``) over a corpus of canaries, and what it must leave alone.
 
 Each canary is a credential in the shape it reaches envcheck in (an environment variable, a requirement,
 a ``direct_url.json``, an exception message, a path on ``sys.path``); the secret part must vanish and the
@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from envcheck.redact import REDACTED, is_secret_name, redact_json, redact_text
-from envcheck.target.result import emit
+from envcheck.core.redact import REDACTED, is_secret_name, redact_json, redact_text
+from envcheck.inside.result import emit
 
 GHP = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 
@@ -213,8 +213,8 @@ def test_emit_writes_the_whole_result_redacted_and_atomically(tmp_path: Path) ->
 def test_the_real_environment_is_not_over_redacted() -> None:
     """Every distribution, path and requirement of the test environment passes unchanged (no false
     positive on real metadata: package names, native file paths, markers, direct URLs)."""
-    from envcheck.target.distributions import distributions
-    from envcheck.target.interpreter import python_facts
+    from envcheck.inside.distributions import distributions
+    from envcheck.inside.interpreter import python_facts
 
     packages, error = distributions()
     assert error is None and packages

@@ -17,7 +17,7 @@ import pytest
 from hostile import Bounded, assert_bounded, envcheck_argv, run_bounded
 from venvs import HOSTILE_TORCH, fault_torch, make_venv, process_alive, processes_mentioning
 
-from envcheck.probe.runner import RESULT_MAX_BYTES
+from envcheck.process.runner import RESULT_MAX_BYTES
 
 TIMEOUT = 3.0
 

@@ -110,8 +110,8 @@ class _Stopped(BaseException):
 
 
 def _say(rank: int, line: str) -> None:
-    from envcheck.escape import one_line
-    from envcheck.redact import redact_text
+    from envcheck.core.escape import one_line
+    from envcheck.core.redact import redact_text
 
     sys.stderr.write(one_line(redact_text(f"envcheck cluster: rank {rank}: {line}")) + "\n")
     sys.stderr.flush()
@@ -119,7 +119,7 @@ def _say(rank: int, line: str) -> None:
 
 def _watchdog(rank: int, after: float, code: int) -> None:
     def fire() -> None:
-        from envcheck.probe import sessions
+        from envcheck.process import sessions
 
         _say(
             rank, f"still working {after:.0f} s after the start (--timeout + {WATCHDOG_GRACE:.0f} s): exiting"
@@ -233,7 +233,7 @@ def run(options: RankOptions, environ: dict[str, str] | None = None) -> Gathered
     if rdzv.rank == 0:
 
         def stop(signum: int, frame: object) -> None:
-            from envcheck.probe import sessions
+            from envcheck.process import sessions
 
             sessions.kill_all()
             raise _Stopped
@@ -311,7 +311,7 @@ def _announce_early(rdzv: Rendezvous, host: str) -> threading.Thread:
 def _connect(rdzv: Rendezvous, timeout: float, torch_error: str | None) -> Store:
     """The job's store: torch's client, or the standard-library one without torch. Raises
     ``EnvcheckError`` (exit 2, one line) when it cannot be reached within ``timeout``."""
-    from envcheck.errors import EnvcheckError
+    from envcheck.core.errors import EnvcheckError
 
     try:
         if torch_error is None:
@@ -394,7 +394,7 @@ def outgoing(payload: dict[str, Any]) -> str:
     """The payload as sent: the rank's own error texts and measurements redacted. The manifest was
     redacted in the probe and is left as it is (redact_json on a manifest would take the file names it
     keys by path, ``.../tokenizer.so``, for secret names)."""
-    from envcheck.redact import redact_json
+    from envcheck.core.redact import redact_json
 
     sent = dict(payload)
     for name in ("torch_error", "snapshot_error", "collectives"):
@@ -537,7 +537,7 @@ def _state(store: Store, rdzv: Rendezvous, rank: int, here: str) -> tuple[str | 
 def _receive(rank: int, raw: bytes, gathered: Gathered) -> None:
     """One rank's payload into ``gathered``; a payload that is not one (too big, not JSON, another
     rank's, fields of the wrong kind) is a CLUSTER-RANK-SNAPSHOT problem of that rank."""
-    from envcheck.redact import redact_json, redact_text
+    from envcheck.core.redact import redact_json, redact_text
 
     gathered.received.add(rank)
 

@@ -2,7 +2,7 @@
 diffed once against the reference, the ranks that failed, and the collectives.
 
 Grouping: the key of a rank's environment is the fleet diff's fingerprint of its manifest
-(``envcheck.fleet.fingerprint``: a sha256 of the encoded manifest without its volatile fields), so
+(``envcheck.app.fleet.fingerprint``: a sha256 of the encoded manifest without its volatile fields), so
 ranks that share one environment are decoded, diffed and reported once, as one group named by its ranks
 (``node1:0-3``). The reference is ``--against MANIFEST`` or, by default, the job's majority environment
 (a tie goes to a group whose ranks all imported torch and sent a snapshot, then to the lowest rank).
@@ -18,12 +18,12 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from envcheck.findings import Finding, MachineGroup, get_rule, rule_ids
-from envcheck.fleet import fingerprint
+from envcheck.app.fleet import fingerprint
+from envcheck.core.findings import Finding, MachineGroup, get_rule, rule_ids
 
 if TYPE_CHECKING:
+    from envcheck.app.flows import Report
     from envcheck.diff.policy import Policy
-    from envcheck.flows import Report
     from envcheck.manifest.model import Manifest
 
 
@@ -149,11 +149,11 @@ def _cluster_finding(rule_id: str, subject: str, message: str, machine: str | No
 
 
 def build(job: JobView, against: tuple[str, Manifest] | None, policy: Policy) -> Report:
-    """The job's report (``envcheck.flows.finish``: policy, ordering, causes), with a ``MachineGroup`` per
+    """The job's report (``envcheck.app.flows.finish``: policy, ordering, causes), with a ``MachineGroup`` per
     environment. Environments are decoded one at a time, diffed, and dropped: memory holds the reference
     and one other, whatever the number of distinct environments. Manifests that do not decode become
     CLUSTER-RANK-SNAPSHOT findings of their ranks."""
-    from envcheck.flows import finish
+    from envcheck.app.flows import finish
 
     findings: list[Finding] = []
     ordered = job.environments.ordered({p.rank for p in job.problems})
@@ -200,7 +200,7 @@ def build(job: JobView, against: tuple[str, Manifest] | None, policy: Policy) ->
 
 def _decoded(env: Environment, findings: list[Finding]) -> Manifest | None:
     """``env``'s manifest, or None after adding a CLUSTER-RANK-SNAPSHOT finding of its ranks."""
-    from envcheck.errors import ManifestError
+    from envcheck.core.errors import ManifestError
     from envcheck.manifest.io import loads
 
     try:
@@ -229,9 +229,9 @@ def _environment_findings(
     ranks that load or compute differently diverge in silence, or hang in a collective. A finding that
     several environments share word for word (a check skipped everywhere) is reported once, naming all
     their ranks; a root cause and its consequences stay per environment, so they keep their link."""
+    from envcheck.app.flows import goldens
     from envcheck.diff import engine
-    from envcheck.diff.rules.base import views
-    from envcheck.flows import goldens
+    from envcheck.manifest.query import views
     from envcheck.verify.compare import compare, outcomes
 
     golden = goldens(ref)

@@ -1,11 +1,11 @@
 """The cluster check's rules (``envcheck cluster`` / ``python -m envcheck.cluster`` under torchrun): a rank
 that failed, hung or could not import torch, and the collectives checked in their own right. Registered in
-the one catalog (``envcheck.findings``) so ``envcheck rules CLUSTER-ALLREDUCE`` explains them and a policy
-can name them. This module imports only the registry: ``envcheck rules`` loads it without torch."""
+the one catalog (``envcheck.core.findings``) so ``envcheck rules CLUSTER-ALLREDUCE`` explains them and a
+policy can name them. This module imports only the registry: ``envcheck rules`` loads it without torch."""
 
 from __future__ import annotations
 
-from envcheck.findings import registrar
+from envcheck.core.findings import registrar
 
 FAMILY = "cluster"
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any, TypeVar
 
-from envcheck.errors import ManifestError
+from envcheck.core.errors import ManifestError
 from envcheck.manifest.codec import decode, json_kind
 from envcheck.manifest.model import (
     Distribution,
@@ -65,7 +65,7 @@ class RuntimeFacts:
     traceback_tail: str | None
     stdlib_errors: dict[str, str] | None = None
     # Windows, after a failed ``import torch``: ``{"loaded": [...], "failure": {...}}``
-    # (``envcheck/target/probe.py``), decoded into ``WindowsInfo.loaded`` / ``load_failure``.
+    # (``envcheck/inside/probe.py``), decoded into ``WindowsInfo.loaded`` / ``load_failure``.
     windows_load: WindowsInfo | None = None
 
 

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from envcheck.probe.runner import Deadline, TargetRun, resolve_python, start_target
+from envcheck.process.runner import Deadline, TargetRun, resolve_python, start_target
 
 # The facts probe reads files and metadata only: when it needs more than this, something is wrong.
 FACTS_TIMEOUT = 60.0
@@ -28,7 +28,7 @@ class SnapshotOptions:
     integrity: bool = False
     verify: bool = True
     # The command's deadline for envcheck's own work on the snapshot (hashing, the native walk): set by
-    # ``take_snapshot`` from its probes' (``envcheck.deadline``).
+    # ``take_snapshot`` from its probes' (``envcheck.core.deadline``).
     deadline: Deadline | None = None
 
 

@@ -17,12 +17,12 @@ from pathlib import Path, PureWindowsPath
 from envcheck import __version__
 from envcheck.collect import facts
 from envcheck.collect.launch import Probes, SnapshotOptions, start_probes
-from envcheck.deadline import Deadline, DeadlineExpired
-from envcheck.errors import ManifestError, ProbeError
+from envcheck.core.deadline import Deadline, DeadlineExpired
+from envcheck.core.errors import ManifestError, ProbeError
+from envcheck.inside.windows_facts import OPENMP_DLL
 from envcheck.manifest.model import SCHEMA_VERSION, Manifest, Meta, ProbeOutcome, Runtimes, WindowsInfo
 from envcheck.manifest.native import NativeSection
-from envcheck.probe.runner import NOTE_PREFIX, TargetRun
-from envcheck.target.windows_facts import OPENMP_DLL
+from envcheck.process.runner import NOTE_PREFIX, TargetRun
 
 NativeScanner = Callable[[Manifest, SnapshotOptions], NativeSection | None]
 # Told the step the snapshot is at (``envcheck.commands.progress`` draws it on a terminal).
@@ -38,7 +38,7 @@ def _caller_shell(given: str | None, python: str, env: dict[str, str]) -> list[s
     envcheck runs that environment), else the names of ``env`` that only describe the caller's shell."""
     import sys
 
-    from envcheck.target.environment import CALLER_SHELL
+    from envcheck.inside.environment import CALLER_SHELL
 
     if given is None or python == sys.executable:
         return None
@@ -255,8 +255,8 @@ def redact_manifest_paths(manifest: Manifest) -> Manifest:
     """``--redact-paths``: the user's home and login name replaced in every string of the manifest."""
     import getpass
 
+    from envcheck.core.redact import PathRedactor
     from envcheck.manifest.codec import decode, encode
-    from envcheck.redact import PathRedactor
 
     try:
         user: str | None = getpass.getuser()
@@ -294,7 +294,8 @@ def record(
     python = probes.python if probes is not None else options.python
     with ThreadPoolExecutor(1) as pool:
         suite_progress = None if progress is None else _prefixed(progress, "smoke suite: ")
-        # One deadline for the command: the suite's processes end with the probes' (``envcheck.deadline``).
+        # One deadline for the command: the suite's processes end with the probes'
+        # (``envcheck.core.deadline``).
         shared = probes.deadline if probes is not None else options.deadline
         suite = pool.submit(
             run_suite,

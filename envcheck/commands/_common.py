@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
 import typer
 
-from envcheck.errors import EnvcheckError
-from envcheck.outputs import Destination
+from envcheck.core.errors import EnvcheckError
+from envcheck.core.outputs import Destination
 
 if TYPE_CHECKING:
+    from envcheck.app.flows import Report
     from envcheck.collect.launch import Started
-    from envcheck.deadline import Deadline
-    from envcheck.flows import Report
+    from envcheck.core.deadline import Deadline
     from envcheck.manifest.model import Manifest
     from envcheck.report.options import ReportFormatChoice, SeverityChoice
 
@@ -56,16 +56,16 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
 
 
 def _say(line: str) -> None:
-    from envcheck.escape import one_line
-    from envcheck.redact import redact_text
+    from envcheck.core.escape import one_line
+    from envcheck.core.redact import redact_text
 
     typer.echo(one_line(redact_text(line)), err=True)
 
 
 def write_output(text: str, output: str | Destination | None) -> None:
     """The report to stdout (``None`` or ``-``) or to ``output``, created only now that it exists; see
-    ``envcheck.outputs`` for links, devices, FIFOs and failures (``OutputError``, exit 2)."""
-    from envcheck.outputs import destination, write
+    ``envcheck.core.outputs`` for links, devices, FIFOs and failures (``OutputError``, exit 2)."""
+    from envcheck.core.outputs import destination, write
 
     write(output if isinstance(output, Destination) else destination(output), text)
 
@@ -74,7 +74,7 @@ def check_outputs(output: str | None, junit: Path | None = None) -> None:
     """Refuse a bad ``-o`` / ``--junit`` now (a missing folder, a folder, a socket...), and a --format that
     contradicts ``-o``'s suffix (``envcheck.report.options.resolve_format``), before the seconds of work
     whose result they would receive. Raises ``OutputError`` or ``UsageError``."""
-    from envcheck.outputs import destination
+    from envcheck.core.outputs import destination
     from envcheck.report.options import current_context, resolve_format
 
     ctx = current_context()
@@ -142,8 +142,8 @@ def report_findings(
     """Render ``report``, write it (and the JUnit file), say on stderr when the policy hid or softened
     something, and exit 1 when a finding fails the gate. ``verbose``: every finding in full (the text report
     otherwise fits a screen); ``nothing_found``: what an empty report says (``envcheck.report.render``)."""
-    from envcheck.escape import terminal
-    from envcheck.findings import at_or_above
+    from envcheck.core.escape import terminal
+    from envcheck.core.findings import at_or_above
     from envcheck.report import FormatName, render
     from envcheck.report.options import report_width, resolve_format, use_color
 

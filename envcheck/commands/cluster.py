@@ -9,7 +9,7 @@ import typer
 
 from envcheck.commands._common import EXIT_OK, check_outputs, handles_errors, report_findings
 from envcheck.commands.diff import NoPolicyOption, load_rules_policy, name
-from envcheck.errors import UsageError
+from envcheck.core.errors import UsageError
 from envcheck.report.options import (
     FailOnOption,
     FormatOption,

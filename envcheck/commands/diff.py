@@ -19,7 +19,7 @@ from envcheck.commands._common import (
     report_findings,
     snapshot_this_machine,
 )
-from envcheck.errors import UsageError
+from envcheck.core.errors import UsageError
 from envcheck.report.options import (
     FailOnOption,
     FormatOption,
@@ -33,7 +33,7 @@ from envcheck.report.options import (
 )
 
 if TYPE_CHECKING:
-    from envcheck.deadline import Deadline
+    from envcheck.core.deadline import Deadline
     from envcheck.diff.policy import Policy
     from envcheck.manifest.model import Manifest
 
@@ -128,9 +128,9 @@ def diff(
     Every report names the policy applied and counts what it ignored or downgraded; --no-policy applies
     none. Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     """
-    from envcheck import flows
+    from envcheck.app import flows
     from envcheck.commands.progress import progress
-    from envcheck.deadline import Deadline
+    from envcheck.core.deadline import Deadline
     from envcheck.manifest.io import load
 
     deadline = Deadline.after(timeout)  # the whole command's, from its start
@@ -173,12 +173,12 @@ def _diff_fleet(
     verbose: bool,
     deadline: Deadline,
 ) -> None:
-    """Several targets: streamed and grouped (``envcheck.fleet``). Each manifest that cannot be read is
+    """Several targets: streamed and grouped (``envcheck.app.fleet``). Each manifest that cannot be read is
     named on stderr, one line each, after the others' report; the run then exits 2."""
-    from envcheck import flows
-    from envcheck.escape import one_line
-    from envcheck.fleet import base_document, diff_files
-    from envcheck.redact import redact_text
+    from envcheck.app import flows
+    from envcheck.app.fleet import base_document, diff_files
+    from envcheck.core.escape import one_line
+    from envcheck.core.redact import redact_text
 
     base_manifest, base_fingerprint = base_document(str(base))
     fleet = diff_files(base_manifest, base_fingerprint, paths, deadline=deadline.for_own_work())
@@ -282,9 +282,9 @@ def doctor(
 
     Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     """
-    from envcheck import flows
+    from envcheck.app import flows
     from envcheck.commands.progress import progress
-    from envcheck.deadline import Deadline
+    from envcheck.core.deadline import Deadline
     from envcheck.manifest.io import load
 
     deadline = Deadline.after(timeout)  # the whole command's, from its start
@@ -317,7 +317,7 @@ def rules(
     """The rule catalog (every id any command emits), or one rule explained with its evidence."""
     from difflib import get_close_matches
 
-    from envcheck.findings import FAMILY_MODULES, catalog, get_rule
+    from envcheck.core.findings import FAMILY_MODULES, catalog, get_rule
 
     rules_ = catalog()
     if rule_id is None:

@@ -58,8 +58,8 @@ def export(
     torch variant are metadata properties (envcheck:python, envcheck:platform, envcheck:torch.variant).
     The same manifest gives the same bytes. Needs cyclonedx-python-lib.
     """
+    from envcheck.core.outputs import destination
     from envcheck.manifest.io import load
-    from envcheck.outputs import destination
 
     target = destination(output)  # a bad -o is refused before the manifest is read
     write_output(fmt.export(load(manifest)), target)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from envcheck.commands._common import PythonOption, check_outputs, handles_errors, report_findings
-from envcheck.errors import UsageError
+from envcheck.core.errors import UsageError
 from envcheck.report.options import (
     FailOnOption,
     FormatOption,
@@ -190,11 +190,11 @@ def _write(
     trust_manifest_index: bool = False,
 ) -> None:
     from envcheck.commands._common import write_output
-    from envcheck.escape import one_line
+    from envcheck.core.escape import one_line
+    from envcheck.core.outputs import destination
     from envcheck.lock.compile import LockOptions
     from envcheck.lock.compile import lock as compile_lock
     from envcheck.manifest.io import load
-    from envcheck.outputs import destination
 
     target = destination(output)  # a bad -o fails now, not after pip-compile's seconds
     options = LockOptions(
@@ -235,15 +235,15 @@ def _check(
     timeout: float,
     quiet: bool = False,
 ) -> None:
-    from envcheck import flows
+    from envcheck.app import flows
     from envcheck.collect.launch import SnapshotOptions
     from envcheck.collect.snapshot import take_snapshot
     from envcheck.commands import slips
     from envcheck.commands.diff import load_rules_policy
     from envcheck.commands.progress import progress
-    from envcheck.diff.rules._requirements import marker_environment
     from envcheck.lock.check import compare, parse_lock, read_lock
     from envcheck.lock.rules import RULE_IDS
+    from envcheck.manifest.requirements import marker_environment
 
     check_outputs(output, junit)
     rules_policy = load_rules_policy(policy, no_policy)

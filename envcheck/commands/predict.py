@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from envcheck.commands._common import check_outputs, handles_errors, report_findings
-from envcheck.deadline import Deadline
-from envcheck.errors import UsageError
+from envcheck.core.deadline import Deadline
+from envcheck.core.errors import UsageError
 from envcheck.report.options import (
     FailOnOption,
     FormatOption,
@@ -105,7 +105,7 @@ def predict(
     Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error (unknown platform tag,
     unreachable index, unreadable manifest).
     """
-    from envcheck import flows
+    from envcheck.app import flows
     from envcheck.commands.diff import load_rules_policy
     from envcheck.commands.progress import progress
     from envcheck.manifest.io import load, write_atomic
@@ -163,9 +163,9 @@ def saved_text(manifest: Manifest, platform: str) -> str:
     """The predicted manifest as ``--save`` writes it: through the redactor (the wheels' requirement lines
     and URLs come from indexes and may carry credentials), and only if ``envcheck`` can load it back (its
     size and item limits); else ``UsageError`` and nothing is written."""
-    from envcheck.errors import ManifestError
+    from envcheck.core.errors import ManifestError
+    from envcheck.core.redact import redact_text
     from envcheck.manifest.io import dumps, loads
-    from envcheck.redact import redact_text
 
     source = f"the predicted manifest for {platform}"
     try:

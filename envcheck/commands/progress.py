@@ -44,7 +44,7 @@ class ProgressLine:
         return self
 
     def step(self, text: str) -> None:
-        from envcheck.escape import one_line
+        from envcheck.core.escape import one_line
 
         with self._lock:
             self._step = one_line(text)  # a check's name comes from the target: shown inertly

@@ -31,11 +31,11 @@ def scan(
     """
     import json
 
-    from envcheck.deadline import Deadline
+    from envcheck.core.deadline import Deadline
+    from envcheck.core.redact import redact_strings, redact_text
     from envcheck.manifest.codec import encode
     from envcheck.native import scan_path
     from envcheck.native.scan import format_text, is_broken
-    from envcheck.redact import redact_strings, redact_text
 
     # One deadline for the whole scan: extracting the wheel, listing the tree, reading every header. Past it
     # the scan stops with one line naming the step and what it had done (exit 2).

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import typer
 
 if TYPE_CHECKING:
-    from envcheck.flows import Report
+    from envcheck.app.flows import Report
     from envcheck.manifest.model import Manifest
     from envcheck.manifest.verify import VerifySection
 
@@ -69,8 +69,8 @@ class WrongInterpreter:
 
     def say(self) -> None:
         """The warning and its tip on stderr, before the report."""
-        from envcheck.escape import one_line
-        from envcheck.redact import redact_text
+        from envcheck.core.escape import one_line
+        from envcheck.core.redact import redact_text
 
         typer.echo(one_line(redact_text(self.line)), err=True)
         typer.echo(one_line(redact_text(self.tip)), err=True)

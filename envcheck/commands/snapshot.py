@@ -76,7 +76,7 @@ def snapshot(
     """
     from envcheck.collect.launch import SnapshotOptions, start_probes
     from envcheck.commands.progress import progress
-    from envcheck.outputs import destination
+    from envcheck.core.outputs import destination
 
     target = destination(output)  # a bad -o fails now, not after the snapshot's seconds of work
     existing = None if force or output == "-" else _existing(output)
@@ -122,10 +122,11 @@ def snapshot(
 
 
 def _existing(output: str) -> Manifest | None:
-    """The manifest already at ``output`` (None: nothing there, or not a regular file: ``envcheck.outputs``
+    """The manifest already at ``output`` (None: nothing there, or not a regular file:
+    ``envcheck.core.outputs``
     judges that). Raises ``UsageError`` for a file that is not a manifest: a user's file is never replaced
     without --force."""
-    from envcheck.errors import ManifestError, UsageError
+    from envcheck.core.errors import ManifestError, UsageError
     from envcheck.manifest.io import load
 
     if not Path(output).is_file():
@@ -143,12 +144,12 @@ def _existing(output: str) -> Manifest | None:
 def _refuse_another(output: str, existing: Manifest, new: Manifest, *, label_given: bool) -> None:
     """Raise ``UsageError`` when ``existing`` (at ``output``) was recorded for another environment than
     ``new``: another interpreter path, another host, or (with --label) another label."""
-    from envcheck.errors import UsageError
+    from envcheck.core.errors import UsageError
 
     old_host = existing.platform.hostname if existing.platform is not None else None
     new_host = new.platform.hostname if new.platform is not None else None
     differs = []
-    from envcheck.files import same_path
+    from envcheck.core.files import same_path
 
     if not same_path(existing.python.executable, new.python.executable):
         differs.append(f"interpreter {existing.python.executable} (this one: {new.python.executable})")

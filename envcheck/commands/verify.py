@@ -19,7 +19,7 @@ from envcheck.commands._common import (
     snapshot_this_machine,
 )
 from envcheck.commands.diff import NO_PROBLEMS, NoPolicyOption, load_rules_policy, name
-from envcheck.errors import ProbeError, UsageError
+from envcheck.core.errors import ProbeError, UsageError
 from envcheck.report.options import (
     FailOnOption,
     FormatOption,
@@ -33,10 +33,10 @@ from envcheck.report.options import (
 )
 
 if TYPE_CHECKING:
+    from envcheck.app.flows import Report
     from envcheck.commands.progress import Step
-    from envcheck.deadline import Deadline
+    from envcheck.core.deadline import Deadline
     from envcheck.diff.policy import Policy
-    from envcheck.flows import Report
     from envcheck.manifest.model import Manifest
     from envcheck.manifest.verify import VerifySection
     from envcheck.verify.imports import AppImports
@@ -234,7 +234,7 @@ def verify(
 
     Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     """
-    from envcheck import flows
+    from envcheck.app import flows
     from envcheck.commands.progress import progress
     from envcheck.manifest.io import load
     from envcheck.verify.checks_file import compile_checks_file
@@ -327,7 +327,7 @@ def gate(
     Findings are ranked errors first, so the top of the report is what to fix first. Exit codes: 0 clean,
     1 findings at or above --fail-on, 2 usage or input error.
     """
-    from envcheck import flows
+    from envcheck.app import flows
     from envcheck.commands.progress import progress
     from envcheck.manifest.io import load
     from envcheck.verify.checks_file import compile_checks_file
@@ -394,8 +394,8 @@ def run_gate(
     is named probably the wrong one there (and added to ``slips_found``, for the caller to say)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from envcheck import flows
-    from envcheck.deadline import Deadline
+    from envcheck.app import flows
+    from envcheck.core.deadline import Deadline
     from envcheck.verify.runner import RuntimeProbe
 
     recorded = base.verify.imports if base.verify is not None else None

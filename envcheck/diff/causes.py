@@ -34,7 +34,7 @@ import ast
 import dataclasses
 from collections.abc import Sequence
 
-from envcheck.findings import FIRST_CAUSES, Finding
+from envcheck.core.findings import FIRST_CAUSES, Finding
 
 # echo rule -> the rules whose finding on the same subject says all it says. Order does not matter: a
 # finding is dropped when any of its betters is present.

@@ -8,19 +8,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from envcheck.findings import Finding
+from envcheck.core.findings import Finding
 
 if TYPE_CHECKING:
-    from envcheck.deadline import Deadline
+    from envcheck.core.deadline import Deadline
+    from envcheck.core.findings import Rule
     from envcheck.diff.policy import Policy
-    from envcheck.findings import Rule
     from envcheck.manifest.model import Manifest
 
 
 def _rules(rules: Iterable[Rule] | None) -> Sequence[Rule]:
     if rules is not None:
         return list(rules)
-    from envcheck.findings import catalog
+    from envcheck.core.findings import catalog
 
     return [r for r in catalog() if r.kind in ("difference", "single")]
 
@@ -44,7 +44,8 @@ def diff(
     ``Finding.sort_key``. ``rules`` defaults to the whole catalog (single-environment rules in it are
     skipped); ``policy`` ignores, re-grades or marks findings intended. Pure; raises nothing for
     well-formed manifests but ``DeadlineExpired``, checked before each rule, once ``deadline`` passed."""
-    from envcheck.diff.rules.base import runs_on, views
+    from envcheck.diff.rules.base import runs_on
+    from envcheck.manifest.query import views
 
     findings: list[Finding] = []
     with views(base, target):  # one view of each manifest for every rule of this run
@@ -66,7 +67,8 @@ def doctor(
 ) -> list[Finding]:
     """Single-environment rules only: traps in one environment that need no baseline, sorted (see ``diff``
     for ``deadline``)."""
-    from envcheck.diff.rules.base import runs_on, views
+    from envcheck.diff.rules.base import runs_on
+    from envcheck.manifest.query import views
 
     findings: list[Finding] = []
     with views(manifest):
@@ -92,7 +94,7 @@ def beside_a_base(findings: Iterable[Finding]) -> list[Finding]:
 def diff_and_doctor(base: Manifest, target: Manifest, deadline: Deadline | None = None) -> list[Finding]:
     """What ``envcheck diff`` and ``gate`` report of one target: the difference rules against ``base``,
     then the target's own single rules (``beside_a_base``), sharing one view of each manifest."""
-    from envcheck.diff.rules.base import views
+    from envcheck.manifest.query import views
 
     with views(base, target):
         return diff(base, target, deadline=deadline) + beside_a_base(doctor(target, deadline=deadline))

@@ -39,8 +39,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from envcheck.errors import UsageError
-from envcheck.findings import SEVERITY_RANK, Finding, Severity
+from envcheck.core.errors import UsageError
+from envcheck.core.findings import SEVERITY_RANK, Finding, Severity
 
 MAX_POLICY_BYTES = 1024 * 1024
 # A policy needs three levels ([tool.envcheck.severity]) and a pyproject.toml rarely more than six; deeper
@@ -241,9 +241,9 @@ def _read_toml(path: Path, *, shown: str) -> dict[str, Any]:
 
 
 def _read_capped(path: Path, shown: str) -> bytes:
-    """At most ``MAX_POLICY_BYTES`` of a regular file (``envcheck.files``: a FIFO is never waited on, and
+    """At most ``MAX_POLICY_BYTES`` of a regular file (``envcheck.core.files``: a FIFO is never waited on, and
     the type is checked on the open descriptor). Raises ``UsageError``."""
-    from envcheck.files import NotOpened, read_capped
+    from envcheck.core.files import NotOpened, read_capped
 
     try:
         raw = read_capped(str(path), MAX_POLICY_BYTES)
@@ -361,7 +361,7 @@ def _kind(value: object) -> str:
 def parse_policy(table: Mapping[str, Any], *, source: str) -> Policy:
     """Build a ``Policy`` from its TOML table. Raises ``UsageError`` listing every bad entry with its key;
     an unknown rule id (or a glob that matches none) comes with the closest known id."""
-    from envcheck.findings import rule_ids
+    from envcheck.core.findings import rule_ids
 
     known = rule_ids()  # every id a finding can carry: the diff rules and the smoke suite's VERIFY-*
     problems: list[str] = []

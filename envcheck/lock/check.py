@@ -16,7 +16,7 @@ extra.
 
 Bounded: the lock is read whole only up to ``MAX_LOCK_BYTES`` and then walked line by line, refused at the
 first pin past ``MAX_LOCK_PINS``. Every value of the lock that reaches a remedy is quoted for the shell of
-the checked machine (``envcheck.escape.shell_word``): pasted, a remedy expands nothing but the ``${VAR}``
+the checked machine (``envcheck.core.escape.shell_word``): pasted, a remedy expands nothing but the ``${VAR}``
 references pip itself expands in requirement files.
 """
 
@@ -27,16 +27,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from envcheck.errors import EnvcheckError
-from envcheck.findings import Finding
+from envcheck.core.errors import EnvcheckError
+from envcheck.core.findings import Finding
 from envcheck.lock.inputs import INSTALLER_TOOLING, LEFT_OUT_HEADER
 from envcheck.lock.rules import LOCK_EXTRA, LOCK_MISSING, LOCK_SOURCE, LOCK_VERSION
 
 if TYPE_CHECKING:
     from packaging.markers import Marker
 
-    from envcheck.diff.rules._provenance import Source
     from envcheck.manifest.model import Distribution, Manifest
+    from envcheck.manifest.provenance import Source
 
 MAX_LOCK_BYTES = 16 * 1024 * 1024
 # Pins per lock: a CUDA torch environment pins about 60, a large monorepo a few thousand. Past this the
@@ -122,7 +122,7 @@ class LockFile:
         lines pin for the same interpreter."""
         from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
 
-        from envcheck.escape import one_line
+        from envcheck.core.escape import one_line
 
         kept: dict[str, LockedPin] = {}
         for pin in self.pins:
@@ -149,7 +149,7 @@ class LockFile:
 
 def read_lock(path: str) -> bytes:
     """The bytes of the lock at ``path``. Raises ``LockFileError``."""
-    from envcheck.files import NotOpened, read_capped
+    from envcheck.core.files import NotOpened, read_capped
 
     try:
         data = read_capped(path, MAX_LOCK_BYTES)
@@ -231,7 +231,7 @@ def _logical_lines(text: str, left_out: list[LeftOut]) -> Iterator[tuple[int, st
         if in_left_out:
             entry = _LEFT_OUT.match(raw)
             if entry is not None:
-                from envcheck.diff.rules.base import canon
+                from envcheck.manifest.query import canon
 
                 left_out.append(LeftOut(name=canon(entry["name"]), version=entry["version"], line=number))
                 continue
@@ -251,7 +251,7 @@ def _logical_lines(text: str, left_out: list[LeftOut]) -> Iterator[tuple[int, st
 
 
 def _option(line: str, where: str) -> list[tuple[str, str]]:
-    from envcheck.escape import one_line
+    from envcheck.core.escape import one_line
 
     head, _, rest = line.partition(" ")
     name, eq, value = head.partition("=") if head.startswith("--") else (head, "", "")
@@ -270,8 +270,8 @@ def _option(line: str, where: str) -> list[tuple[str, str]]:
 def _requirement(line: str, where: str, number: int) -> LockedPin:
     from packaging.requirements import InvalidRequirement, Requirement
 
-    from envcheck.diff.rules.base import canon
-    from envcheck.escape import one_line
+    from envcheck.core.escape import one_line
+    from envcheck.manifest.query import canon
 
     text, options = _split_hashes(line, where)
     del options  # hashes are pip's to verify at install time
@@ -312,7 +312,7 @@ def _requirement(line: str, where: str, number: int) -> LockedPin:
 
 def _split_hashes(line: str, where: str) -> tuple[str, list[str]]:
     """The requirement before its ``--hash`` options, and those options; any other option is refused."""
-    from envcheck.escape import one_line
+    from envcheck.core.escape import one_line
 
     head, sep, tail = line.partition(" --")
     if not sep:
@@ -338,8 +338,8 @@ def compare(lock: LockFile, live: Manifest, *, python: str | None) -> list[Findi
     """Each difference between ``lock`` and the environment of ``live``: missing, another version, extra.
     Pure. ``python`` names the checked interpreter in the remedies (``python -m pip ...``), quoted for the
     shell of ``live``'s machine (PowerShell on Windows)."""
-    from envcheck.diff.rules.base import canon, index, windows
-    from envcheck.escape import shell_word
+    from envcheck.core.escape import shell_word
+    from envcheck.manifest.query import canon, index, windows
 
     on_windows = windows(live)
     installed = {n: d for n, d in index(live).items() if n not in INSTALLER_TOOLING}
@@ -435,7 +435,7 @@ def _satisfied(locked: str, installed: str) -> bool:
 
 def _same(locked: str, installed: str) -> bool:
     """Equal as PEP 440 versions, local labels included (``1.0`` is ``1.0.0``; ``+cpu`` is not ``+cu130``)."""
-    from envcheck.diff.rules.base import parse_version
+    from envcheck.manifest.query import parse_version
 
     a, b = parse_version(locked), parse_version(installed)
     return a == b if a is not None and b is not None else locked == installed
@@ -444,7 +444,7 @@ def _same(locked: str, installed: str) -> bool:
 def _unreleased(dist: Distribution) -> Source | None:
     """Where ``dist`` came from when no index serves it (``editable: /src/pkg``, ``vcs: git+… @ commit``,
     ``local: file:///…``, credentials redacted), None for an index release or an archive URL."""
-    from envcheck.diff.rules._provenance import source
+    from envcheck.manifest.provenance import source
 
     if dist.direct_url is None:
         return None
@@ -470,8 +470,8 @@ def _install(
     installed), pip would answer "already satisfied": the remedy forces the reinstall without touching
     the dependencies, and pins the plain version with ``===`` (pip would otherwise pick the labelled
     file, which sorts higher, from any source that serves both)."""
-    from envcheck.diff.rules.base import local_label, torch_index_label
-    from envcheck.escape import shell_word
+    from envcheck.core.escape import shell_word
+    from envcheck.manifest.query import local_label, torch_index_label
 
     requirement = f"{pin.written}=={pin.version}" if pin.version else pin.written
     if pin.version is not None and installed is not None and _satisfied(pin.version, installed):
@@ -501,9 +501,9 @@ def _source_word(value: str, *, windows: bool) -> str:
     """An index or find-links value of the lock as shell words: credentials out, then every literal part
     in single quotes and each ``${VAR}`` as a reference to that variable only (``"${VAR}"`` in a POSIX
     shell, ``$env:VAR`` in PowerShell), so that ``${X}$(cmd)`` pasted runs nothing."""
-    from envcheck.escape import shell_word
+    from envcheck.core.escape import shell_word
+    from envcheck.core.redact import redact_text
     from envcheck.lock.compile import _without_userinfo
-    from envcheck.redact import redact_text
 
     text = redact_text(_without_userinfo(value))
     parts: list[str] = []

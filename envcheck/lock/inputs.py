@@ -2,7 +2,7 @@
 
 Every importable distribution of the manifest is pinned at its exact full version, local label kept
 (``torch==2.13.0+cpu``), so the lock reproduces the manifest instead of resolving afresh. The roots of
-the manifest's requirement graph (``envcheck.diff.rules._requirements.graph``: markers evaluated for the
+the manifest's requirement graph (``envcheck.manifest.requirements.graph``: markers evaluated for the
 manifest's machine, extras followed) are the requirements pip-compile resolves; every other distribution
 is a constraint, which pip-compile's ``# via`` then explains by the distributions that require it.
 
@@ -18,11 +18,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from envcheck.diff.rules.base import canon, torch_index_label
+from envcheck.manifest.query import canon, torch_index_label
 
 if TYPE_CHECKING:
-    from envcheck.diff.rules._requirements import Graph
     from envcheck.manifest.model import Distribution, Manifest
+    from envcheck.manifest.requirements import Graph
 
 # pip-tools' unsafe packages (pip, setuptools, distribute) and wheel, the other installer tool a venv
 # brings: pip-sync leaves all four alone, so the lock and --check leave them alone too.
@@ -118,8 +118,8 @@ def local_source(dist: Distribution) -> str | None:
 def lock_inputs(m: Manifest) -> LockInputs:
     """The lock's inputs for ``m``. Raises nothing: an empty manifest gives empty inputs (the caller
     refuses them)."""
-    from envcheck.diff.rules._requirements import graph
-    from envcheck.diff.rules.base import index, views
+    from envcheck.manifest.query import index, views
+    from envcheck.manifest.requirements import graph
 
     with views(m):
         installed = index(m)

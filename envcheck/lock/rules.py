@@ -1,5 +1,5 @@
 """The ``LOCK-*`` rules: what ``envcheck lock --check`` reports, registered in the one catalog
-(``envcheck.findings``) so that ``envcheck rules LOCK-VERSION`` explains them and a policy can name them.
+(``envcheck.core.findings``) so that ``envcheck rules LOCK-VERSION`` explains them and a policy can name them.
 
 They are emitted by the lock comparison (``envcheck.lock.check``), not by the diff engine: like the smoke
 suite's ``VERIFY-*`` rules they have no check the engine runs, which the catalog calls kind ``verify``.
@@ -7,7 +7,7 @@ suite's ``VERIFY-*`` rules they have no check the engine runs, which the catalog
 
 from __future__ import annotations
 
-from envcheck.findings import registrar
+from envcheck.core.findings import registrar
 
 FAMILY = "lock"
 

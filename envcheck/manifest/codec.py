@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
-from envcheck.errors import ManifestError
+from envcheck.core.errors import ManifestError
 
 T = TypeVar("T")
 

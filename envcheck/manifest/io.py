@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from envcheck.errors import ManifestError
+from envcheck.core.errors import ManifestError
 from envcheck.manifest.codec import decode, encode, parse_json_int
 from envcheck.manifest.model import SCHEMA_VERSION, Manifest
 
@@ -155,7 +155,7 @@ def read_text(path: str) -> str:
     that). Raises ``ManifestError`` for a file that is not a readable regular file or not UTF-8, and, with a
     tip naming the right command or option, for a Python environment's folder, an interpreter (an
     executable, a python script) or a pip-tools requirements lock given where a manifest is expected."""
-    from envcheck.files import NotOpened, read_capped
+    from envcheck.core.files import NotOpened, read_capped
 
     try:
         # A FIFO, /dev/zero or /dev/urandom named as a manifest would block or never end: regular files only.
@@ -241,9 +241,10 @@ def _interpreter_in(path: str) -> str:
 
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` to ``path`` as ``envcheck.outputs`` does: a regular file atomically (its old content
+    """Write ``text`` to ``path`` as ``envcheck.core.outputs`` does: a regular file atomically (its old
+    content
     survives any failure), a device or FIFO in place, a link through to its target. Raises ``OutputError``."""
-    from envcheck.outputs import destination, write
+    from envcheck.core.outputs import destination, write
 
     write(destination(path), text)
 

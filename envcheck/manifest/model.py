@@ -98,7 +98,7 @@ class PathEntry:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CustomizeModule:
     """A ``sitecustomize`` or ``usercustomize`` module, which ``site`` imports when the interpreter starts:
-    its path and which of ``envcheck/target/startup.py``'s ``MENTIONS`` (``torch``, ``set_flush_denormal``,
+    its path and which of ``envcheck/inside/startup.py``'s ``MENTIONS`` (``torch``, ``set_flush_denormal``,
     ``set_num_threads``, …) its source names (read as text, never run; ``read``: False when it could not be
     read, ``truncated``: only its first 256 KiB were)."""
 
@@ -157,7 +157,7 @@ class PythonInfo:
     path_aliases: dict[str, str] | None = None
     # How each ``sys_path`` entry got there, in order (``PathEntry``); None: not recorded (before).
     path_origins: list[PathEntry] | None = omitted_when_default(None)  # noqa: RUF009
-    # What runs before the application (``envcheck/target/startup.py``); None: not recorded.
+    # What runs before the application (``envcheck/inside/startup.py``); None: not recorded.
     startup: Startup | None = omitted_when_default(None)  # noqa: RUF009
 
 
@@ -456,7 +456,7 @@ class DllLoadFailure:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class WindowsInfo:
-    """What a Windows machine holds beyond the portable facts (``envcheck/target/windows_facts.py``).
+    """What a Windows machine holds beyond the portable facts (``envcheck/inside/windows_facts.py``).
 
     ``loaded``: the modules the process had loaded when ``import torch`` failed, full paths in load order
     (None: it did not fail; after a successful import they are ``runtimes.loaded``); ``load_failure``: where

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from envcheck.collect.launch import SnapshotOptions
-    from envcheck.deadline import Deadline
+    from envcheck.core.deadline import Deadline
     from envcheck.manifest.model import Manifest, Runtimes
     from envcheck.manifest.native import LoadedDisagreement, NativeSection
     from envcheck.native.interface import Probe, Resolver
@@ -59,7 +59,7 @@ def scan_for_snapshot(manifest: Manifest, options: SnapshotOptions) -> NativeSec
 def _snapshot_tree(
     manifest: Manifest, *, verify_files: bool, integrity: bool = False, deadline: Deadline | None = None
 ) -> NativeSection:
-    from envcheck.files import is_inside
+    from envcheck.core.files import is_inside
     from envcheck.manifest.native import RefusedFile
     from envcheck.native.linux import LinuxResolver
     from envcheck.native.tree import Catalog, RootFile, Walker, is_extension

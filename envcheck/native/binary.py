@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from envcheck.files import NotOpened, open_regular
+from envcheck.core.files import NotOpened, open_regular
 from envcheck.native.records import BinaryError, BinaryInfo, Format, Needed
 
 __all__ = ["BinaryError", "BinaryInfo", "Format", "Needed", "read_binary", "sniff"]
@@ -39,7 +39,7 @@ def read_binary(path: str, *, inside: Sequence[str] | None = None) -> BinaryInfo
     """Parse ``path`` with the reader for its format. Raises ``BinaryError`` with the reason when it is not a
     readable binary (empty, truncated, not native, unreadable, a directory, a symlink loop) or was refused
     unopened (a device, a FIFO, a socket; with ``inside``, the real paths of a scanned tree, a link leading
-    out of it): see ``envcheck.files``."""
+    out of it): see ``envcheck.core.files``."""
     try:
         fd = open_regular(path, inside=inside)
     except NotOpened as e:

@@ -289,7 +289,7 @@ def version_key(version: str) -> tuple[int, ...]:
 
 def read_elf_reference(path: str) -> BinaryInfo:
     """The same facts through pyelftools (section headers). Raises ``BinaryError`` or pyelftools' errors."""
-    from envcheck.files import open_regular
+    from envcheck.core.files import open_regular
 
     with os.fdopen(open_regular(path), "rb") as f:
         return _read_reference(f)

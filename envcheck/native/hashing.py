@@ -18,8 +18,8 @@ gone since), and a folder that cannot be written leaves the run without a cache,
 
 ``--verify-files`` never reads the cache (it re-hashes every file) and refreshes it.
 
-Hashing ends at the command's deadline (``envcheck.deadline``): a file not hashed by then is reported as not
-hashed (``Hasher.cut``, ``hash_files``), never waited for.
+Hashing ends at the command's deadline (``envcheck.core.deadline``): a file not hashed by then is reported as
+not hashed (``Hasher.cut``, ``hash_files``), never waited for.
 Measured: the interpreter's 23 MB libpython alone took ~70 ms of a 200 ms walk of the torch venv before the
 cache; checking the 283 native files of the torch 2.13.0 CPU venv (561 MB) against RECORD adds 0.32 s to the
 walk cold (0.30 x ``import torch``) and nothing measurable warm (``ci/bench.py``).
@@ -43,8 +43,8 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from envcheck.deadline import Deadline, DeadlineExpired
-from envcheck.files import NotOpened, open_regular
+from envcheck.core.deadline import Deadline, DeadlineExpired
+from envcheck.core.files import NotOpened, open_regular
 
 # Hashing a file that RECORD does not cover is bounded: a multi-GB library must not stall a snapshot.
 MAX_HASH_BYTES = 512 * 1024 * 1024

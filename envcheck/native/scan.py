@@ -11,9 +11,9 @@ import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from envcheck.deadline import Deadline
-from envcheck.errors import UsageError
-from envcheck.files import NotOpened, is_inside, open_regular
+from envcheck.core.deadline import Deadline
+from envcheck.core.errors import UsageError
+from envcheck.core.files import NotOpened, is_inside, open_regular
 from envcheck.manifest.native import NativeSection, RefusalKind, RefusedFile
 from envcheck.native.interface import Resolver
 from envcheck.native.linux import LinuxResolver
@@ -28,7 +28,7 @@ from envcheck.native.tree import (
     is_extension,
 )
 from envcheck.native.windows import WindowsResolver
-from envcheck.probe.sessions import temporary_folder
+from envcheck.process.sessions import temporary_folder
 
 # A wheel is read member by member, and only native files and ``.dist-info/RECORD`` / ``WHEEL`` come out.
 # Every cap is named in the report when it skips a member (docs/guarantees.md). The caps leave room for real
@@ -282,7 +282,7 @@ def _records(
     wheel, whose RECORD never leaves it: data files go to ``<name>.data/``), any row naming a path outside
     ``root`` is appended too (``record-escape``); in a site-packages folder, scripts in ``../../../bin`` are
     normal, and only native rows are checked (by ``scan_folder``)."""
-    from envcheck.target.record import parse_record_natives
+    from envcheck.inside.record import parse_record_natives
 
     try:
         entries = sorted(os.listdir(root))
@@ -466,7 +466,7 @@ def format_text(section: NativeSection, target: str) -> str:
     """The readable report of a scan: the tree, what the machine must provide, what is missing, and what
     was never opened. Every string from the scanned files (names, sonames, paths, reasons quoting them) is
     escaped for the terminal (``report.escape.one_line``): a DLL name may carry terminal escapes."""
-    from envcheck.escape import one_line as esc
+    from envcheck.core.escape import one_line as esc
 
     lines = [f"native tree of {esc(target)} ({section.loader or 'no binaries'})", ""]
     nodes = section.nodes or []

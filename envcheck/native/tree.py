@@ -17,7 +17,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal, NamedTuple, cast
 
-from envcheck.deadline import Deadline
+from envcheck.core.deadline import Deadline
+from envcheck.inside import names as target_names
 from envcheck.manifest.native import (
     RECORD_FILE_ABSENT,
     DependencyKind,
@@ -37,7 +38,6 @@ from envcheck.native.hashing import MAX_RECORD_HASH_BYTES, MAX_RECORD_HASH_TOTAL
 from envcheck.native.interface import Found, Image, Resolver
 from envcheck.native.oslibs import classify_name, openmp_family
 from envcheck.native.windows import WindowsResolver
-from envcheck.target import names as target_names
 
 Role = Literal["extension", "library", "interpreter", "executable"]
 

@@ -57,7 +57,7 @@ def predict(
     from concurrent.futures import ThreadPoolExecutor
 
     from envcheck.predict.fetch import WheelCache
-    from envcheck.probe.sessions import temporary_folder
+    from envcheck.process.sessions import temporary_folder
 
     cache = cache or WheelCache()
     say = progress or (lambda _step: None)
@@ -87,7 +87,7 @@ def _resolve(source: Manifest, target: PredictTarget, options: IndexOptions, fol
 def _requires(
     w: ResolvedWheel, known: dict[tuple[str, str], tuple[str, ...]], cache: WheelCache
 ) -> tuple[str, ...]:
-    from envcheck.diff.rules.base import canon
+    from envcheck.manifest.query import canon
 
     key = (canon(w.name), w.version)
     return known[key] if key in known else cache.requires_of(w)
@@ -100,10 +100,10 @@ def _finish(
     cache: WheelCache,
     say: Callable[[str], None],
 ) -> Prediction:
-    from envcheck.diff.rules.base import canon
+    from envcheck.core.redact import redact_text
+    from envcheck.manifest.query import canon
     from envcheck.predict.build import predicted_manifest
     from envcheck.predict.fetch import is_pure
-    from envcheck.redact import redact_text
 
     target = resolution.target
     start = time.perf_counter()

@@ -175,7 +175,7 @@ def predicted_manifest(
 
 
 def _canon(name: str) -> str:
-    from envcheck.diff.rules.base import canon
+    from envcheck.manifest.query import canon
 
     return canon(name)
 
@@ -191,7 +191,7 @@ def _distribution(w: ResolvedWheel, native: NativeSection) -> Distribution:
         for n in native.nodes or []
         if _canon(n.owner) == owner and ":" in n.key
     ]
-    from envcheck.redact import redact_text
+    from envcheck.core.redact import redact_text
 
     return Distribution(
         name=w.name,

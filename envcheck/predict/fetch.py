@@ -24,8 +24,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from envcheck import __version__
-from envcheck.deadline import Deadline
-from envcheck.errors import UsageError
+from envcheck.core.deadline import Deadline
+from envcheck.core.errors import UsageError
 from envcheck.manifest.native import NativeSection
 from envcheck.predict import pip_entry
 from envcheck.predict.resolve import IndexOptions, ResolvedWheel, run_pip
@@ -115,7 +115,7 @@ class WheelCache:
         self.root.mkdir(parents=True, exist_ok=True)
         self._remove_stale()
 
-        from envcheck.probe import sessions
+        from envcheck.process import sessions
 
         # Beside the cache (one file system: the rename into it is atomic); an interrupt removes it.
         tmp = Path(sessions.make_folder(".tmp-", str(self.root)))
@@ -290,7 +290,7 @@ class WheelCache:
             self.verify(w, path)
             paths.append(path)
         from envcheck.native.scan import _extract_native, scan_folder
-        from envcheck.probe.sessions import temporary_folder
+        from envcheck.process.sessions import temporary_folder
 
         torch_version = None
         with temporary_folder("envcheck-predict-tree-") as folder:
@@ -501,7 +501,7 @@ def _torch_version(wheel: Path) -> dict[str, object] | None:
     """``torch/version.py``'s literal values, read from the wheel's member (capped) without executing it."""
     import zipfile
 
-    from envcheck.target.torch_static import read_version_file
+    from envcheck.inside.torch_static import read_version_file
 
     try:
         with zipfile.ZipFile(wheel) as zf:
@@ -511,7 +511,7 @@ def _torch_version(wheel: Path) -> dict[str, object] | None:
             text = zf.read(info)
     except (KeyError, OSError, zipfile.BadZipFile, ValueError):
         return None
-    from envcheck.probe.sessions import temporary_folder
+    from envcheck.process.sessions import temporary_folder
 
     with temporary_folder("envcheck-predict-") as tmp:
         path = tmp / "version.py"
@@ -569,7 +569,7 @@ def _macos_minimum(tree: str, section: NativeSection) -> tuple[str, str] | None:
 
 
 def _read_scan(path: Path) -> tuple[NativeSection, dict[str, object] | None, tuple[str, str] | None] | None:
-    from envcheck.errors import ManifestError
+    from envcheck.core.errors import ManifestError
     from envcheck.manifest.codec import decode
 
     try:

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envcheck.deadline import Deadline, DeadlineExpired
-from envcheck.errors import UsageError
+from envcheck.core.deadline import Deadline, DeadlineExpired
+from envcheck.core.errors import UsageError
 from envcheck.manifest.model import LeftOut, Unavailable
 from envcheck.predict.target import PredictTarget
 
@@ -125,8 +125,8 @@ class _Pip:
 def pip_inputs(manifest: Manifest) -> tuple[list[Distribution], list[Distribution], list[LeftOut]]:
     """``(roots, constraints, left_out)`` of the manifest's importable distributions. Roots are those no
     other one requires (a cycle with no way in from a root counts as roots too)."""
-    from envcheck.diff.rules._requirements import graph
-    from envcheck.diff.rules.base import canon, index
+    from envcheck.manifest.query import canon, index
+    from envcheck.manifest.requirements import graph
 
     keep: dict[str, Distribution] = {}
     left_out: list[LeftOut] = []
@@ -153,7 +153,7 @@ _NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,198}[A-Za-z0-9])?")
 def _not_a_requirement(dist: Distribution) -> str | None:
     """Why the name or version cannot go to pip as ``name==version`` (None when it can). A manifest is
     untrusted: a "name" with a newline would put its own options into the constraints file pip reads."""
-    from envcheck.diff.rules.base import parse_version
+    from envcheck.manifest.query import parse_version
 
     if not _NAME.fullmatch(dist.name):
         return "not a valid distribution name (PEP 508): not passed to pip"
@@ -200,7 +200,7 @@ def resolve(manifest: Manifest, target: PredictTarget, options: IndexOptions, *,
     pinned = {_canon(d.name): (d.name, pin(d.version)) for d in roots}
     constrained = {_canon(d.name): (d.name, pin(d.version)) for d in constraints}
     unavailable: list[Unavailable] = []
-    from envcheck.diff.rules._requirements import graph
+    from envcheck.manifest.requirements import graph
 
     g = graph(manifest)
     closures = {name: g.closure(name) for name in pinned}
@@ -251,7 +251,7 @@ def resolve(manifest: Manifest, target: PredictTarget, options: IndexOptions, *,
 
 
 def _canon(name: str) -> str:
-    from envcheck.diff.rules.base import canon
+    from envcheck.manifest.query import canon
 
     return canon(name)
 
@@ -308,7 +308,7 @@ def _uv_compile(
     """One ``uv pip compile`` in place of pip's dry run: the same pins and constraints, its lock read back
     as pip's report (``envcheck.predict.uv``). Its messages name a failing pin as pip's do."""
     from envcheck.predict.uv import lock_report, uv_binary, uv_environment, uv_platform
-    from envcheck.probe import sessions
+    from envcheck.process import sessions
 
     uv, platform = uv_binary(), uv_platform(target)
     assert uv is not None and platform is not None
@@ -481,7 +481,7 @@ def run_pip(
     """One pip run in a session of its own, its log in a file (read back capped), killed at ``timeout``.
     Its temporary files (partial downloads, unpacked metadata) go in ``folder/tmp``: ``folder`` lies in a
     folder envcheck removes on every exit, an interrupt or a kill at the deadline included."""
-    from envcheck.probe import sessions
+    from envcheck.process import sessions
 
     log_path = folder / "pip.log"
     env = {**os.environ, "PIP_NO_INPUT": "1", **own_temp(folder)}
@@ -646,7 +646,7 @@ def _what_exists(
 def _index_versions(name: str, platform: str, target: PredictTarget, options: IndexOptions) -> list[str]:
     """The versions of ``name`` with a wheel for ``platform`` (and the target's Python), newest first, as
     ``pip index versions`` reads them from the indexes; empty when there are none."""
-    from envcheck.probe.sessions import temporary_folder
+    from envcheck.process.sessions import temporary_folder
 
     other = PredictTarget(
         platform=platform, python_version=target.python_version, implementation=target.implementation

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from envcheck.errors import UsageError
+from envcheck.core.errors import UsageError
 
 System = Literal["Windows", "Darwin", "Linux"]
 

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from envcheck.errors import UsageError
+from envcheck.core.errors import UsageError
 from envcheck.predict.target import PredictTarget
 
 # The manylinux levels ``uv pip compile --python-platform`` names (uv 0.13).

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from envcheck.report.formats import FORMATS, FormatName
 
 if TYPE_CHECKING:
-    from envcheck.findings import Finding, MachineGroup, Severity
+    from envcheck.core.findings import Finding, MachineGroup, Severity
 
 
 def render(
@@ -44,7 +44,7 @@ def render(
     affects text. ``policy`` is one line naming the policy applied (``policy: none``): every format shows
     it (text and Markdown as a line, JSON as ``"policy"``, JUnit as a test-suite property); ``None`` leaves
     it out. ``nothing_found`` is what a report without findings says (default: ``No differences that
-    matter.``). ``groups``: a fleet report's machine groups (``envcheck.findings.MachineGroup``).
+    matter.``). ``groups``: a fleet report's machine groups (``envcheck.core.findings.MachineGroup``).
     ``width``: the columns of the text report (``None``: ``DEFAULT_WIDTH``, 100, as for a pipe or a file;
     the CLI passes its terminal's, ``report_width``); lines are broken between words, never inside one.
     ``member``: what a fleet report's members are (``machine``, ``platform``, ``rank``).
@@ -52,11 +52,11 @@ def render(
     Every string that came from a manifest or a finding (title included) is escaped for the format:
     nothing in a report can drive a terminal, inject HTML or make the XML ill-formed, and every report
     encodes as UTF-8 (lone surrogates are shown as ``\\uXXXX``). Before that, every such string passes the
-    credential redactor (``envcheck.redact``): a manifest envcheck did not write (an older release's, a
+    credential redactor (``envcheck.core.redact``): a manifest envcheck did not write (an older release's, a
     hand-edited one, a cluster rank's payload) may hold a secret, and no format may carry it. Raises
     ``ValueError`` for an unknown format, nothing else.
     """
-    from envcheck.redact import redact_text
+    from envcheck.core.redact import redact_text
     from envcheck.report.interface import DEFAULT_WIDTH, NO_DIFFERENCES, ReportContext
 
     formatter = (fmt if isinstance(fmt, FormatName) else FormatName.parse(fmt)).formatter()
@@ -70,7 +70,7 @@ def render(
     ]
     ordered = sorted(findings, key=lambda f: f.sort_key())
     if rules is None:
-        from envcheck.findings import rule_ids
+        from envcheck.core.findings import rule_ids
 
         rules = rule_ids("difference", "single")
     context = ReportContext(
@@ -92,9 +92,9 @@ _TEXT_FIELDS = ("subject", "message", "remedy", "base", "target", "intended", "m
 
 
 def redacted(findings: Sequence[Finding]) -> list[Finding]:
-    """``findings`` with every credential taken out of their strings (``envcheck.redact.redact_text``);
+    """``findings`` with every credential taken out of their strings (``envcheck.core.redact.redact_text``);
     a consequence's ``caused_by`` follows its root's key as redacted, so the report still folds it."""
-    from envcheck.redact import redact_text
+    from envcheck.core.redact import redact_text
 
     out: list[Finding] = []
     keys: dict[str, str] = {}

@@ -26,8 +26,8 @@ import hashlib
 import html
 from collections.abc import Sequence
 
-from envcheck.escape import terminal
-from envcheck.findings import SEVERITY_RANK, Finding, MachineGroup, Severity, at_or_above
+from envcheck.core.escape import terminal
+from envcheck.core.findings import SEVERITY_RANK, Finding, MachineGroup, Severity, at_or_above
 from envcheck.report.interface import (
     Group,
     ReportContext,

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from envcheck.findings import SEVERITY_RANK, Finding, MachineGroup, RuleKind, Severity, at_or_above
+from envcheck.core.findings import SEVERITY_RANK, Finding, MachineGroup, RuleKind, Severity, at_or_above
 
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 PLURAL = {"error": "errors", "warning": "warnings", "info": "info"}
@@ -176,7 +176,7 @@ def by_severity(found: Sequence[Group]) -> list[tuple[Severity, list[Group]]]:
 
 def rule_kind(rule_id: str) -> RuleKind | None:
     """The kind of a registered rule (``single`` for a finding about one environment), or None."""
-    from envcheck.findings import REGISTRY, catalog
+    from envcheck.core.findings import REGISTRY, catalog
 
     rule = REGISTRY.get(rule_id)
     if rule is None:

@@ -41,8 +41,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from envcheck.escape import json_text
-from envcheck.findings import Finding, at_or_above
+from envcheck.core.escape import json_text
+from envcheck.core.findings import Finding, at_or_above
 from envcheck.report.interface import ReportContext, ReportFormat, fleet_line, rule_kind, summarize
 
 REPORT_VERSION = 1

@@ -20,8 +20,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from envcheck.escape import xml
-from envcheck.findings import SEVERITY_RANK, Finding
+from envcheck.core.escape import xml
+from envcheck.core.findings import SEVERITY_RANK, Finding
 from envcheck.report.interface import (
     Group,
     ReportContext,

@@ -14,8 +14,8 @@ import html
 import re
 from collections.abc import Sequence
 
-from envcheck.escape import markdown, one_line, unlinked
-from envcheck.findings import Finding, Severity
+from envcheck.core.escape import markdown, one_line, unlinked
+from envcheck.core.findings import Finding, Severity
 from envcheck.report.interface import (
     Group,
     ReportContext,

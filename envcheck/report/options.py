@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
-from envcheck.findings import Severity
+from envcheck.core.findings import Severity
 from envcheck.report.formats import FormatName
 
 # ``--format`` takes the one enum of formats; the alias keeps the name the commands use.
@@ -144,7 +144,7 @@ def resolve_format(fmt: ReportFormatChoice, output: str | None) -> ReportFormatC
     if wanted is None or wanted is fmt:
         return fmt
     if _format_given():
-        from envcheck.errors import UsageError
+        from envcheck.core.errors import UsageError
 
         raise UsageError(
             f"--format {fmt.value} contradicts -o {output} (a {suffix} file is {wanted.value})",

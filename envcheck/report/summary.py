@@ -7,9 +7,9 @@ or lone surrogates prints as visible data on one line and never drives the reade
 
 from __future__ import annotations
 
-from envcheck.escape import one_line
+from envcheck.core.escape import one_line
+from envcheck.core.redact import redact_text
 from envcheck.manifest.model import Manifest, ProbeOutcome
-from envcheck.redact import redact_text
 
 
 def _v(value: object) -> str:

@@ -33,8 +33,8 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from envcheck.escape import one_line, terminal
-from envcheck.findings import Finding, Severity
+from envcheck.core.escape import one_line, terminal
+from envcheck.core.findings import Finding, Severity
 from envcheck.report.interface import (
     DEFAULT_WIDTH,
     PLURAL,

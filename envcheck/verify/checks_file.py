@@ -9,7 +9,7 @@ docs/guarantees.md):
   naming ``file:line:column``.
 - ``load_failure`` after the suite ran: the target imports the file in the ``custom`` group, and an import
   that fails there (a missing module, a ``NameError`` at the top level, a crash) becomes the group's
-  ``custom/load`` result (``envcheck/target/suite.py``: ``status`` ``error`` with ``"Type: message"``, or
+  ``custom/load`` result (``envcheck/inside/suite.py``: ``status`` ``error`` with ``"Type: message"``, or
   ``crashed`` / ``timeout`` when the process died). That is an input error too, not a finding: the line
   comes from the result's traceback when it has one, else from the error text (a ``SyntaxError`` in the
   target's own Python names its line), else from the file's syntax tree (the import, name or attribute
@@ -24,12 +24,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from envcheck.errors import UsageError
+from envcheck.core.errors import UsageError
 from envcheck.manifest.verify import CheckResult, VerifySection
 
 # A checks file is a page of Python; this bound only keeps compile() from chewing on a bomb.
 MAX_CHECKS_BYTES = 4 * 1024 * 1024
-# The result the suite writes when the custom group cannot load its checks (envcheck/target/suite.py).
+# The result the suite writes when the custom group cannot load its checks (envcheck/inside/suite.py).
 LOAD_RESULT = "custom/load"
 _TIP = "Fix the file, or run it with `python FILE` in the target environment to see the whole error."
 
@@ -46,10 +46,11 @@ class Location:
 
 
 def read_checks_file(path: Path) -> bytes:
-    """The file's bytes. Raises ``UsageError`` when it is missing, not a regular file (``envcheck.files``:
+    """The file's bytes. Raises ``UsageError`` when it is missing, not a regular file
+    (``envcheck.core.files``:
     a FIFO is never waited on, the type is checked on the open descriptor) or larger than
     ``MAX_CHECKS_BYTES``."""
-    from envcheck.files import NotOpened, read_capped
+    from envcheck.core.files import NotOpened, read_capped
 
     tip = "Pass a Python file with check_* functions."
     try:

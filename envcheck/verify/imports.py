@@ -3,7 +3,7 @@ the application's own entry modules (``--import``, ``imports = [...]`` in the po
 target interpreter.
 
 Three steps, all under the command's ``--timeout`` (one ``Deadline``), each target process killed with its
-whole session at its deadline (``envcheck.probe.runner``):
+whole session at its deadline (``envcheck.process.runner``):
 
 1. **Plan** (one process, imports nothing): the top-level modules that hold each distribution's native
    files (``RECORD``), sorted by module. The order of the imports is that plan, minus what the policy
@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import envcheck.verify.rules  # noqa: F401 - registers the VERIFY-* rules
-from envcheck.findings import Finding, Rule, get_rule
-from envcheck.probe.runner import Deadline, TargetRun, run_target
-from envcheck.target.copying import PACKAGE as TARGET_PACKAGE
+from envcheck.core.findings import Finding, Rule, get_rule
+from envcheck.inside.copying import PACKAGE as TARGET_PACKAGE
+from envcheck.process.runner import Deadline, TargetRun, run_target
 
 if TYPE_CHECKING:
     from envcheck.manifest.model import Manifest
@@ -442,7 +442,7 @@ def _import_remedy(result: ImportResult) -> str:
             "folder that holds it (the current folder is searched last); check the --import name."
         )
     if result.distribution:
-        from envcheck.diff.rules.base import shell_word
+        from envcheck.manifest.remedy import shell_word
 
         return (
             "Reinstall it: `pip install --force-reinstall --no-deps "
@@ -455,7 +455,8 @@ def _import_remedy(result: ImportResult) -> str:
 def _numpy_abi(
     result: ImportResult, run: AppImports, base: Manifest | None, target: Manifest | None
 ) -> Finding:
-    from envcheck.diff.rules.base import major, pip_install, pkg, shell_word
+    from envcheck.manifest.query import major, pkg
+    from envcheck.manifest.remedy import pip_install, shell_word
 
     numpy_here = run.versions.get("numpy")
     if target is not None and pkg(target, "numpy") is not None:

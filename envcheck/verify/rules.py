@@ -1,10 +1,10 @@
 """The smoke suite's rules: every ``VERIFY-*`` id that ``verify`` and ``gate`` can emit, registered in the
-one catalog (``envcheck.findings``) beside the diff rules, so ``envcheck rules VERIFY-SPEED`` explains it and
-a policy naming a VERIFY id is checked like any other."""
+one catalog (``envcheck.core.findings``) beside the diff rules, so ``envcheck rules VERIFY-SPEED`` explains
+it and a policy naming a VERIFY id is checked like any other."""
 
 from __future__ import annotations
 
-from envcheck.findings import registrar
+from envcheck.core.findings import registrar
 
 _verify = registrar("verify", "smoke suite")
 

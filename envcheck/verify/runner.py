@@ -3,7 +3,7 @@
 Groups: ``main`` (every built-in check: one ``import torch`` for the whole CPU suite, docs/budgets.md),
 ``compile`` (``torch.compile``, opt-in, its own process) and ``custom`` (the user's checks, in their own
 process beside ``main``). With ``runtime_probe`` (the gate), the ``main`` group's process first runs the
-snapshot's runtime probe (``envcheck.target.probe``), so one ``import torch`` serves both; a process that
+snapshot's runtime probe (``envcheck.inside.probe``), so one ``import torch`` serves both; a process that
 ends inside the probe, other than in that import, gives the probe that ending and the group runs again in
 a fresh process without it, as if the two had never shared one. When a group's process crashes or hangs,
 the check it was running (``current`` in its result file) gets that outcome and the rest of the group runs
@@ -23,15 +23,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from envcheck.errors import ManifestError, ProbeError, UsageError
+from envcheck.core.errors import ManifestError, ProbeError, UsageError
+from envcheck.inside.copying import PACKAGE as TARGET_PACKAGE
 from envcheck.manifest.codec import decode
 from envcheck.manifest.model import ProbeOutcome
 from envcheck.manifest.verify import CheckResult, VerifySection
-from envcheck.probe import sessions
-from envcheck.probe.runner import NOTE_PREFIX, Deadline, TargetRun, read_result, run_target
-from envcheck.target.copying import PACKAGE as TARGET_PACKAGE
+from envcheck.process import sessions
+from envcheck.process.runner import NOTE_PREFIX, Deadline, TargetRun, read_result, run_target
 
-# The smoke-suite harness's entry module (envcheck/target/suite.py) in the copy of envcheck.target.
+# The smoke-suite harness's entry module (envcheck/inside/suite.py) in the copy of envcheck.inside.
 SUITE_MODULE = f"{TARGET_PACKAGE}.suite"
 COMPILE_OPT_IN = "opt-in: pass --compile (torch.compile takes 15-35 s on 2 cores, beyond the suite's budget)"
 # A check that keeps crashing the process cannot loop forever: each rerun excludes at least one check.

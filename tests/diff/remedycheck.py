@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from envcheck.findings import Finding
+from envcheck.core.findings import Finding
 
 SEARCH_VARIABLES = (
     "LD_LIBRARY_PATH",

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from diffdata import manifest
 
-from envcheck import flows
+from envcheck.app import flows
+from envcheck.core.findings import Finding, Severity
 from envcheck.diff.causes import link
 from envcheck.diff.engine import diff, doctor
 from envcheck.diff.policy import Policy
-from envcheck.findings import Finding, Severity
 from envcheck.manifest.identity import aliases, canonical
 from envcheck.manifest.io import load
 from envcheck.manifest.model import Manifest

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from diffdata import dist_entry, manifest
 
-from envcheck import flows
+from envcheck.app import flows
+from envcheck.core.findings import Finding
 from envcheck.diff.policy import Policy
-from envcheck.findings import Finding
 from envcheck.manifest.io import load
 from envcheck.manifest.model import Manifest
 

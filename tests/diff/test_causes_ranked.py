@@ -21,17 +21,17 @@ from diffdata import manifest, raw
 from remedycheck import assert_no_unset_variable_remedies
 from venvs import HAS_TORCH, clone_site_packages, make_venv, venv_site
 
-import envcheck.target
-from envcheck import flows
+import envcheck.inside
+from envcheck.app import flows
+from envcheck.app.flows import Report
 from envcheck.collect.launch import SnapshotOptions
 from envcheck.collect.snapshot import take_snapshot
 from envcheck.commands.verify import run_gate
+from envcheck.core.errors import ManifestError
+from envcheck.core.findings import Finding
 from envcheck.diff.causes import link
 from envcheck.diff.engine import doctor
 from envcheck.diff.policy import Policy
-from envcheck.errors import ManifestError
-from envcheck.findings import Finding
-from envcheck.flows import Report
 from envcheck.manifest.codec import decode
 from envcheck.manifest.io import dumps, load, loads
 from envcheck.manifest.model import FpControl, Manifest
@@ -42,10 +42,10 @@ from envcheck.verify.fp_mode import fp_setter
 DEV_CPU = Path(__file__).resolve().parents[1] / "data" / "manifests" / "dev-cpu.json"
 # The target package's folder's parent: ``python -S -c STARTUP_PROBE SITE`` imports the start-up facts
 # without site (so a customize module in SITE is only found on sys.path, never run by site).
-TARGET_PARENT = Path(envcheck.target.__file__).resolve().parents[1]
+TARGET_PARENT = Path(envcheck.inside.__file__).resolve().parents[1]
 STARTUP_PROBE = (
     "import json, sys; sys.path.insert(0, sys.argv[1]); "
-    "from envcheck.target.startup import startup_facts; print(json.dumps(startup_facts()))"
+    "from envcheck.inside.startup import startup_facts; print(json.dumps(startup_facts()))"
 )
 
 
@@ -185,7 +185,7 @@ def fp_mode_of(python: Path) -> FpControl:
     """The floating-point record the target's ``fp_control`` makes in ``python`` after importing torch (the
     suite's import_torch check records the same)."""
     code = (
-        "import json, torch; from envcheck.target.fp_control import fp_control; "
+        "import json, torch; from envcheck.inside.fp_control import fp_control; "
         "print(json.dumps(fp_control([])))"
     )
     out = subprocess.run(
@@ -387,7 +387,7 @@ def test_a_start_up_module_that_is_a_fifo_is_not_read(tmp_path: Path) -> None:
 
 
 def test_the_reader_takes_only_regular_files_and_caps_them(tmp_path: Path) -> None:
-    from envcheck.target import startup
+    from envcheck.inside import startup
 
     os.mkfifo(tmp_path / "fifo.py")
     assert startup._read(str(tmp_path / "fifo.py")) == (None, False)  # returns at once: no writer needed
@@ -436,7 +436,7 @@ def test_usercustomize_counts_only_where_the_user_site_is_on(tmp_path: Path) -> 
     code = (
         "import json, site, sys; sys.path.insert(0, sys.argv[1]); "
         "site.ENABLE_USER_SITE = sys.argv[2] == 'on'; "
-        "from envcheck.target.startup import customize_files; print(json.dumps(customize_files()))"
+        "from envcheck.inside.startup import customize_files; print(json.dumps(customize_files()))"
     )
     env = {**os.environ, "PYTHONPATH": str(TARGET_PARENT)}
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from diffdata import Edit, dist_entry, manifest
 
+from envcheck.core.findings import Severity, catalog
 from envcheck.diff.engine import diff
-from envcheck.findings import Severity, catalog
 
 
 def set_path(path: str, value: object) -> Edit:

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from diffdata import manifest
 
+from envcheck.core.findings import Finding
 from envcheck.diff.engine import diff, doctor
-from envcheck.findings import Finding
 from envcheck.manifest.codec import volatile_paths
 from envcheck.manifest.model import Manifest
 from envcheck.report import render

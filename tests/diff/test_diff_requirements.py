@@ -11,7 +11,8 @@ from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from envcheck.diff.rules._requirements import (
+from envcheck.manifest.query import local_label, major, release
+from envcheck.manifest.requirements import (
     _holds,
     _simple_requirement,
     applies,
@@ -19,7 +20,6 @@ from envcheck.diff.rules._requirements import (
     requirement_name,
     satisfies,
 )
-from envcheck.diff.rules.base import local_label, major, release
 
 NAMES = ("dev-cpu", "cuda", "twin-a")
 

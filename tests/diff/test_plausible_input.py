@@ -24,7 +24,7 @@ from diffdata import MANIFESTS, dist_entry, manifest
 from hostile import envcheck_argv
 from venvs import clone_site_packages, needs_torch, venv_site
 
-from envcheck import flows
+from envcheck.app import flows
 from envcheck.cluster.report import Environments, JobView, build
 from envcheck.diff.policy import Policy
 from envcheck.manifest.io import load

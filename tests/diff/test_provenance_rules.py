@@ -11,8 +11,8 @@ from typing import Any
 from diffdata import Edit, dist_entry, manifest
 from test_provenance import _hostile_pth_files
 
+from envcheck.core.findings import Finding
 from envcheck.diff.engine import diff, doctor
-from envcheck.findings import Finding
 
 SITE = "/root/venvs/dev/lib/python3.11/site-packages"  # where dev-cpu.json's distributions live
 
@@ -208,7 +208,7 @@ def test_a_labelled_torch_from_a_checkout_is_reinstalled_from_its_index() -> Non
 
 
 def test_pth_files_are_parsed_never_run_and_read_within_bounds(tmp_path: Path) -> None:
-    from envcheck.target.interpreter import _key, pth_entries
+    from envcheck.inside.interpreter import _key, pth_entries
 
     folder = tmp_path / "site"
     folder.mkdir()

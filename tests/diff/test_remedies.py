@@ -15,11 +15,11 @@ import pytest
 from diffdata import Edit, manifest
 from packaging.requirements import Requirement
 
-from envcheck import flows
+from envcheck.app import flows
+from envcheck.core.findings import Finding
 from envcheck.diff.policy import Policy
-from envcheck.diff.rules.base import pkg
-from envcheck.findings import Finding
 from envcheck.manifest.model import Manifest
+from envcheck.manifest.query import pkg
 
 WHEELS = Path("/opt/wheels")
 COMMAND = re.compile(r"`(pip install [^`]+)`")

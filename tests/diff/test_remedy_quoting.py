@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 from diffdata import Edit, dist_entry, manifest
 
-from envcheck import flows
+from envcheck.app import flows
+from envcheck.core.findings import Finding
 from envcheck.diff.policy import Policy
-from envcheck.diff.rules._provenance import _drop_from_pythonpath
-from envcheck.diff.rules.base import pip_install, pip_requirement, shell_word
-from envcheck.findings import Finding
 from envcheck.manifest.model import Manifest
+from envcheck.manifest.provenance import _drop_from_pythonpath
+from envcheck.manifest.remedy import pip_install, pip_requirement, shell_word
 
 BASH = shutil.which("bash")
 needs_bash = pytest.mark.skipif(BASH is None, reason="bash is not installed")

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from diffdata import manifest
 
-from envcheck import flows
+from envcheck.app import flows
 from envcheck.collect import facts
+from envcheck.core.errors import ManifestError
 from envcheck.diff.policy import Policy
-from envcheck.errors import ManifestError
-from envcheck.target import windows_facts
+from envcheck.inside import windows_facts
 
 C10 = "C:\\env\\Lib\\site-packages\\torch\\lib\\c10.dll"
 ERROR = (

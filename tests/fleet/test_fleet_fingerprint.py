@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from envcheck import fleet, flows
+from envcheck.app import fleet, flows
 from envcheck.diff.policy import Intended, Policy, Selector
 from envcheck.manifest.codec import decode
 from envcheck.manifest.model import Manifest

@@ -10,8 +10,8 @@ import pytest
 from hostile import assert_bounded, envcheck_argv, run_bounded
 from hostile_manifests import SMALL, assert_printable, manifest_text
 
-from envcheck.errors import ManifestError
-from envcheck.escape import json_text
+from envcheck.core.errors import ManifestError
+from envcheck.core.escape import json_text
 from envcheck.manifest.codec import decode, parse_json_int
 from envcheck.manifest.io import loads
 from envcheck.manifest.model import Manifest

@@ -26,9 +26,9 @@ from hostile_manifests import (
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from envcheck.core.errors import EnvcheckError
+from envcheck.core.findings import Finding
 from envcheck.diff import engine
-from envcheck.errors import EnvcheckError
-from envcheck.findings import Finding
 from envcheck.manifest.io import loads
 from envcheck.manifest.model import Manifest
 from envcheck.report import FORMATS, render

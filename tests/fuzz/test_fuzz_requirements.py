@@ -21,9 +21,11 @@ from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvir
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from envcheck import flows
+from envcheck.app import flows
 from envcheck.diff.policy import Policy
-from envcheck.diff.rules._requirements import (
+from envcheck.manifest.codec import decode
+from envcheck.manifest.model import Manifest
+from envcheck.manifest.requirements import (
     applies,
     marker_environment,
     parse_requirement,
@@ -31,8 +33,6 @@ from envcheck.diff.rules._requirements import (
     satisfies,
     specifier_set,
 )
-from envcheck.manifest.codec import decode
-from envcheck.manifest.model import Manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 

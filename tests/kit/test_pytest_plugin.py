@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from envcheck.findings import catalog
+from envcheck.core.findings import catalog
 
 from .conftest import DRIFT_PACKAGE, DRIFT_REQUIRER, KitEnvs
 
@@ -208,7 +208,7 @@ def test_loading_the_plugin_without_the_option_imports_nothing_else_of_envcheck(
     )
     assert with_option.ret == pytest.ExitCode.OK
     loaded = (sample.path / "modules.txt").read_text(encoding="utf-8").split()
-    assert "envcheck.manifest.io" in loaded and "envcheck.findings" in loaded
+    assert "envcheck.manifest.io" in loaded and "envcheck.core.findings" in loaded
 
 
 @pytest.mark.slow

@@ -3,8 +3,8 @@ item's findings show a root cause before what it causes."""
 
 from __future__ import annotations
 
-from envcheck.findings import Finding
-from envcheck.flows import Report
+from envcheck.app.flows import Report
+from envcheck.core.findings import Finding
 from envcheck.pytest_plugin import _describe, _summary_line
 
 CAUSE = Finding(

@@ -258,15 +258,15 @@ def test_a_lock_passes_the_redactor(small_env: Env, tmp_path: Path) -> None:
 
 
 def test_the_timeout_bounds_every_pip_compile_run_together(monkeypatch: pytest.MonkeyPatch) -> None:
-    from envcheck.deadline import Deadline, DeadlineExpired
-    from envcheck.diff.rules._requirements import graph
-    from envcheck.diff.rules.base import views
+    from envcheck.core.deadline import Deadline, DeadlineExpired
     from envcheck.lock import compile as compile_module
     from envcheck.lock.inputs import lock_inputs
+    from envcheck.manifest.query import views
+    from envcheck.manifest.requirements import graph
 
     # A fault injected: a clock that only pip-compile moves, 2 s a run, and every run finds nothing.
     clock = [1000.0]
-    monkeypatch.setattr("envcheck.deadline.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("envcheck.core.deadline.time.monotonic", lambda: clock[0])
     given: list[float] = []
 
     def nothing_found(inputs, options, index, deadline):  # type: ignore[no-untyped-def]

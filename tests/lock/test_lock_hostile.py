@@ -364,8 +364,8 @@ def test_a_manifest_of_another_python_is_locked_with_a_warning(small_env: Env, t
 
 
 def test_what_only_a_left_out_distribution_required_becomes_a_root(small_env: Env, tmp_path: Path) -> None:
-    from envcheck.diff.rules._requirements import graph
-    from envcheck.diff.rules.base import views
+    from envcheck.manifest.query import views
+    from envcheck.manifest.requirements import graph
 
     def tabulate_needs_six(data: dict[str, list[dict[str, object]]]) -> None:
         next(d for d in data["packages"] if d["name"] == "tabulate")["requires"] = ["six"]

@@ -597,7 +597,7 @@ def test_scan_takes_one_deadline_for_the_whole_command(elf_tree: ElfTree, tmp_pa
     libraries, or a slow file system): past it, one line naming the step and what was done, exit 2. Here the
     deadline has already passed, so the stop is certain on any machine; the CLI's own option is checked on
     the same tree within the hostile-input bounds."""
-    from envcheck.deadline import Deadline, DeadlineExpired
+    from envcheck.core.deadline import Deadline, DeadlineExpired
     from envcheck.native import scan_path
 
     tree = tmp_path / "many"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from envcheck.errors import UsageError
+from envcheck.core.errors import UsageError
 from envcheck.predict.fetch import WheelCache, sha256_of
 from envcheck.predict.resolve import IndexOptions, ResolvedWheel
 from envcheck.predict.target import parse_target

@@ -398,7 +398,7 @@ def test_a_predicted_manifest_that_would_not_load_is_not_written(tmp_path: Path)
     import dataclasses
 
     from envcheck.commands.predict import saved_text
-    from envcheck.errors import UsageError
+    from envcheck.core.errors import UsageError
     from envcheck.manifest.io import MAX_MANIFEST_BYTES, load
 
     source = load(CPU)
@@ -416,7 +416,7 @@ def test_a_predicted_manifest_that_would_not_load_is_not_written(tmp_path: Path)
 
 
 def test_a_planted_wheel_in_the_cache_is_verified_and_removed(tmp_path: Path) -> None:
-    from envcheck.errors import UsageError
+    from envcheck.core.errors import UsageError
     from envcheck.predict.resolve import ResolvedWheel
 
     real = _wheel(tmp_path / "src", "good", {"good/libgood.so": b"\x7fELF"})
@@ -531,7 +531,7 @@ def test_the_deadline_stops_extraction_between_members(tmp_path: Path) -> None:
     """The deadline is checked before each member, not only between wheels: one that passes while a wheel
     is extracted stops it there, naming how far it got (a fault injected: the deadline passes after the
     second member)."""
-    from envcheck.deadline import Deadline, DeadlineExpired
+    from envcheck.core.deadline import Deadline, DeadlineExpired
     from envcheck.native.scan import _extract_native
 
     class PassesAfterTwo:

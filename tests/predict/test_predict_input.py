@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from envcheck.cli import app
-from envcheck.errors import UsageError
-from envcheck.findings import get_rule
+from envcheck.core.errors import UsageError
+from envcheck.core.findings import get_rule
 from envcheck.manifest.io import load
 from envcheck.predict.resolve import _not_from_an_index, pin, pip_inputs
 from envcheck.predict.target import parse_target

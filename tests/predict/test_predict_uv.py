@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from envcheck.cli import app
-from envcheck.diff.rules.base import canon
 from envcheck.manifest.io import load
+from envcheck.manifest.query import canon
 from envcheck.predict import IndexOptions, parse_target, predict
 from envcheck.predict import resolve as resolve_module
 from envcheck.predict.resolve import _as_pip_log, _failing_name, _last_error, resolve

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from clirun import run
 
-from envcheck.findings import Finding, MachineGroup
+from envcheck.core.findings import Finding, MachineGroup
 from envcheck.report import render
 from envcheck.report.html import CONTENT_SECURITY_POLICY
 

@@ -15,8 +15,8 @@ import re
 import pytest
 from markdown_it import MarkdownIt
 
-from envcheck.escape import markdown, unlinked
-from envcheck.findings import Finding
+from envcheck.core.escape import markdown, unlinked
+from envcheck.core.findings import Finding
 from envcheck.report import render
 
 # GitHub's rule, as far as a comment's plain text goes: a mention is an @ that does not follow a word

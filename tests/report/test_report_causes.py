@@ -12,7 +12,7 @@ from pathlib import Path
 
 from junitparser import Failure, JUnitXml
 
-from envcheck.findings import Finding, Severity
+from envcheck.core.findings import Finding, Severity
 from envcheck.report import render
 from envcheck.report.interface import groups, summarize
 from envcheck.report.text import MAX_LINES, SHOWN_CONSEQUENCES, SUMMARY_ROOTS
@@ -204,7 +204,7 @@ def test_junit_has_a_case_per_root_cause_with_its_consequences(tmp_path: Path) -
 
 
 def _real_pair() -> tuple[str, str, str]:
-    from envcheck import flows
+    from envcheck.app import flows
     from envcheck.diff.policy import load_policy
     from envcheck.manifest.io import load
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from junitparser import Failure, JUnitXml
 
-from envcheck.findings import Finding
+from envcheck.core.findings import Finding
 from envcheck.report import FORMATS, render
 from envcheck.report.options import ReportFormatChoice, use_color
 
@@ -209,7 +209,7 @@ def test_junit_has_one_case_per_root_cause_and_fails_at_the_threshold(tmp_path: 
 
 
 def test_junit_default_rules_are_the_catalog() -> None:
-    from envcheck.findings import rule_ids
+    from envcheck.core.findings import rule_ids
 
     xml = render([], "junit", title=TITLE, fail_on="error")
     assert all(f'name="{rule}"' in xml for rule in rule_ids("difference", "single"))
@@ -267,7 +267,7 @@ def test_markdown_cuts_info_short_but_never_failures() -> None:
 
 def test_a_group_whose_member_names_several_machines_counts_them() -> None:
     """A torchrun job reports its ranks as ranges (``host:0-3``): four machines in one member."""
-    from envcheck.findings import MachineGroup
+    from envcheck.core.findings import MachineGroup
     from envcheck.report.interface import fleet_line
 
     groups = [

@@ -14,8 +14,8 @@ import pytest
 from junitparser import JUnitXml
 from markdown_it import MarkdownIt
 
-from envcheck.escape import json_text, markdown, one_line, terminal, xml
-from envcheck.findings import Finding
+from envcheck.core.escape import json_text, markdown, one_line, terminal, xml
+from envcheck.core.findings import Finding
 from envcheck.report import FORMATS, FormatName, render
 
 OSC_TITLE = "\x1b]0;pwned\x07"

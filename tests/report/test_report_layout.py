@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envcheck.findings import Finding
+from envcheck.core.findings import Finding
 from envcheck.report import render
 from envcheck.report.options import MAX_WIDTH, MIN_WIDTH, report_width
 from envcheck.report.text import _cut, cells, wrap
@@ -309,7 +309,7 @@ def test_the_cli_width_is_the_terminals_or_columns_and_100_for_a_pipe(
 
 
 def test_fleet_words_name_platforms_and_ranks() -> None:
-    from envcheck.findings import MachineGroup
+    from envcheck.core.findings import MachineGroup
 
     finding = Finding(
         rule="ENV-PKG-VERSION",

@@ -22,8 +22,8 @@ from typer.testing import CliRunner
 from venvs import clone_site_packages, make_venv, process_alive
 
 from envcheck.cli import app
+from envcheck.core.errors import UsageError
 from envcheck.diff.policy import load_policy
-from envcheck.errors import UsageError
 from envcheck.manifest.codec import decode, encode
 from envcheck.manifest.verify import VerifySection
 from envcheck.verify.imports import (

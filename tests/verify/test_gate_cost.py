@@ -17,10 +17,10 @@ import pytest
 from hostile import assert_bounded, envcheck_argv, run_bounded
 from venvs import HOSTILE_TORCH, clone_site_packages, fault_torch, needs_torch, process_alive
 
+from envcheck.core.errors import ProbeError, UsageError
 from envcheck.diff.policy import Policy
-from envcheck.errors import ProbeError, UsageError
 from envcheck.manifest.model import ProbeOutcome
-from envcheck.probe.runner import TargetRun
+from envcheck.process.runner import TargetRun
 from envcheck.verify.runner import RuntimeProbe, _probe_run
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "manifests" / "examples" / "torch-2.13.0-cpu-linux.json"
@@ -188,7 +188,7 @@ def test_the_probes_ending_is_its_own_not_the_shared_process(tmp_path: Path) -> 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
 @pytest.mark.parametrize("hostile", ["fifo", "huge", "not-json", "link"])
 def test_a_hostile_probe_result_is_not_read(tmp_path: Path, hostile: str) -> None:
-    from envcheck.probe.runner import RESULT_MAX_BYTES
+    from envcheck.process.runner import RESULT_MAX_BYTES
 
     path = tmp_path / "runtime-probe.json"
     if hostile == "fifo":

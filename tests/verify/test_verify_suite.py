@@ -126,7 +126,7 @@ def test_onednn_bf16_math_is_caught_in_conv_only(golden: VerifySection) -> None:
 def test_a_fast_math_library_in_the_process_flushes_denormals(golden: VerifySection, tmp_path: Path) -> None:
     # GCC links crtfastmath.o into a -ffast-math shared library; loading it sets FTZ/DAZ in MXCSR for the
     # whole process (GCC bug 55522): a real way an unrelated extension changes torch's numerics.
-    from envcheck import flows
+    from envcheck.app import flows
     from envcheck.diff.policy import Policy
 
     source = tmp_path / "fastmath.c"

@@ -1,4 +1,4 @@
-"""The Windows facts of ``envcheck/target/windows_facts.py``, read by the real embeddable CPython under Wine.
+"""The Windows facts of ``envcheck/inside/windows_facts.py``, read by the real embeddable CPython under Wine.
 
 The machine is a Wine prefix of this module's own, so that its System32 and registry can be put in each
 state a customer's machine has: without the VC++ redistributable (no ``msvcp140.dll`` in System32, no
@@ -80,10 +80,10 @@ def machine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wine]:
 
 @pytest.fixture(scope="module")
 def target_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``envcheck/target`` copied as ``envcheck_target``, as envcheck copies it for a probe."""
+    """``envcheck/inside/`` copied as ``envcheck_target``, as envcheck copies it for a probe."""
     folder = tmp_path_factory.mktemp("target")
     shutil.copytree(
-        CHECKOUT / "envcheck" / "target",
+        CHECKOUT / "envcheck" / "inside",
         folder / "envcheck_target",
         ignore=shutil.ignore_patterns("__pycache__"),
     )

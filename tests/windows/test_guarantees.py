@@ -49,7 +49,7 @@ if not os.environ.get("ENVCHECK_TEST_CHILD"):
 # child still runs and which envcheck temp folders are left.
 DRIVER = r"""
 import ctypes, glob, json, os, sys, tempfile, time
-from envcheck.probe.runner import start_target
+from envcheck.process.runner import start_target
 
 python, pids = sys.argv[1], sys.argv[2]
 temp = os.path.join(tempfile.gettempdir(), "envcheck-*")

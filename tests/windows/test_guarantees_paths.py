@@ -4,8 +4,8 @@ The run under Wine is in ``test_guarantees.py``."""
 
 from __future__ import annotations
 
-from envcheck.files import same_path
-from envcheck.redact import PathRedactor
+from envcheck.core.files import same_path
+from envcheck.core.redact import PathRedactor
 
 
 def test_a_windows_home_becomes_userprofile_in_any_case_and_with_either_separator() -> None:

@@ -5,19 +5,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from envcheck.diff.rules._requirements import Req, applicable, requirement_name, satisfies
-from envcheck.diff.rules.base import (
-    canon,
-    difference_rule,
-    pip_install,
-    pkg,
-    release,
-    shell_word,
-    single_rule,
-)
+from envcheck.core.findings import Finding, Rule
+from envcheck.diff.rules.base import difference_rule, single_rule
 from envcheck.diff.rules.torch import VARIANT_KEY, build_cause, family_pins, full_version
-from envcheck.findings import Finding, Rule
 from envcheck.manifest.model import Manifest
+from envcheck.manifest.query import canon, pkg, release
+from envcheck.manifest.remedy import pip_install, shell_word
+from envcheck.manifest.requirements import Req, applicable, requirement_name, satisfies
 
 FAMILY = "CUDA, driver and GPU"
 

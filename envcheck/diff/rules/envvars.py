@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from envcheck.core.findings import Finding, Rule, Severity
+from envcheck.core.redact import REDACTED, is_secret_name
 from envcheck.diff.rules.base import difference_rule
-from envcheck.findings import Finding, Rule, Severity
+from envcheck.inside.environment import CALLER_SHELL
 from envcheck.manifest.model import Manifest
-from envcheck.redact import REDACTED, is_secret_name
-from envcheck.target.environment import CALLER_SHELL
 
 FAMILY = "environment variables"
 

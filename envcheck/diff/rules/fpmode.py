@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from envcheck.core.findings import Finding, Rule
 from envcheck.diff.rules.base import single_rule
-from envcheck.findings import Finding, Rule
 from envcheck.manifest.model import Manifest
 from envcheck.verify.fp_mode import describe_fp_mode, fp_setter
 

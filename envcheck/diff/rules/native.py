@@ -10,11 +10,13 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from envcheck.diff.rules.base import canon, difference_rule, pip_install, pkg, shell_word, single_rule
-from envcheck.findings import Finding, Rule, Severity
+from envcheck.core.findings import Finding, Rule, Severity
+from envcheck.diff.rules.base import difference_rule, single_rule
 from envcheck.manifest.identity import Aliases, aliases, canonical, folder_entries, foreign_libpython
 from envcheck.manifest.model import Distribution, LoadedLibrary, Manifest, NativeFile
 from envcheck.manifest.native import RECORD_FILE_ABSENT, NativeNode
+from envcheck.manifest.query import canon, pkg
+from envcheck.manifest.remedy import pip_install, shell_word
 
 FAMILY = "native tree"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 
+from envcheck.core.findings import Finding, Rule
 from envcheck.diff.rules.base import difference_rule, single_rule
-from envcheck.findings import Finding, Rule
 from envcheck.manifest.model import Manifest, Numerics
 
 FAMILY = "numerics switches"

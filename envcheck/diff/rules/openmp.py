@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from envcheck.core.findings import Finding, Rule
 from envcheck.diff.rules.base import difference_rule, single_rule
 from envcheck.diff.rules.native import library_key
-from envcheck.findings import Finding, Rule
 from envcheck.manifest.identity import aliases, canonical
 from envcheck.manifest.model import Manifest
 

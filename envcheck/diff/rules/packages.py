@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from envcheck.diff.rules._requirements import (
+from envcheck.core.findings import Finding, Rule
+from envcheck.diff.rules.base import difference_rule, single_rule
+from envcheck.diff.rules.torch import COMPANIONS, build_cause, installed_version, torch_causes
+from envcheck.manifest.model import Distribution, Manifest
+from envcheck.manifest.query import canon, index, local_label, major, pkg, release, torch_index_label, view
+from envcheck.manifest.remedy import pip_install, pip_requirement, shell_word
+from envcheck.manifest.requirements import (
     Graph,
     Req,
     applicable,
@@ -14,24 +20,6 @@ from envcheck.diff.rules._requirements import (
     satisfies,
     specifier_set,
 )
-from envcheck.diff.rules.base import (
-    canon,
-    difference_rule,
-    index,
-    local_label,
-    major,
-    pip_install,
-    pip_requirement,
-    pkg,
-    release,
-    shell_word,
-    single_rule,
-    torch_index_label,
-    view,
-)
-from envcheck.diff.rules.torch import COMPANIONS, build_cause, installed_version, torch_causes
-from envcheck.findings import Finding, Rule
-from envcheck.manifest.model import Distribution, Manifest
 
 __all__ = ["COMPANIONS"]
 
@@ -601,7 +589,7 @@ def _unmet_install(m: Manifest, shown: str, needs: list[tuple[Distribution, Req,
     static_facts=False,
 )
 def pkg_source(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
-    from envcheck.diff.rules._provenance import source
+    from envcheck.manifest.provenance import source
 
     b_index, t_index = _index(base), _index(target)
     for name in sorted(set(b_index) & set(t_index)):
@@ -661,7 +649,7 @@ def pkg_source(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding
     static_facts=False,
 )
 def pkg_direct(rule: Rule, m: Manifest) -> Iterator[Finding]:
-    from envcheck.diff.rules._provenance import source
+    from envcheck.manifest.provenance import source
 
     for _name, dist in sorted(_index(m).items()):
         if dist.direct_url is None:

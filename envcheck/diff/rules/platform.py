@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from envcheck.diff.rules.base import difference_rule, release, single_rule
+from envcheck.core.findings import Finding, Rule
+from envcheck.diff.rules.base import difference_rule, single_rule
 from envcheck.diff.rules.native import loader_cause, loader_fix
-from envcheck.findings import Finding, Rule
 from envcheck.manifest.identity import aliases, canonical, foreign_libpython
 from envcheck.manifest.model import Manifest
+from envcheck.manifest.query import release
 
 FAMILY = "interpreter and platform"
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from envcheck.diff.rules.base import canon, difference_rule, index, pip_install, pkg
-from envcheck.findings import Finding, Rule, Severity
+from envcheck.core.findings import Finding, Rule, Severity
+from envcheck.diff.rules.base import difference_rule
 from envcheck.manifest.model import MachineNeed, Manifest, PredictedSection
+from envcheck.manifest.query import canon, index, pkg
+from envcheck.manifest.remedy import pip_install
 
 FAMILY = "prediction for another platform"
 
@@ -343,7 +345,7 @@ def not_installed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Find
     p = _predicted(target)
     if p is None:
         return
-    from envcheck.diff.rules._requirements import graph
+    from envcheck.manifest.requirements import graph
 
     accounted = {canon(d.name) for d in p.left_out} | {canon(u.name) for u in p.unavailable}
     # What a root without a wheel would have brought is that root's finding, not this one's.

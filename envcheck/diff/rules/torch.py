@@ -4,19 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from envcheck.diff.rules.base import (
-    canon,
-    difference_rule,
-    local_label,
-    pip_install,
-    pkg,
-    public,
-    release,
-    single_rule,
-    windows,
-)
-from envcheck.findings import Finding, Rule
+from envcheck.core.findings import Finding, Rule
+from envcheck.diff.rules.base import difference_rule, single_rule
 from envcheck.manifest.model import Backends, Distribution, Manifest
+from envcheck.manifest.query import canon, local_label, pkg, public, release, windows
+from envcheck.manifest.remedy import pip_install
 
 FAMILY = "torch build and variant"
 
@@ -384,7 +376,7 @@ def _gpu_build(backends: Backends) -> bool:
     evidence=("pytorch/pytorch#29544", "pytorch/pytorch#56126", "patientx-cfz/comfyui-rocm#131"),
 )
 def torch_trees(rule: Rule, m: Manifest) -> Iterator[Finding]:
-    from envcheck.diff.rules._provenance import origin, own, same_folder, take_off, where
+    from envcheck.manifest.provenance import origin, own, same_folder, take_off, where
 
     trees: list[str] = []
     for tree in m.torch.trees:
@@ -460,7 +452,7 @@ def shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
 
 
 def _shadow(rule: Rule, m: Manifest, winner: Distribution, loser: Distribution) -> Iterator[Finding]:
-    from envcheck.diff.rules._provenance import origin, own, same_folder, take_off, where
+    from envcheck.manifest.provenance import origin, own, same_folder, take_off, where
 
     name = winner.name
     torchish = canon(name).startswith("torch")

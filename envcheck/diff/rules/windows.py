@@ -2,7 +2,7 @@
 
 The static tree (``ENV-NATIVE-MISSING``) predicts from files; this rule reads what the probe asked of the
 loader itself after the import failed (``Manifest.windows.load_failure``, recorded by
-``envcheck/target/windows_facts.py``): the import it finds nowhere, or the file it refuses, and the chain
+``envcheck/inside/windows_facts.py``): the import it finds nowhere, or the file it refuses, and the chain
 from the DLL torch named down to it.
 """
 
@@ -12,9 +12,9 @@ import re
 from collections.abc import Iterator
 from pathlib import PureWindowsPath
 
+from envcheck.core.findings import Finding, Rule
 from envcheck.diff.rules.base import single_rule
 from envcheck.diff.rules.native import _shipped_by, reinstall
-from envcheck.findings import Finding, Rule
 from envcheck.manifest.model import DllLoadFailure, Manifest, VcRuntime
 
 FAMILY = "native tree"

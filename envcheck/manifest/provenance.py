@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-from envcheck.diff.rules.base import shell_word, view, windows
+from envcheck.core.redact import redact_text
 from envcheck.manifest.identity import aliases, canonical
 from envcheck.manifest.model import Distribution, Manifest, PathEntry
-from envcheck.redact import redact_text
+from envcheck.manifest.query import view, windows
+from envcheck.manifest.remedy import shell_word
 
 # Sources whose code is a published release: what an index serves (no direct_url.json) or an archive URL.
 RELEASED = frozenset({"release", "url"})

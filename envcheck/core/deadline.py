@@ -19,7 +19,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from envcheck.errors import EnvcheckError
+from envcheck.core.errors import EnvcheckError
 
 # What envcheck's own work may take past the targets' deadline: reading the result a target left at the
 # deadline, and hashing what it names. Well within the 5 s the hostile-input budget allows past a deadline.

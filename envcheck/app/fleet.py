@@ -4,7 +4,7 @@ A fleet of inference machines sends its manifests to one place, most of them the
 at another time on another host. The fleet diff reads each manifest once, cheaply, to find which
 environment it is, and decodes and diffs each distinct environment once:
 
-1. *Scan* (every file, in parallel): read it (regular files only, capped, ``envcheck.files``), parse the
+1. *Scan* (every file, in parallel): read it (regular files only, capped, ``envcheck.core.files``), parse the
    JSON, keep its label and the **fingerprint** of its non-volatile content, drop the rest.
 2. *Diff* (one file per distinct fingerprint, in parallel): decode it into a ``Manifest``, run the
    difference rules against the base and the single-environment rules on it, keep the findings, drop the
@@ -39,12 +39,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envcheck.deadline import DeadlineExpired
-from envcheck.errors import EnvcheckError, ManifestError
-from envcheck.findings import Finding
+from envcheck.core.deadline import DeadlineExpired
+from envcheck.core.errors import EnvcheckError, ManifestError
+from envcheck.core.findings import Finding
 
 if TYPE_CHECKING:
-    from envcheck.deadline import Deadline
+    from envcheck.core.deadline import Deadline
     from envcheck.manifest.model import Manifest
 
 

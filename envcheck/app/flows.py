@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from envcheck.findings import Finding, MachineGroup, rule_ids
+from envcheck.core.findings import Finding, MachineGroup, rule_ids
 
 if TYPE_CHECKING:
-    from envcheck.deadline import Deadline
+    from envcheck.app.fleet import Fleet
+    from envcheck.core.deadline import Deadline
     from envcheck.diff.policy import Policy
-    from envcheck.fleet import Fleet
     from envcheck.manifest.model import Manifest
     from envcheck.manifest.verify import VerifySection
     from envcheck.verify.imports import AppImports
@@ -75,7 +75,7 @@ def diff(
     target gives its findings as they are; several make a fleet report (``diff_fleet``), each distinct
     environment diffed once. Raises ``DeadlineExpired`` once ``deadline`` passes between two rules."""
     if len(targets) != 1:
-        from envcheck import fleet
+        from envcheck.app import fleet
 
         return diff_fleet(base_name, fleet.diff_manifests(base, targets), policy)
     from envcheck.diff import engine

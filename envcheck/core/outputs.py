@@ -22,7 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Literal
 
-from envcheck.errors import EnvcheckError
+from envcheck.core.errors import EnvcheckError
 
 STDOUT = "-"
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from envcheck.diff.rules.base import canon, parse_version
+from envcheck.manifest.query import canon, parse_version
 
 if TYPE_CHECKING:
     from packaging.markers import Marker
@@ -250,13 +250,13 @@ def _via(m: Manifest, req: Req, extras: frozenset[str]) -> str | None:
 
 def graph(m: Manifest) -> Graph:
     """The requirement graph of ``m`` (once per run: the engine's view holds it)."""
-    from envcheck.diff.rules.base import view
+    from envcheck.manifest.query import view
 
     return view(m).memo("requirement-graph", lambda: _build_graph(m))  # type: ignore[return-value]
 
 
 def _build_graph(m: Manifest) -> Graph:
-    from envcheck.diff.rules.base import index
+    from envcheck.manifest.query import index
 
     installed = index(m)
     extras: dict[str, set[str]] = {name: set() for name in installed}

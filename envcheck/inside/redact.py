@@ -1,7 +1,7 @@
 """The one credential redactor: every string that leaves the target passes through ``redact_json``.
 
 ``result.emit`` applies it to the whole result before writing it (probe and suite alike), so a field added
-tomorrow cannot bypass it; envcheck applies the same functions (``envcheck.redact`` re-exports them) to
+tomorrow cannot bypass it; envcheck applies the same functions (``envcheck.core.redact`` re-exports them) to
 what it reads back from a target (the result file, the stderr tail) and to the lines it prints.
 
 What counts as a secret (docs/guarantees.md):

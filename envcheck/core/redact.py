@@ -1,6 +1,6 @@
 """Keeping secrets and user names out of manifests, reports and diagnostics.
 
-Credential redaction is the target package's one redactor (``envcheck.target.redact``): the target applies
+Credential redaction is the target package's one redactor (``envcheck.inside.redact``): the target applies
 it to its whole result before writing even its temporary result file, and envcheck applies the same
 functions to what it reads back (``redact_json`` on a parsed result, ``redact_text`` on a stderr tail) and
 to the lines it prints. ``PathRedactor`` implements ``--redact-paths``: the user's home folder and login
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from envcheck.target.redact import REDACTED, is_secret_name, redact_json, redact_text
+from envcheck.inside.redact import REDACTED, is_secret_name, redact_json, redact_text
 
 __all__ = ["REDACTED", "PathRedactor", "is_secret_name", "redact_json", "redact_strings", "redact_text"]
 

@@ -153,7 +153,7 @@ def run_logged(
 
 def log_tail(path: Path) -> str:
     """The last ``MAX_LOG_BYTES`` of a tool's log, redacted: what may be shown of it."""
-    from envcheck.redact import redact_text
+    from envcheck.core.redact import redact_text
 
     with path.open("rb") as f:
         f.seek(0, os.SEEK_END)

@@ -1,6 +1,6 @@
 """Start stdlib-only code in a target interpreter, with a deadline, and turn *how it ended* into data.
 
-The code is a module of ``envcheck.target`` (the probe, the smoke suite), run from a temporary copy of that
+The code is a module of ``envcheck.inside`` (the probe, the smoke suite), run from a temporary copy of that
 package. It writes its JSON result to the file named by its first argument, atomically, as often as it
 likes (the probe rewrites it after every step). Whatever the process then does — exit, raise, segfault,
 abort, hang — ``TargetRun`` holds the last result written and a ``ProbeOutcome`` saying how it ended.
@@ -29,17 +29,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from envcheck.deadline import Deadline as Deadline  # noqa: PLC0414 - re-exported to the probes' callers
-from envcheck.errors import ProbeError
-from envcheck.probe import sessions
-from envcheck.target.copying import PACKAGE as TARGET_PACKAGE
-from envcheck.target.copying import copy_package
+from envcheck.core.deadline import Deadline as Deadline  # noqa: PLC0414 - re-exported to the probes' callers
+from envcheck.core.errors import ProbeError
+from envcheck.inside.copying import PACKAGE as TARGET_PACKAGE
+from envcheck.inside.copying import copy_package
+from envcheck.process import sessions
 
 if TYPE_CHECKING:
     # Imported lazily: starting a probe must not wait for the manifest models (docs/budgets.md).
     from envcheck.manifest.model import ProbeOutcome
 
-# The probe's entry module in the copy of envcheck.target that each target runs (envcheck/target/probe.py).
+# The probe's entry module in the copy of envcheck.inside that each target runs (envcheck/inside/probe.py).
 PROBE_MODULE = f"{TARGET_PACKAGE}.probe"
 STDERR_TAIL_CHARS = 4000
 DEFAULT_TIMEOUT = 120.0
@@ -57,7 +57,7 @@ NOTE_PREFIX = "[envcheck: "
 _PIPE_GRACE_S = 0.25
 
 # `python -c _BOOT FOLDER MODULE OUT ARGS...`: runs MODULE with `-m` semantics from the temporary copy of
-# envcheck.target in FOLDER, the way pipdeptree runs its own code in a foreign interpreter. FOLDER goes on
+# envcheck.inside in FOLDER, the way pipdeptree runs its own code in a foreign interpreter. FOLDER goes on
 # sys.path inside the target only: PYTHONPATH would be recorded as the target's environment and inherited
 # by every child it starts; the probe takes FOLDER off again before it records sys.path. `-c` keeps
 # envcheck's own folder off sys.path, and the empty working directory keeps the caller's folder from
@@ -166,7 +166,7 @@ class TargetRun:
 
 class RunningTarget:
     """A target script started in the background, in a session of its own registered with
-    ``envcheck.probe.sessions`` (an interrupt kills it); ``wait()`` collects it. Use ``start_target``."""
+    ``envcheck.process.sessions`` (an interrupt kills it); ``wait()`` collects it. Use ``start_target``."""
 
     def __init__(
         self,
@@ -271,7 +271,7 @@ class RunningTarget:
 
     def _stderr_tail(self, notes: list[str]) -> str | None:
         """The redacted end of stderr, after a line per cap that cut something (or ``None``)."""
-        from envcheck.redact import redact_text
+        from envcheck.core.redact import redact_text
 
         kept, total = self._stderr.tail()
         text = kept.decode("utf-8", "replace").strip()
@@ -324,7 +324,7 @@ class RunningTarget:
 def read_result(path: Path) -> tuple[dict[str, Any], list[str]]:
     """A target's result file at ``path``: the object (``{}`` when absent or not a JSON object), redacted,
     and a note for each reason it was not read. Never reads more than ``RESULT_MAX_BYTES``."""
-    from envcheck.redact import redact_json
+    from envcheck.core.redact import redact_json
 
     # The folder is the target's: it may have replaced the file with a FIFO (open would block) or a
     # link to /dev/zero. O_NOFOLLOW refuses the link, O_NONBLOCK opens the FIFO at once, fstat tells.
@@ -402,7 +402,7 @@ def start_target(
     deadline: Deadline | None = None,
     env: Mapping[str, str] | None = None,
 ) -> RunningTarget:
-    """Start ``module`` (an entry module of envcheck.target) in ``python`` (default: this interpreter; see
+    """Start ``module`` (an entry module of envcheck.inside) in ``python`` (default: this interpreter; see
     ``resolve_python``) without waiting.
 
     It is killed ``timeout`` seconds from now or at ``deadline``, whichever comes first (neither given:
