@@ -19,20 +19,39 @@ import dataclasses
 import os
 import platform
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
+
+from envcheck.core.files import is_inside
+from envcheck.manifest.native import LoadedDisagreement, NativeSection, RefusedFile
+from envcheck.native.binary import BinaryError, read_binary
+from envcheck.native.linux import LinuxResolver
+from envcheck.native.macos import MacosResolver
+from envcheck.native.scan import scan_target
+from envcheck.native.tree import NATIVE_SUFFIX, Catalog, RootFile, Walker, is_extension
+from envcheck.native.windows import WindowsResolver
 
 if TYPE_CHECKING:
-    from envcheck.collect.launch import SnapshotOptions
     from envcheck.core.deadline import Deadline
     from envcheck.manifest.model import Manifest, Runtimes
-    from envcheck.manifest.native import LoadedDisagreement, NativeSection
     from envcheck.native.interface import Probe, Resolver
-    from envcheck.native.tree import Catalog, RootFile
 
-__all__ = ["reconcile_loaded", "scan_for_snapshot", "scan_path"]
+__all__ = ["ScanOptions", "reconcile_loaded", "scan_for_snapshot", "scan_path"]
 
 
-def scan_for_snapshot(manifest: Manifest, options: SnapshotOptions) -> NativeSection | None:
+class ScanOptions(Protocol):
+    """What a snapshot's native scan is asked for (``envcheck.collect.launch.SnapshotOptions`` has these)."""
+
+    @property
+    def verify_files(self) -> bool: ...
+
+    @property
+    def integrity(self) -> bool: ...
+
+    @property
+    def deadline(self) -> Deadline | None: ...
+
+
+def scan_for_snapshot(manifest: Manifest, options: ScanOptions) -> NativeSection | None:
     """The ``native`` section of a snapshot: every native file every distribution's RECORD lists, plus the
     interpreter's shared library, through the transitive closure into system libraries, resolved by the
     loader of this machine with the target's environment variables (``manifest.env``). With
@@ -43,8 +62,6 @@ def scan_for_snapshot(manifest: Manifest, options: SnapshotOptions) -> NativeSec
 
     Never raises: a scanner failure becomes ``NativeSection(skipped=reason)``.
     """
-    from envcheck.manifest.native import NativeSection
-
     try:
         return _snapshot_tree(
             manifest,
@@ -59,11 +76,6 @@ def scan_for_snapshot(manifest: Manifest, options: SnapshotOptions) -> NativeSec
 def _snapshot_tree(
     manifest: Manifest, *, verify_files: bool, integrity: bool = False, deadline: Deadline | None = None
 ) -> NativeSection:
-    from envcheck.core.files import is_inside
-    from envcheck.manifest.native import RefusedFile
-    from envcheck.native.linux import LinuxResolver
-    from envcheck.native.tree import Catalog, RootFile, Walker, is_extension
-
     catalog = Catalog()
     roots: list[RootFile] = []
     refused: list[RefusedFile] = []
@@ -159,10 +171,6 @@ def _executable(path: str) -> str | None:
 
 def _host_resolvers(system: str, manifest: Manifest, probe: Probe) -> dict[str, Resolver]:
     """This machine's loader for its own format; the other formats resolved as in a scan (tree only)."""
-    from envcheck.native.linux import LinuxResolver
-    from envcheck.native.macos import MacosResolver
-    from envcheck.native.windows import WindowsResolver
-
     env = manifest.env
     python = manifest.python
     resolvers: dict[str, Resolver] = {
@@ -221,8 +229,6 @@ def _libs_dirs(site: str) -> list[str]:
 
 def _foreign_files(roots: list[RootFile], catalog: Catalog) -> list[RootFile]:
     """Native files in the folders of RECORD-listed native files that no RECORD lists (``--verify-files``)."""
-    from envcheck.native.tree import NATIVE_SUFFIX, RootFile, is_extension
-
     out = []
     folders = sorted({os.path.dirname(r.path) for r in roots})
     for folder in folders:
@@ -256,8 +262,6 @@ def scan_path(path: str, *, deadline: Deadline | None = None) -> NativeSection:
     Raises ``UsageError`` when ``path`` does not exist or is not a wheel or a folder, and
     ``DeadlineExpired`` when ``deadline`` passes before the scan is done.
     """
-    from envcheck.native.scan import scan_target
-
     return scan_target(path, deadline=deadline)
 
 
@@ -272,10 +276,6 @@ def reconcile_loaded(native: NativeSection, runtimes: Runtimes) -> NativeSection
     absent from the tree: opened at run time). Extension modules (imported with dlopen by Python itself)
     are not reported. Never raises.
     """
-    from envcheck.manifest.native import LoadedDisagreement
-    from envcheck.native.binary import BinaryError, read_binary
-    from envcheck.native.tree import is_extension
-
     nodes = native.nodes or []
     real_to_key: dict[str, str] = {}
     for n in nodes:

@@ -9,6 +9,9 @@ import os
 from collections.abc import Sequence
 
 from envcheck.core.files import NotOpened, open_regular
+from envcheck.native.elf import read_elf_file
+from envcheck.native.macho import read_macho_file
+from envcheck.native.pe import read_pe_file
 from envcheck.native.records import BinaryError, BinaryInfo, Format, Needed
 
 __all__ = ["BinaryError", "BinaryInfo", "Format", "Needed", "read_binary", "sniff"]
@@ -59,15 +62,9 @@ def read_binary(path: str, *, inside: Sequence[str] | None = None) -> BinaryInfo
             raise BinaryError("not an ELF, PE or Mach-O file")
         try:
             if kind == "elf":
-                from envcheck.native.elf import read_elf_file
-
                 return read_elf_file(f)
             if kind == "pe":
-                from envcheck.native.pe import read_pe_file
-
                 return read_pe_file(f)
-            from envcheck.native.macho import read_macho_file
-
             return read_macho_file(f, path)
         except BinaryError:
             raise

@@ -25,6 +25,7 @@ import re
 import struct
 from typing import BinaryIO
 
+from envcheck.core.files import open_regular
 from envcheck.native.records import MAX_NEEDED_PER_BINARY, BinaryError, BinaryInfo, Needed, too_many_needed
 
 PT_LOAD, PT_DYNAMIC, PT_NOTE = 1, 2, 4
@@ -289,8 +290,6 @@ def version_key(version: str) -> tuple[int, ...]:
 
 def read_elf_reference(path: str) -> BinaryInfo:
     """The same facts through pyelftools (section headers). Raises ``BinaryError`` or pyelftools' errors."""
-    from envcheck.core.files import open_regular
-
     with os.fdopen(open_regular(path), "rb") as f:
         return _read_reference(f)
 

@@ -13,7 +13,9 @@ from pathlib import Path
 
 from envcheck.core.deadline import Deadline
 from envcheck.core.errors import UsageError
+from envcheck.core.escape import one_line as esc
 from envcheck.core.files import NotOpened, is_inside, open_regular
+from envcheck.inside.record import parse_record_natives
 from envcheck.manifest.native import NativeSection, RefusalKind, RefusedFile
 from envcheck.native.interface import Resolver
 from envcheck.native.linux import LinuxResolver
@@ -282,8 +284,6 @@ def _records(
     wheel, whose RECORD never leaves it: data files go to ``<name>.data/``), any row naming a path outside
     ``root`` is appended too (``record-escape``); in a site-packages folder, scripts in ``../../../bin`` are
     normal, and only native rows are checked (by ``scan_folder``)."""
-    from envcheck.inside.record import parse_record_natives
-
     try:
         entries = sorted(os.listdir(root))
     except OSError:
@@ -466,8 +466,6 @@ def format_text(section: NativeSection, target: str) -> str:
     """The readable report of a scan: the tree, what the machine must provide, what is missing, and what
     was never opened. Every string from the scanned files (names, sonames, paths, reasons quoting them) is
     escaped for the terminal (``report.escape.one_line``): a DLL name may carry terminal escapes."""
-    from envcheck.core.escape import one_line as esc
-
     lines = [f"native tree of {esc(target)} ({section.loader or 'no binaries'})", ""]
     nodes = section.nodes or []
     for n in nodes:

@@ -18,12 +18,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from envcheck.core.redact import redact_text
+from envcheck.manifest.query import canon
+from envcheck.predict import resolve
+from envcheck.predict.build import predicted_manifest
+from envcheck.predict.fetch import WheelCache, is_pure
 from envcheck.predict.resolve import IndexOptions, Resolution, ResolvedWheel
 from envcheck.predict.target import PredictTarget, parse_target
+from envcheck.process.sessions import temporary_folder
 
 if TYPE_CHECKING:
     from envcheck.manifest.model import Manifest
-    from envcheck.predict.fetch import WheelCache
 
 __all__ = ["IndexOptions", "PredictTarget", "Prediction", "parse_target", "predict"]
 
@@ -56,9 +61,6 @@ def predict(
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from envcheck.predict.fetch import WheelCache
-    from envcheck.process.sessions import temporary_folder
-
     cache = cache or WheelCache()
     say = progress or (lambda _step: None)
     say(
@@ -77,18 +79,14 @@ def predict(
 def _resolve(source: Manifest, target: PredictTarget, options: IndexOptions, folder: object) -> Resolution:
     from pathlib import Path
 
-    from envcheck.predict.resolve import resolve
-
     assert isinstance(folder, Path)
     folder.mkdir(parents=True)
-    return resolve(source, target, options, workdir=folder)
+    return resolve.resolve(source, target, options, workdir=folder)
 
 
 def _requires(
     w: ResolvedWheel, known: dict[tuple[str, str], tuple[str, ...]], cache: WheelCache
 ) -> tuple[str, ...]:
-    from envcheck.manifest.query import canon
-
     key = (canon(w.name), w.version)
     return known[key] if key in known else cache.requires_of(w)
 
@@ -100,11 +98,6 @@ def _finish(
     cache: WheelCache,
     say: Callable[[str], None],
 ) -> Prediction:
-    from envcheck.core.redact import redact_text
-    from envcheck.manifest.query import canon
-    from envcheck.predict.build import predicted_manifest
-    from envcheck.predict.fetch import is_pure
-
     target = resolution.target
     start = time.perf_counter()
     # A resolver that does not give the requirements (uv): the source's where it has the very same

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from envcheck import __version__
+from envcheck.collect.facts import torch_variant
+from envcheck.core.redact import redact_text
 from envcheck.manifest.model import (
     SCHEMA_VERSION,
     Cpu,
@@ -35,6 +37,8 @@ from envcheck.manifest.native import (
     NativeSection,
     Requirement,
 )
+from envcheck.manifest.query import canon
+from envcheck.native.vcruntime import vc_runtime_floor
 from envcheck.predict.fetch import TreeScan
 from envcheck.predict.resolve import Resolution, ResolvedWheel
 
@@ -175,8 +179,6 @@ def predicted_manifest(
 
 
 def _canon(name: str) -> str:
-    from envcheck.manifest.query import canon
-
     return canon(name)
 
 
@@ -191,8 +193,6 @@ def _distribution(w: ResolvedWheel, native: NativeSection) -> Distribution:
         for n in native.nodes or []
         if _canon(n.owner) == owner and ":" in n.key
     ]
-    from envcheck.core.redact import redact_text
-
     return Distribution(
         name=w.name,
         version=w.version,
@@ -219,8 +219,6 @@ def _wheel_tags(filename: str) -> list[str]:
 def _torch_static(wheel: ResolvedWheel | None, values: dict[str, object] | None) -> TorchStatic | None:
     if wheel is None:
         return None
-    from envcheck.collect.facts import torch_variant
-
     values = values or {}
 
     def text(key: str) -> str | None:
@@ -262,8 +260,6 @@ def machine_needs(
     nodes = native.nodes or []
     requires = native.requires or []
     if target.system == "Windows":
-        from envcheck.native.vcruntime import vc_runtime_floor
-
         vc = [r for r in requires if r.kind == "redistributable" and _VC_DLL.match(r.name)]
         # The newest MSVC toolset among the binaries that load the machine's runtime (never a bundled copy)
         floor = vc_runtime_floor(nodes)

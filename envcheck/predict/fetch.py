@@ -25,11 +25,17 @@ from urllib.parse import unquote, urlsplit
 
 from envcheck import __version__
 from envcheck.core.deadline import Deadline
-from envcheck.core.errors import UsageError
+from envcheck.core.errors import ManifestError, UsageError
+from envcheck.inside.torch_static import read_version_file
+from envcheck.manifest.codec import decode, encode
 from envcheck.manifest.native import NativeSection
+from envcheck.native.binary import BinaryError
+from envcheck.native.macho import check_layout
+from envcheck.native.scan import _extract_native, directory_problem, scan_folder
 from envcheck.predict import pip_entry
 from envcheck.predict.resolve import IndexOptions, ResolvedWheel, run_pip
 from envcheck.predict.target import PredictTarget
+from envcheck.process import sessions
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 # A wheel with code for no platform (``py3-none-any``) holds no native file: it is neither fetched nor
@@ -114,8 +120,6 @@ class WheelCache:
             return
         self.root.mkdir(parents=True, exist_ok=True)
         self._remove_stale()
-
-        from envcheck.process import sessions
 
         # Beside the cache (one file system: the rename into it is atomic); an interrupt removes it.
         tmp = Path(sessions.make_folder(".tmp-", str(self.root)))
@@ -289,11 +293,8 @@ class WheelCache:
                 raise UsageError(f"{w.filename} is not in the wheel cache")
             self.verify(w, path)
             paths.append(path)
-        from envcheck.native.scan import _extract_native, scan_folder
-        from envcheck.process.sessions import temporary_folder
-
         torch_version = None
-        with temporary_folder("envcheck-predict-tree-") as folder:
+        with sessions.temporary_folder("envcheck-predict-tree-") as folder:
             tree = str(folder)
             refused = []
             done: list[str] = []
@@ -367,8 +368,6 @@ def requires_dist(wheel: Path) -> list[str]:
     """``Requires-Dist`` of the wheel's ``*.dist-info/METADATA``, refused past ``MAX_METADATA_BYTES``."""
     import zipfile
     from email.parser import BytesHeaderParser
-
-    from envcheck.native.scan import directory_problem
 
     try:
         problem = directory_problem(wheel)
@@ -501,8 +500,6 @@ def _torch_version(wheel: Path) -> dict[str, object] | None:
     """``torch/version.py``'s literal values, read from the wheel's member (capped) without executing it."""
     import zipfile
 
-    from envcheck.inside.torch_static import read_version_file
-
     try:
         with zipfile.ZipFile(wheel) as zf:
             info = zf.getinfo("torch/version.py")
@@ -511,9 +508,7 @@ def _torch_version(wheel: Path) -> dict[str, object] | None:
             text = zf.read(info)
     except (KeyError, OSError, zipfile.BadZipFile, ValueError):
         return None
-    from envcheck.process.sessions import temporary_folder
-
-    with temporary_folder("envcheck-predict-") as tmp:
+    with sessions.temporary_folder("envcheck-predict-") as tmp:
         path = tmp / "version.py"
         path.write_bytes(text)
         values = read_version_file(str(path))  # type: ignore[no-untyped-call]
@@ -528,9 +523,6 @@ def _macos_minimum(tree: str, section: NativeSection) -> tuple[str, str] | None:
 
     from macholib import mach_o
     from macholib.MachO import MachO
-
-    from envcheck.native.binary import BinaryError
-    from envcheck.native.macho import check_layout
 
     best: tuple[tuple[int, int, int], str] | None = None
     for node in section.nodes or []:
@@ -569,9 +561,6 @@ def _macos_minimum(tree: str, section: NativeSection) -> tuple[str, str] | None:
 
 
 def _read_scan(path: Path) -> tuple[NativeSection, dict[str, object] | None, tuple[str, str] | None] | None:
-    from envcheck.core.errors import ManifestError
-    from envcheck.manifest.codec import decode
-
     try:
         data = _read_json(path, MAX_SCAN_BYTES)
         if not isinstance(data, dict) or data.get("format") != _SCAN_FORMAT:
@@ -593,8 +582,6 @@ def _write_scan(
     torch_version: dict[str, object] | None,
     macos_minimum: tuple[str, str] | None,
 ) -> None:
-    from envcheck.manifest.codec import encode
-
     data = {
         "format": _SCAN_FORMAT,
         "section": encode(section),

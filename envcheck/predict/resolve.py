@@ -26,7 +26,11 @@ from typing import TYPE_CHECKING
 from envcheck.core.deadline import Deadline, DeadlineExpired
 from envcheck.core.errors import UsageError
 from envcheck.manifest.model import LeftOut, Unavailable
+from envcheck.manifest.query import canon, index, parse_version
+from envcheck.manifest.requirements import graph
+from envcheck.predict import uv as uv_tools
 from envcheck.predict.target import PredictTarget
+from envcheck.process import sessions
 
 if TYPE_CHECKING:
     from envcheck.manifest.model import Distribution, Manifest
@@ -125,9 +129,6 @@ class _Pip:
 def pip_inputs(manifest: Manifest) -> tuple[list[Distribution], list[Distribution], list[LeftOut]]:
     """``(roots, constraints, left_out)`` of the manifest's importable distributions. Roots are those no
     other one requires (a cycle with no way in from a root counts as roots too)."""
-    from envcheck.manifest.query import canon, index
-    from envcheck.manifest.requirements import graph
-
     keep: dict[str, Distribution] = {}
     left_out: list[LeftOut] = []
     for name, dist in sorted(index(manifest).items()):
@@ -153,8 +154,6 @@ _NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,198}[A-Za-z0-9])?")
 def _not_a_requirement(dist: Distribution) -> str | None:
     """Why the name or version cannot go to pip as ``name==version`` (None when it can). A manifest is
     untrusted: a "name" with a newline would put its own options into the constraints file pip reads."""
-    from envcheck.manifest.query import parse_version
-
     if not _NAME.fullmatch(dist.name):
         return "not a valid distribution name (PEP 508): not passed to pip"
     if parse_version(dist.version) is None or not re.fullmatch(r"[A-Za-z0-9.+!_-]{1,100}", dist.version):
@@ -200,8 +199,6 @@ def resolve(manifest: Manifest, target: PredictTarget, options: IndexOptions, *,
     pinned = {_canon(d.name): (d.name, pin(d.version)) for d in roots}
     constrained = {_canon(d.name): (d.name, pin(d.version)) for d in constraints}
     unavailable: list[Unavailable] = []
-    from envcheck.manifest.requirements import graph
-
     g = graph(manifest)
     closures = {name: g.closure(name) for name in pinned}
     start = time.perf_counter()
@@ -251,8 +248,6 @@ def resolve(manifest: Manifest, target: PredictTarget, options: IndexOptions, *,
 
 
 def _canon(name: str) -> str:
-    from envcheck.manifest.query import canon
-
     return canon(name)
 
 
@@ -279,14 +274,12 @@ def _dry_run(
 def resolver_for(target: PredictTarget, options: IndexOptions) -> str:
     """``pip`` or ``uv`` for ``target``: ``auto`` takes uv where it is installed and can name the target's
     platform, else pip. Raises ``UsageError`` for ``uv`` when uv is missing or cannot name the target."""
-    from envcheck.predict.uv import uv_binary, uv_platform
-
     if options.resolver == "pip":
         return "pip"
-    found = uv_binary() is not None and uv_platform(target) is not None
+    found = uv_tools.uv_binary() is not None and uv_tools.uv_platform(target) is not None
     if options.resolver == "auto":
         return "uv" if found else "pip"
-    if uv_binary() is None:
+    if uv_tools.uv_binary() is None:
         raise UsageError(
             "--resolver uv: uv is not installed", tip="pip install 'envcheck[uv]', or use --resolver pip"
         )
@@ -307,10 +300,7 @@ def _uv_compile(
 ) -> _Pip:
     """One ``uv pip compile`` in place of pip's dry run: the same pins and constraints, its lock read back
     as pip's report (``envcheck.predict.uv``). Its messages name a failing pin as pip's do."""
-    from envcheck.predict.uv import lock_report, uv_binary, uv_environment, uv_platform
-    from envcheck.process import sessions
-
-    uv, platform = uv_binary(), uv_platform(target)
+    uv, platform = uv_tools.uv_binary(), uv_tools.uv_platform(target)
     assert uv is not None and platform is not None
     argv = _uv_compile_argv(
         uv, target, platform[0], options, sorted(pinned.values()), sorted(constrained.values()), folder
@@ -318,7 +308,7 @@ def _uv_compile(
     lock = folder / "pylock.toml"
     log_path = folder / "uv.log"
     timeout = options.remaining(f"resolving for {target.platform}")
-    env = uv_environment({**platform[1], **own_temp(folder)})
+    env = uv_tools.uv_environment({**platform[1], **own_temp(folder)})
     try:
         returncode = sessions.run_logged(argv, log_path, timeout=timeout, env=env)
     except OSError as e:
@@ -334,7 +324,7 @@ def _uv_compile(
     _raise_if_uv_unreachable(text)
     report = None
     if returncode == 0:
-        report = lock_report(lock, target, [n for n, _ in pinned.values()], MAX_REPORT_BYTES)
+        report = uv_tools.lock_report(lock, target, [n for n, _ in pinned.values()], MAX_REPORT_BYTES)
     return _Pip(returncode=returncode, log=_as_pip_log(text), report=report)
 
 
@@ -427,9 +417,7 @@ def pip_command(manifest: Manifest, target: PredictTarget, options: IndexOptions
 def uv_command(manifest: Manifest, target: PredictTarget, options: IndexOptions, folder: Path) -> list[str]:
     """The ``uv pip compile`` command line of the first resolution ``resolve`` runs with uv for ``manifest``
     (``ci/bench.py`` times it beside pip's dry run); its environment needs ``uv_platform(target)[1]``."""
-    from envcheck.predict.uv import uv_binary, uv_platform
-
-    uv, platform = uv_binary(), uv_platform(target)
+    uv, platform = uv_tools.uv_binary(), uv_tools.uv_platform(target)
     if uv is None or platform is None:
         raise UsageError(f"uv is not installed or cannot resolve for {target.platform}")
     roots, constraints, _ = pip_inputs(manifest)
@@ -450,13 +438,11 @@ def _uv_compile_argv(
 ) -> list[str]:
     """``uv pip compile`` of ``pinned`` with ``constrained`` as constraints: both files written in
     ``folder``, the lock to ``folder / "pylock.toml"``, the indexes of ``options``."""
-    from envcheck.predict.uv import uv_argv
-
     folder.mkdir(parents=True, exist_ok=True)
     pins, constraints = folder / "pins.txt", folder / "constraints.txt"
     pins.write_text("".join(f"{n}=={v}\n" for n, v in pinned), encoding="utf-8")
     constraints.write_text("".join(f"{n}=={v}\n" for n, v in constrained), encoding="utf-8")
-    return uv_argv(
+    return uv_tools.uv_argv(
         uv,
         target,
         platform,
@@ -481,8 +467,6 @@ def run_pip(
     """One pip run in a session of its own, its log in a file (read back capped), killed at ``timeout``.
     Its temporary files (partial downloads, unpacked metadata) go in ``folder/tmp``: ``folder`` lies in a
     folder envcheck removes on every exit, an interrupt or a kill at the deadline included."""
-    from envcheck.process import sessions
-
     log_path = folder / "pip.log"
     env = {**os.environ, "PIP_NO_INPUT": "1", **own_temp(folder)}
     argv = [sys.executable, str(_PIP_ENTRY), json.dumps(target.markers()), *args]
@@ -646,12 +630,10 @@ def _what_exists(
 def _index_versions(name: str, platform: str, target: PredictTarget, options: IndexOptions) -> list[str]:
     """The versions of ``name`` with a wheel for ``platform`` (and the target's Python), newest first, as
     ``pip index versions`` reads them from the indexes; empty when there are none."""
-    from envcheck.process.sessions import temporary_folder
-
     other = PredictTarget(
         platform=platform, python_version=target.python_version, implementation=target.implementation
     )
-    with temporary_folder("envcheck-predict-index-") as tmp:
+    with sessions.temporary_folder("envcheck-predict-index-") as tmp:
         try:
             result = run_pip(
                 other,

@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from envcheck.core.errors import UsageError
+from envcheck.native.scan import directory_problem
+from envcheck.predict.pip_entry import MAX_METADATA_BYTES
 from envcheck.predict.target import PredictTarget
 
 # The manylinux levels ``uv pip compile --python-platform`` names (uv 0.13).
@@ -130,9 +132,6 @@ def check_local_wheels(places: Iterable[str]) -> None:
     over envcheck's caps (pip's own run refuses them itself: ``pip_entry``). Raises ``UsageError`` naming
     the wheel and the cap."""
     from urllib.parse import unquote, urlsplit
-
-    from envcheck.native.scan import directory_problem
-    from envcheck.predict.pip_entry import MAX_METADATA_BYTES
 
     seen = 0
     for place in places:
