@@ -42,8 +42,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envcheck.cluster import collectives
 from envcheck.cluster.report import Environments, JobView, RankProblem, absent_problem
 from envcheck.cluster.store import RawStoreClient, Rendezvous, Store, torch_store
+from envcheck.collect.launch import SnapshotOptions
+from envcheck.collect.snapshot import take_snapshot
+from envcheck.core.errors import EnvcheckError
+from envcheck.core.escape import one_line
+from envcheck.core.redact import redact_json, redact_text
+from envcheck.manifest.codec import encode
+from envcheck.manifest.verify import VerifySection
+from envcheck.native import scan_for_snapshot
+from envcheck.process import sessions
+from envcheck.verify.runner import run_suite
 
 FAULT_VARIABLE = "ENVCHECK_CLUSTER_FAULT"
 WATCHDOG_GRACE = 20.0
@@ -110,17 +121,12 @@ class _Stopped(BaseException):
 
 
 def _say(rank: int, line: str) -> None:
-    from envcheck.core.escape import one_line
-    from envcheck.core.redact import redact_text
-
     sys.stderr.write(one_line(redact_text(f"envcheck cluster: rank {rank}: {line}")) + "\n")
     sys.stderr.flush()
 
 
 def _watchdog(rank: int, after: float, code: int) -> None:
     def fire() -> None:
-        from envcheck.process import sessions
-
         _say(
             rank, f"still working {after:.0f} s after the start (--timeout + {WATCHDOG_GRACE:.0f} s): exiting"
         )
@@ -154,24 +160,16 @@ class _Background:
 
 def _snapshot(options: RankOptions) -> Any:
     """The rank's manifest (``envcheck.collect``: the probes run in subprocesses of this interpreter)."""
-    from envcheck.collect.launch import SnapshotOptions
-    from envcheck.collect.snapshot import take_snapshot
-    from envcheck.native import scan_for_snapshot
-
     return take_snapshot(SnapshotOptions(timeout=options.snapshot_timeout), native=scan_for_snapshot)
 
 
 def _suite(options: RankOptions, env: dict[str, str] | None) -> Any:
     """The smoke suite on this rank's device: its results are the manifest's goldens."""
-    from envcheck.verify.runner import run_suite
-
     return run_suite(None, timeout=options.snapshot_timeout, env=env)
 
 
 def _with_goldens(manifest: Any, goldens: Any) -> Any:
     """The manifest with the suite's results as its goldens (as ``envcheck snapshot`` records them)."""
-    from envcheck.manifest.verify import VerifySection
-
     if goldens is None:
         goldens = VerifySection(skipped="--no-verify")
     elif not manifest.torch.trees:
@@ -233,8 +231,6 @@ def run(options: RankOptions, environ: dict[str, str] | None = None) -> Gathered
     if rdzv.rank == 0:
 
         def stop(signum: int, frame: object) -> None:
-            from envcheck.process import sessions
-
             sessions.kill_all()
             raise _Stopped
 
@@ -311,8 +307,6 @@ def _announce_early(rdzv: Rendezvous, host: str) -> threading.Thread:
 def _connect(rdzv: Rendezvous, timeout: float, torch_error: str | None) -> Store:
     """The job's store: torch's client, or the standard-library one without torch. Raises
     ``EnvcheckError`` (exit 2, one line) when it cannot be reached within ``timeout``."""
-    from envcheck.core.errors import EnvcheckError
-
     try:
         if torch_error is None:
             store: Store = torch_store(rdzv, timeout)
@@ -339,8 +333,6 @@ def _work(
     torch_error: str | None,
     gathered: Gathered | None,
 ) -> Gathered | None:
-    from envcheck.manifest.codec import encode
-
     snapshot, suite = jobs
     until = started + options.snapshot_timeout + 5.0
     done = snapshot.wait(until - time.monotonic())
@@ -367,8 +359,6 @@ def _work(
     joins = torch_error is None or gathered is not None
     members = _members(options, rdzv, store, started, gathered) if joins else None
     if members is not None and rdzv.rank in members and torch_error is None:
-        from envcheck.cluster import collectives
-
         _stage(store, rdzv, host, "collectives")
         _fault(rdzv.rank, "collectives")
         payload["collectives"] = collectives.run(
@@ -394,8 +384,6 @@ def outgoing(payload: dict[str, Any]) -> str:
     """The payload as sent: the rank's own error texts and measurements redacted. The manifest was
     redacted in the probe and is left as it is (redact_json on a manifest would take the file names it
     keys by path, ``.../tokenizer.so``, for secret names)."""
-    from envcheck.core.redact import redact_json
-
     sent = dict(payload)
     for name in ("torch_error", "snapshot_error", "collectives"):
         sent[name] = redact_json(sent.get(name))
@@ -537,8 +525,6 @@ def _state(store: Store, rdzv: Rendezvous, rank: int, here: str) -> tuple[str | 
 def _receive(rank: int, raw: bytes, gathered: Gathered) -> None:
     """One rank's payload into ``gathered``; a payload that is not one (too big, not JSON, another
     rank's, fields of the wrong kind) is a CLUSTER-RANK-SNAPSHOT problem of that rank."""
-    from envcheck.core.redact import redact_json, redact_text
-
     gathered.received.add(rank)
 
     def refuse(why: str, host: str | None = None) -> None:

@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from envcheck.app.fleet import fingerprint
+from envcheck.app.flows import _on_machine, finish, goldens
+from envcheck.core.errors import ManifestError
 from envcheck.core.findings import Finding, MachineGroup, get_rule, rule_ids
+from envcheck.diff import engine
+from envcheck.manifest.io import loads
+from envcheck.manifest.query import views
+from envcheck.verify.compare import compare, outcomes
 
 if TYPE_CHECKING:
     from envcheck.app.flows import Report
@@ -135,11 +141,6 @@ class JobView:
     stopped: bool = False
 
 
-def _on(finding: Finding, machine: str) -> Finding:
-    cause = f"{finding.caused_by}@{machine}" if finding.caused_by else None
-    return dataclasses.replace(finding, machine=machine, caused_by=cause)
-
-
 def _cluster_finding(rule_id: str, subject: str, message: str, machine: str | None, **kw: Any) -> Finding:
     rule = get_rule(rule_id)
     assert rule is not None, rule_id
@@ -153,8 +154,6 @@ def build(job: JobView, against: tuple[str, Manifest] | None, policy: Policy) ->
     environment. Environments are decoded one at a time, diffed, and dropped: memory holds the reference
     and one other, whatever the number of distinct environments. Manifests that do not decode become
     CLUSTER-RANK-SNAPSHOT findings of their ranks."""
-    from envcheck.app.flows import finish
-
     findings: list[Finding] = []
     ordered = job.environments.ordered({p.rank for p in job.problems})
     readable: list[Environment] = []
@@ -200,9 +199,6 @@ def build(job: JobView, against: tuple[str, Manifest] | None, policy: Policy) ->
 
 def _decoded(env: Environment, findings: list[Finding]) -> Manifest | None:
     """``env``'s manifest, or None after adding a CLUSTER-RANK-SNAPSHOT finding of its ranks."""
-    from envcheck.core.errors import ManifestError
-    from envcheck.manifest.io import loads
-
     try:
         return loads(env.text, source=f"the manifest of {env.name}")
     except ManifestError as e:
@@ -229,11 +225,6 @@ def _environment_findings(
     ranks that load or compute differently diverge in silence, or hang in a collective. A finding that
     several environments share word for word (a check skipped everywhere) is reported once, naming all
     their ranks; a root cause and its consequences stay per environment, so they keep their link."""
-    from envcheck.app.flows import goldens
-    from envcheck.diff import engine
-    from envcheck.manifest.query import views
-    from envcheck.verify.compare import compare, outcomes
-
     golden = goldens(ref)
     within_job = reference_env is not None
     per_env: list[tuple[Environment, list[Finding]]] = []
@@ -278,10 +269,10 @@ def _merged(per_env: list[tuple[Environment, list[Finding]]]) -> list[Finding]:
             if f.caused_by is None and f.key not in causes:
                 shared.setdefault(f, []).append(env)
             else:
-                out.append(_on(f, env.name))
+                out.append(_on_machine(f, env.name))
     for f, envs in shared.items():
         ranks = [hr for env in envs for hr in env.ranks]
-        out.append(_on(f, envs[0].name if len(envs) == 1 else ", ".join(rank_ranges(ranks))))
+        out.append(_on_machine(f, envs[0].name if len(envs) == 1 else ", ".join(rank_ranges(ranks))))
     return out
 
 

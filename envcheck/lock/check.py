@@ -28,9 +28,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from envcheck.core.errors import EnvcheckError
+from envcheck.core.escape import one_line, shell_word
+from envcheck.core.files import NotOpened, read_capped
 from envcheck.core.findings import Finding
+from envcheck.core.redact import redact_text
+from envcheck.lock.compile import _without_userinfo
 from envcheck.lock.inputs import INSTALLER_TOOLING, LEFT_OUT_HEADER
 from envcheck.lock.rules import LOCK_EXTRA, LOCK_MISSING, LOCK_SOURCE, LOCK_VERSION
+from envcheck.manifest.io import is_environment_folder, what_else
+from envcheck.manifest.provenance import source
+from envcheck.manifest.query import canon, index, local_label, parse_version, torch_index_label, windows
 
 if TYPE_CHECKING:
     from packaging.markers import Marker
@@ -122,8 +129,6 @@ class LockFile:
         lines pin for the same interpreter."""
         from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
 
-        from envcheck.core.escape import one_line
-
         kept: dict[str, LockedPin] = {}
         for pin in self.pins:
             where = f"{self.source} line {pin.line}"
@@ -149,13 +154,9 @@ class LockFile:
 
 def read_lock(path: str) -> bytes:
     """The bytes of the lock at ``path``. Raises ``LockFileError``."""
-    from envcheck.core.files import NotOpened, read_capped
-
     try:
         data = read_capped(path, MAX_LOCK_BYTES)
     except NotOpened as e:
-        from envcheck.manifest.io import is_environment_folder
-
         if e.kind == "directory" and is_environment_folder(path):
             raise LockFileError(
                 f"{path}: a Python environment's folder, not a requirements lock",
@@ -178,7 +179,6 @@ def parse_lock(data: bytes, source: str) -> LockFile:
             tip=f"`envcheck lock {source}` writes a requirements lock from it; `envcheck gate {source} "
             "--python PATH/bin/python` checks an environment against the manifest.",
         )
-    from envcheck.manifest.io import what_else
 
     other = what_else(data)
     if other is not None and not other[0].startswith("a requirements lock"):
@@ -231,8 +231,6 @@ def _logical_lines(text: str, left_out: list[LeftOut]) -> Iterator[tuple[int, st
         if in_left_out:
             entry = _LEFT_OUT.match(raw)
             if entry is not None:
-                from envcheck.manifest.query import canon
-
                 left_out.append(LeftOut(name=canon(entry["name"]), version=entry["version"], line=number))
                 continue
             in_left_out = False
@@ -251,8 +249,6 @@ def _logical_lines(text: str, left_out: list[LeftOut]) -> Iterator[tuple[int, st
 
 
 def _option(line: str, where: str) -> list[tuple[str, str]]:
-    from envcheck.core.escape import one_line
-
     head, _, rest = line.partition(" ")
     name, eq, value = head.partition("=") if head.startswith("--") else (head, "", "")
     value = value if eq else rest
@@ -270,9 +266,6 @@ def _option(line: str, where: str) -> list[tuple[str, str]]:
 def _requirement(line: str, where: str, number: int) -> LockedPin:
     from packaging.requirements import InvalidRequirement, Requirement
 
-    from envcheck.core.escape import one_line
-    from envcheck.manifest.query import canon
-
     text, options = _split_hashes(line, where)
     del options  # hashes are pip's to verify at install time
     try:
@@ -280,40 +273,30 @@ def _requirement(line: str, where: str, number: int) -> LockedPin:
     except InvalidRequirement as e:
         why = str(e).splitlines()[0] if str(e) else "invalid"  # packaging adds the line and a caret
         raise LockFileError(f"{where}: not a requirement: {one_line(text[:120])} ({why})") from e
-    marker = str(req.marker) if req.marker is not None else None
-    parsed = req.marker
+    direct = req.url is not None
     if req.url is not None:
         version = _wheel_version(req.url)
-        return LockedPin(
-            name=canon(req.name),
-            written=req.name,
-            version=version,
-            line=number,
-            marker=marker,
-            direct=True,
-            parsed_marker=parsed,
-        )
-    specs = list(req.specifier)
-    if len(specs) != 1 or specs[0].operator not in ("==", "===") or specs[0].version.endswith(".*"):
-        raise LockFileError(
-            f"{where}: {one_line(text[:120])} is not one exact version (name==version): not a lock",
-            tip="Write the lock with `envcheck lock` or pip-compile.",
-        )
-    version = specs[0].version
+    else:
+        specs = list(req.specifier)
+        if len(specs) != 1 or specs[0].operator not in ("==", "===") or specs[0].version.endswith(".*"):
+            raise LockFileError(
+                f"{where}: {one_line(text[:120])} is not one exact version (name==version): not a lock",
+                tip="Write the lock with `envcheck lock` or pip-compile.",
+            )
+        version = specs[0].version
     return LockedPin(
         name=canon(req.name),
         written=req.name,
         version=version,
         line=number,
-        marker=marker,
-        parsed_marker=parsed,
+        marker=str(req.marker) if req.marker is not None else None,
+        direct=direct,
+        parsed_marker=req.marker,
     )
 
 
 def _split_hashes(line: str, where: str) -> tuple[str, list[str]]:
     """The requirement before its ``--hash`` options, and those options; any other option is refused."""
-    from envcheck.core.escape import one_line
-
     head, sep, tail = line.partition(" --")
     if not sep:
         return line, []
@@ -338,9 +321,6 @@ def compare(lock: LockFile, live: Manifest, *, python: str | None) -> list[Findi
     """Each difference between ``lock`` and the environment of ``live``: missing, another version, extra.
     Pure. ``python`` names the checked interpreter in the remedies (``python -m pip ...``), quoted for the
     shell of ``live``'s machine (PowerShell on Windows)."""
-    from envcheck.core.escape import shell_word
-    from envcheck.manifest.query import canon, index, windows
-
     on_windows = windows(live)
     installed = {n: d for n, d in index(live).items() if n not in INSTALLER_TOOLING}
     if python is None:
@@ -435,8 +415,6 @@ def _satisfied(locked: str, installed: str) -> bool:
 
 def _same(locked: str, installed: str) -> bool:
     """Equal as PEP 440 versions, local labels included (``1.0`` is ``1.0.0``; ``+cpu`` is not ``+cu130``)."""
-    from envcheck.manifest.query import parse_version
-
     a, b = parse_version(locked), parse_version(installed)
     return a == b if a is not None and b is not None else locked == installed
 
@@ -444,8 +422,6 @@ def _same(locked: str, installed: str) -> bool:
 def _unreleased(dist: Distribution) -> Source | None:
     """Where ``dist`` came from when no index serves it (``editable: /src/pkg``, ``vcs: git+… @ commit``,
     ``local: file:///…``, credentials redacted), None for an index release or an archive URL."""
-    from envcheck.manifest.provenance import source
-
     if dist.direct_url is None:
         return None
     found = source(dist)
@@ -470,9 +446,6 @@ def _install(
     installed), pip would answer "already satisfied": the remedy forces the reinstall without touching
     the dependencies, and pins the plain version with ``===`` (pip would otherwise pick the labelled
     file, which sorts higher, from any source that serves both)."""
-    from envcheck.core.escape import shell_word
-    from envcheck.manifest.query import local_label, torch_index_label
-
     requirement = f"{pin.written}=={pin.version}" if pin.version else pin.written
     if pin.version is not None and installed is not None and _satisfied(pin.version, installed):
         options = _FORCE
@@ -501,10 +474,6 @@ def _source_word(value: str, *, windows: bool) -> str:
     """An index or find-links value of the lock as shell words: credentials out, then every literal part
     in single quotes and each ``${VAR}`` as a reference to that variable only (``"${VAR}"`` in a POSIX
     shell, ``$env:VAR`` in PowerShell), so that ``${X}$(cmd)`` pasted runs nothing."""
-    from envcheck.core.escape import shell_word
-    from envcheck.core.redact import redact_text
-    from envcheck.lock.compile import _without_userinfo
-
     text = redact_text(_without_userinfo(value))
     parts: list[str] = []
     at = 0

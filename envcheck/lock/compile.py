@@ -30,9 +30,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envcheck import __version__
 from envcheck.core.deadline import Deadline
 from envcheck.core.errors import EnvcheckError
+from envcheck.core.escape import one_line
+from envcheck.core.redact import redact_text
 from envcheck.lock.inputs import LEFT_OUT_HEADER, LockInputs, Unlocked, lock_inputs
+from envcheck.manifest.query import canon, parse_version, torch_index_label, views
+from envcheck.manifest.remedy import _recorded_index
+from envcheck.manifest.requirements import graph
+from envcheck.process import sessions
 
 if TYPE_CHECKING:
     from envcheck.manifest.model import Manifest
@@ -114,9 +121,6 @@ def lock(manifest: Manifest, name: str, options: LockOptions, *, warn: Callable[
     it may explain. Raises ``LockError`` (exit 2) for a manifest with nothing to lock, for what cannot be
     locked unless ``options.allow_unlocked``, and for pip-compile failing; ``DeadlineExpired`` once
     ``options.timeout``, one deadline for the whole command (every pip-compile run together), passes."""
-    from envcheck.manifest.query import views
-    from envcheck.manifest.requirements import graph
-
     deadline = Deadline.after(options.timeout)
     _require_pip_tools()
     inputs = lock_inputs(manifest)
@@ -161,9 +165,6 @@ _NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 def _refuse_what_is_no_pin(inputs: LockInputs, name: str) -> None:
     """Raise ``LockError`` for a distribution whose name is not a PEP 508 name or whose version is not
     a PEP 440 version: neither can be written as ``name==version``."""
-    from envcheck.core.escape import one_line
-    from envcheck.manifest.query import parse_version
-
     pairs = [(p.name, p.version) for p in (*inputs.roots, *inputs.constraints)]
     for dist, version in pairs + [(u.name, u.version) for u in inputs.unlocked]:
         if not _NAME.match(dist) or parse_version(version) is None:
@@ -213,9 +214,6 @@ def _torch_index(
     the URL the manifest's pip was configured with for that label, else none for now: pip's own
     configuration may serve the build, and ``_compile_until_locked`` falls back to ``${TORCH_INDEX_URL}``
     when it does not. An untrusted manifest's index is never contacted: ``warn`` names it."""
-    from envcheck.core.redact import redact_text
-    from envcheck.manifest.remedy import _recorded_index
-
     if not inputs.labels or options.index_url or options.extra_index_urls:
         return None
     for label in inputs.labels:
@@ -288,8 +286,6 @@ def _given(options: LockOptions) -> bool:
 
 
 def _labelled(inputs: LockInputs) -> set[str]:
-    from envcheck.manifest.query import torch_index_label
-
     return {n for n, p in inputs.pinned.items() if torch_index_label(p.version)}
 
 
@@ -308,16 +304,12 @@ def _locked_names(inputs: LockInputs) -> list[str]:
 
 def _pins_in(output: str) -> dict[str, str]:
     """``{canonical name: version}`` of pip-compile's pin lines."""
-    from envcheck.manifest.query import canon
-
     return {canon(m["name"]): m["version"] for line in output.splitlines() if (m := _PIN_LINE.match(line))}
 
 
 def _not_found(log: str, inputs: LockInputs) -> str | None:
     """The canonical name of the pinned distribution pip-compile could not find, or None."""
     from packaging.requirements import InvalidRequirement, Requirement
-
-    from envcheck.manifest.query import canon
 
     for match in _NOT_FOUND.finditer(log):
         try:
@@ -330,9 +322,6 @@ def _not_found(log: str, inputs: LockInputs) -> str | None:
 
 
 def _last_error(log: str) -> str:
-    from envcheck.core.escape import one_line
-    from envcheck.core.redact import redact_text
-
     lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.startswith(("ERROR", "pip._internal", "piptools"))] or lines[-1:]
     return one_line(redact_text(errors[-1][:500])) if errors else "no output"
@@ -342,8 +331,6 @@ def _run_compile(
     inputs: LockInputs, options: LockOptions, torch_index: str | None, deadline: Deadline
 ) -> _Compiled:
     """One pip-compile run in a session of its own, in a temporary folder, killed at the deadline."""
-    from envcheck.process import sessions
-
     with sessions.temporary_folder("envcheck-lock-") as folder:
         (folder / ROOTS_FILE).write_text("".join(f"{p.requirement}\n" for p in inputs.roots), "utf-8")
         (folder / PINS_FILE).write_text("".join(f"{p.requirement}\n" for p in inputs.constraints), "utf-8")
@@ -395,8 +382,6 @@ def _compile_args(inputs: LockInputs, options: LockOptions, torch_index: str | N
 def _added(output: str, inputs: LockInputs) -> tuple[Added, ...]:
     """The pins of pip-compile's ``output`` that are not the manifest's (a requirement the environment
     did not meet: torch requires fsspec, which was not installed), each with its ``# via`` requirers."""
-    from envcheck.manifest.query import canon
-
     pinned = inputs.pinned
     found: list[Added] = []
     lines = output.splitlines()
@@ -436,9 +421,6 @@ def _finish(
     its temporary files, markers added, credentials out of index lines, ``${TORCH_INDEX_URL}`` kept as
     the variable, a trusted manifest's index named as such, what was left out and what was added listed
     at the end; every line through the redactor."""
-    from envcheck.core.escape import one_line
-    from envcheck.core.redact import redact_text
-
     shown = one_line(redact_text(name))
     index_value = os.environ.get(TORCH_INDEX_VAR) if placeholder else None
     lines = _header(m, shown, placeholder and bool(index_value))
@@ -477,8 +459,6 @@ def _finish(
 
 def _with_marker(line: str, inputs: LockInputs) -> str:
     """A pin line with the marker the manifest's platform needs (``envcheck.lock.inputs``), if any."""
-    from envcheck.manifest.query import canon
-
     pin = _PIN_LINE.match(line)
     marker = inputs.markers.get(canon(pin["name"])) if pin is not None else None
     if pin is None or not marker:
@@ -488,8 +468,6 @@ def _with_marker(line: str, inputs: LockInputs) -> str:
 
 def _header(m: Manifest, shown: str, placeholder: bool) -> list[str]:
     from importlib.metadata import version
-
-    from envcheck import __version__
 
     system = m.platform.system if m.platform else "an unknown system"
     machine = f" {m.platform.machine}" if m.platform and m.platform.machine else ""
@@ -589,9 +567,6 @@ def _unreachable_sources(options: LockOptions, torch_index: str | None) -> list[
     """A warning for every index or find-links source pip would use that does not answer: the options,
     the torch index, and pip's own configuration (``pip config list``). pip-compile only says it found
     nothing; this names where it could not look."""
-    from envcheck.core.escape import one_line
-    from envcheck.core.redact import redact_text
-
     sources = [
         *([options.index_url] if options.index_url else []),
         *options.extra_index_urls,

@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from envcheck.manifest.query import canon, torch_index_label
+from envcheck.manifest.query import canon, index, torch_index_label, views
+from envcheck.manifest.requirements import graph
 
 if TYPE_CHECKING:
     from envcheck.manifest.model import Distribution, Manifest
@@ -118,9 +119,6 @@ def local_source(dist: Distribution) -> str | None:
 def lock_inputs(m: Manifest) -> LockInputs:
     """The lock's inputs for ``m``. Raises nothing: an empty manifest gives empty inputs (the caller
     refuses them)."""
-    from envcheck.manifest.query import index, views
-    from envcheck.manifest.requirements import graph
-
     with views(m):
         installed = index(m)
         g = graph(m)
