@@ -1,0 +1,42 @@
+"""``envcheck.api.export``: a manifest as a software bill of materials."""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+from envcheck.manifest.io import load
+
+if TYPE_CHECKING:
+    from envcheck.manifest.model import Manifest
+
+__all__ = ["ExportFormat", "export"]
+
+
+class ExportFormat(str, enum.Enum):
+    """An SBOM format: the values of ``envcheck export --format``."""
+
+    cyclonedx = "cyclonedx"
+
+    def export(self, manifest: Manifest) -> str:
+        """``manifest`` in this format: the one mapping, closed (mypy fails on a missing case)."""
+        match self:
+            case ExportFormat.cyclonedx:
+                # Lazy: the exporter loads cyclonedx-python-lib; `envcheck --version` loads none of it.
+                from envcheck.export import cyclonedx
+
+                return cyclonedx(manifest)
+            case _:
+                return _unknown(self)
+
+
+def _unknown(name: NoReturn) -> NoReturn:
+    raise ValueError(f"unknown export format {name!r}")
+
+
+def export(manifest: Path, *, fmt: ExportFormat = ExportFormat.cyclonedx) -> str:
+    """The SBOM text of ``manifest`` (``envcheck export``): CycloneDX 1.6 JSON, the same bytes for the
+    same manifest. Raises ``ManifestError`` for a manifest that does not load, ``UsageError`` without
+    cyclonedx-python-lib (each an ``EnvcheckError``)."""
+    return fmt.export(load(manifest))
