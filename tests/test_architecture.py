@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),
     ("envcheck.report", "envcheck.export"),
     ("envcheck.app", "envcheck.cluster"),
+    ("envcheck.api",),
     ("envcheck.commands",),
     ("envcheck.cli", "envcheck.__main__", "envcheck.pytest_plugin", "envcheck.cluster.__main__"),
 )
