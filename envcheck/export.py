@@ -36,8 +36,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from envcheck import __version__
 from envcheck.core.errors import EnvcheckError
+from envcheck.core.redact import redact_text
+from envcheck.manifest.io import dumps
 from envcheck.manifest.model import Manifest, canonical
+from envcheck.manifest.query import views
+from envcheck.manifest.requirements import graph
 
 if TYPE_CHECKING:
     from cyclonedx.model import Property
@@ -58,8 +63,6 @@ class ExportError(EnvcheckError):
 def _text(value: object) -> str:
     """A manifest string as valid UTF-8 data, credentials redacted: a lone surrogate (an undecodable file
     name) as ``\\uXXXX``."""
-    from envcheck.core.redact import redact_text
-
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", redact_text(str(value)))
 
 
@@ -160,9 +163,6 @@ def _requirement_graph(manifest: Manifest) -> dict[str, tuple[str, ...]]:
     """Canonical name -> the canonical names it requires on the manifest's machine: markers evaluated
     there, extras followed as the installed distributions ask for them (``cuda-toolkit[cublas]`` brings
     cuda-toolkit's ``extra == "cublas"`` requirements). Unparseable lines are left out."""
-    from envcheck.manifest.query import views
-    from envcheck.manifest.requirements import graph
-
     with views(manifest):
         g = graph(manifest)
     return {
@@ -216,8 +216,6 @@ def _timestamp(created: str) -> datetime | None:
 
 def serial_number(manifest: Manifest) -> uuid.UUID:
     """The BOM's serial number: the same for the same manifest content, different for any other."""
-    from envcheck.manifest.io import dumps
-
     digest = hashlib.sha256(dumps(manifest).encode("utf-8", "backslashreplace")).hexdigest()
     return uuid.uuid5(_SERIAL_NAMESPACE, digest)
 
@@ -237,8 +235,6 @@ def cyclonedx(manifest: Manifest) -> str:
             f"envcheck export needs cyclonedx-python-lib, which is not installed ({e.name})",
             tip="pip install cyclonedx-python-lib",
         ) from e
-
-    from envcheck import __version__
 
     # The distributions: bom-ref = purl; a shadowed copy of the same name and version gets a suffix.
     dists: dict[str, Component] = {}

@@ -154,9 +154,7 @@ def read_document(path: str) -> dict[str, Any]:
     except OSError:
         size = 0  # the reader below says why
     if size > MAX_MANIFEST_BYTES:
-        raise ManifestError(
-            path, [f"file is {size} bytes, more than the {MAX_MANIFEST_BYTES} bytes a manifest may be"]
-        )
+        raise ManifestError(path, [f"larger than {MAX_MANIFEST_BYTES} bytes"])  # as read_text says it
     text = read_text(path)
     data: Any = None
     if len(text) <= MAX_MANIFEST_BYTES:  # a longer text is refused by loads below, with its size

@@ -19,10 +19,18 @@ from envcheck.collect import facts
 from envcheck.collect.launch import Probes, SnapshotOptions, start_probes
 from envcheck.core.deadline import Deadline, DeadlineExpired
 from envcheck.core.errors import ManifestError, ProbeError
+from envcheck.core.redact import PathRedactor
+from envcheck.inside.environment import CALLER_SHELL
 from envcheck.inside.windows_facts import OPENMP_DLL
+from envcheck.manifest.codec import decode, encode
 from envcheck.manifest.model import SCHEMA_VERSION, Manifest, Meta, ProbeOutcome, Runtimes, WindowsInfo
 from envcheck.manifest.native import NativeSection
+from envcheck.manifest.verify import VerifySection
+from envcheck.native import reconcile_loaded
+from envcheck.native.hashing import hash_files
 from envcheck.process.runner import NOTE_PREFIX, TargetRun
+from envcheck.verify.checks_file import compile_checks_file, raise_load_failure
+from envcheck.verify.runner import run_suite
 
 NativeScanner = Callable[[Manifest, SnapshotOptions], NativeSection | None]
 # Told the step the snapshot is at (``envcheck.commands.progress`` draws it on a terminal).
@@ -37,8 +45,6 @@ def _caller_shell(given: str | None, python: str, env: dict[str, str]) -> list[s
     """``Manifest.env_caller``: None when the target is envcheck's own interpreter (the shell that started
     envcheck runs that environment), else the names of ``env`` that only describe the caller's shell."""
     import sys
-
-    from envcheck.inside.environment import CALLER_SHELL
 
     if given is None or python == sys.executable:
         return None
@@ -180,8 +186,6 @@ def _add_runtime(
     native = manifest.native
     if native is not None and runtimes is not None and native.skipped is None:
         # Static vs loaded: where the live process mapped something other than the tree predicts.
-        from envcheck.native import reconcile_loaded
-
         native = reconcile_loaded(native, runtimes)
     windows = _windows_runtime(manifest.windows, found, runtimes)
     python = manifest.python
@@ -224,8 +228,6 @@ def _identities(paths: Sequence[str], deadline: Deadline | None = None) -> dict[
     would block the open, /dev/zero would never end); anything else has no identity. A target may also
     name thousands of large files: hashing stops at ``deadline``, and ``DeadlineExpired`` says how many
     were hashed (an interpreter that lied so kept ``snapshot --timeout 30`` running 126 s)."""
-    from envcheck.native.hashing import hash_files
-
     digests, cut = hash_files(paths, deadline)
     if cut and deadline is not None:
         raise DeadlineExpired(
@@ -255,9 +257,6 @@ def redact_manifest_paths(manifest: Manifest) -> Manifest:
     """``--redact-paths``: the user's home and login name replaced in every string of the manifest."""
     import getpass
 
-    from envcheck.core.redact import PathRedactor
-    from envcheck.manifest.codec import decode, encode
-
     try:
         user: str | None = getpass.getuser()
     except (KeyError, OSError):
@@ -280,15 +279,10 @@ def record(
     missing, does not compile (found before the suite starts) or cannot be imported in the target.
     ``progress`` is told the snapshot's steps and the suite's checks as they start.
     """
-    from envcheck.manifest.verify import VerifySection
-
     if not options.verify:
         manifest = take_snapshot(options, native=native, probes=probes, progress=progress)
         reason = "--no-verify" if options.probe else "--no-probe"
         return manifest.replace(verify=VerifySection(skipped=reason))
-    from envcheck.verify.checks_file import compile_checks_file, raise_load_failure
-    from envcheck.verify.runner import run_suite
-
     if checks_file is not None:
         compile_checks_file(checks_file)
     python = probes.python if probes is not None else options.python

@@ -125,6 +125,35 @@ def read_capped(path: str, cap: int) -> bytes:
     return b"".join(chunks)
 
 
+class Unreadable(Exception):
+    """An input file envcheck will not read (``read_input``): ``problem`` says why, in the one wording every
+    reader of an input shows (``cannot read: No such file or directory``, ``cannot read: it is a FIFO, not
+    a regular file: not opened``, ``larger than 1048576 bytes``); ``str()`` is ``<path>: <problem>``.
+    ``kind`` is ``NotOpened``'s (``directory``, ``not-regular``, ``link-loop``), ``os-error`` or
+    ``too-large``."""
+
+    def __init__(self, path: str, problem: str, *, kind: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+        self.kind = kind
+
+
+def read_input(path: str, cap: int) -> bytes:
+    """The bytes of an input file given on the command line (a manifest, a policy, a checks file, a
+    requirements lock): a regular file of at most ``cap`` bytes, never read past ``cap + 1``. Raises
+    ``Unreadable``; the caller wraps it in its own error (``ManifestError``, ``UsageError``)."""
+    try:
+        raw = read_capped(path, cap)
+    except NotOpened as e:
+        raise Unreadable(path, f"cannot read: it {e.reason}", kind=e.kind) from e
+    except OSError as e:
+        raise Unreadable(path, f"cannot read: {e.strerror or e}", kind="os-error") from e
+    if len(raw) > cap:
+        raise Unreadable(path, f"larger than {cap} bytes", kind="too-large")
+    return raw
+
+
 def is_windows_path(path: str) -> bool:
     r"""Whether ``path`` is written the Windows way (``C:\...``, ``\\server\share``, or any backslash),
     wherever it was recorded: a manifest from a Windows machine is read on Linux too."""

@@ -35,6 +35,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from envcheck.core.findings import FIRST_CAUSES, Finding
+from envcheck.diff.rules.windows import VC_RUNTIME_DLL
 
 # echo rule -> the rules whose finding on the same subject says all it says. Order does not matter: a
 # finding is dropped when any of its betters is present.
@@ -142,8 +143,6 @@ def _loader_causes(findings: list[Finding]) -> list[Finding]:
     redistributable (``MSVCP140.dll`` missing: ``VCRUNTIME140_1.dll`` is needed too, from the same
     installer); those of a VC++ runtime DLL are linked to an old runtime (``OLD_RUNTIME_RULE``) too. A
     finding that already names a cause keeps it."""
-    from envcheck.diff.rules.windows import VC_RUNTIME_DLL
-
     roots = [f for f in findings if f.rule in (LOADER_RULE, OLD_RUNTIME_RULE)]
     if not roots:
         return findings

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from envcheck.core.errors import ManifestError
+from envcheck.core.files import Unreadable, read_input
+from envcheck.core.outputs import destination, write
 from envcheck.manifest.codec import decode, encode, parse_json_int
 from envcheck.manifest.model import SCHEMA_VERSION, Manifest
 
@@ -151,16 +153,14 @@ def load(path: str | os.PathLike[str]) -> Manifest:
 
 
 def read_text(path: str) -> str:
-    """A manifest file's text, at most one byte past ``MAX_MANIFEST_BYTES`` of it (``loads`` refuses
-    that). Raises ``ManifestError`` for a file that is not a readable regular file or not UTF-8, and, with a
+    """A manifest file's text (``envcheck.core.files.read_input``). Raises ``ManifestError`` for a file that
+    is not a readable regular file, is larger than ``MAX_MANIFEST_BYTES`` or is not UTF-8, and, with a
     tip naming the right command or option, for a Python environment's folder, an interpreter (an
     executable, a python script) or a pip-tools requirements lock given where a manifest is expected."""
-    from envcheck.core.files import NotOpened, read_capped
-
     try:
         # A FIFO, /dev/zero or /dev/urandom named as a manifest would block or never end: regular files only.
-        raw = read_capped(path, MAX_MANIFEST_BYTES)
-    except NotOpened as e:
+        raw = read_input(path, MAX_MANIFEST_BYTES)
+    except Unreadable as e:
         if e.kind == "directory" and is_environment_folder(path):
             python = _interpreter_in(path)
             raise ManifestError(
@@ -169,9 +169,7 @@ def read_text(path: str) -> str:
                 tip=f"To inspect that environment, pass its interpreter: --python {python} (`envcheck "
                 f"snapshot --python {python}` records its manifest).",
             ) from e
-        raise ManifestError(path, [f"cannot read: it {e.reason}"]) from e
-    except OSError as e:
-        raise ManifestError(path, [f"cannot read: {e.strerror or e}"]) from e
+        raise ManifestError(path, [e.problem]) from e
     not_a_manifest = what_else(raw)
     if not_a_manifest is not None:
         what, tip = not_a_manifest
@@ -244,8 +242,6 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` to ``path`` as ``envcheck.core.outputs`` does: a regular file atomically (its old
     content
     survives any failure), a device or FIFO in place, a link through to its target. Raises ``OutputError``."""
-    from envcheck.core.outputs import destination, write
-
     write(destination(path), text)
 
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import re
 from collections.abc import Callable, Hashable, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from packaging.version import Version
 
-    from envcheck.manifest.model import Distribution, Manifest
+    from envcheck.manifest.model import Distribution, Manifest, VcRuntime
 
 
 @functools.lru_cache(maxsize=8192)
@@ -147,6 +148,52 @@ def torch_index_label(version: str | None) -> str | None:
     if label and label.startswith(_TORCH_LABELS):
         return label
     return None
+
+
+# auditwheel / delocate rename vendored libraries with a content hash (libgomp-a34b3233.so.1): the hash is
+# a build detail, the library is the same one.
+VENDORED_HASH = re.compile(r"-[0-9a-f]{8}(?=\.)")
+
+
+def library_key(path: str) -> str:
+    """The library's name without folder and vendoring hash: ``libgomp.so.1``."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return VENDORED_HASH.sub("", name)
+
+
+_OMP_FAMILIES = (
+    (re.compile(r"^libiomp5(md)?\b|^libiomp5"), "Intel"),
+    (re.compile(r"^libomp(140)?\b|^libomp[.-]"), "LLVM"),
+    (re.compile(r"^libgomp"), "GNU"),
+    (re.compile(r"^vcomp\d+", re.IGNORECASE), "MSVC"),
+)
+
+
+def omp_family(path: str) -> str | None:
+    """Intel / LLVM / GNU / MSVC for an OpenMP runtime file, None for anything else."""
+    key = library_key(path)
+    for pattern, family in _OMP_FAMILIES:
+        if pattern.search(key):
+            return family
+    return None
+
+
+def vc_state(vc: VcRuntime | None) -> str:
+    """What the machine says of its VC++ runtime, in words: the redistributable's registry key and
+    ``System32\\msvcp140.dll``."""
+    if vc is None:
+        return "not known here"
+    if vc.registry is None:
+        key = "not installed (no redistributable registry key"
+    elif not vc.registry.installed:
+        key = "not installed (its registry key says Installed=0"
+    else:
+        key = f"installed as {vc.registry.version or 'an unknown version'} (registry"
+    if vc.msvcp140 is None:
+        file = "no System32\\msvcp140.dll"
+    else:
+        file = f"System32\\msvcp140.dll {vc.msvcp140_version or 'without a version'}"
+    return f"{key}; {file})"
 
 
 _RUN: contextvars.ContextVar[tuple[View, ...]] = contextvars.ContextVar("envcheck_run_views", default=())

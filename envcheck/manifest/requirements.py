@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from envcheck.manifest.query import canon, parse_version
+from envcheck.manifest.query import canon, index, parse_version, view
 
 if TYPE_CHECKING:
     from packaging.markers import Marker
@@ -250,14 +250,10 @@ def _via(m: Manifest, req: Req, extras: frozenset[str]) -> str | None:
 
 def graph(m: Manifest) -> Graph:
     """The requirement graph of ``m`` (once per run: the engine's view holds it)."""
-    from envcheck.manifest.query import view
-
     return view(m).memo("requirement-graph", lambda: _build_graph(m))  # type: ignore[return-value]
 
 
 def _build_graph(m: Manifest) -> Graph:
-    from envcheck.manifest.query import index
-
     installed = index(m)
     extras: dict[str, set[str]] = {name: set() for name in installed}
     edges: dict[str, dict[str, Edge]] = {}

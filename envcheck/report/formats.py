@@ -27,22 +27,27 @@ class FormatName(str, enum.Enum):
         """The implementation of this format: the one mapping, closed (mypy fails on a missing case)."""
         match self:
             case FormatName.text:
+                # Lazy: a format's code (rich, ElementTree) loads only when that format is rendered.
                 from envcheck.report.text import TextFormat
 
                 return TextFormat()
             case FormatName.json:
+                # Lazy: a format's code (rich, ElementTree) loads only when that format is rendered.
                 from envcheck.report.json_format import JsonFormat
 
                 return JsonFormat()
             case FormatName.markdown:
+                # Lazy: a format's code (rich, ElementTree) loads only when that format is rendered.
                 from envcheck.report.markdown import MarkdownFormat
 
                 return MarkdownFormat()
             case FormatName.junit:
+                # Lazy: a format's code (rich, ElementTree) loads only when that format is rendered.
                 from envcheck.report.junit import JunitFormat
 
                 return JunitFormat()
             case FormatName.html:
+                # Lazy: a format's code (rich, ElementTree) loads only when that format is rendered.
                 from envcheck.report.html import HtmlFormat
 
                 return HtmlFormat()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from envcheck.core.escape import one_line
 from envcheck.core.redact import redact_text
 from envcheck.manifest.model import Manifest, ProbeOutcome
+from envcheck.manifest.query import vc_state
 
 
 def _v(value: object) -> str:
@@ -51,8 +52,6 @@ def _verify_line(manifest: Manifest) -> str:
 
 def _windows_lines(manifest: Manifest) -> list[str]:
     """Windows' version, its VC++ runtime, where the loader stopped, and foreign DLLs on PATH."""
-    from envcheck.diff.rules.windows import vc_state
-
     w = manifest.windows
     assert w is not None
     lines = []

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envcheck.core.errors import UsageError
+from envcheck.core.files import Unreadable, read_input
 from envcheck.manifest.verify import CheckResult, VerifySection
 
 # A checks file is a page of Python; this bound only keeps compile() from chewing on a bomb.
@@ -47,23 +48,12 @@ class Location:
 
 def read_checks_file(path: Path) -> bytes:
     """The file's bytes. Raises ``UsageError`` when it is missing, not a regular file
-    (``envcheck.core.files``:
-    a FIFO is never waited on, the type is checked on the open descriptor) or larger than
-    ``MAX_CHECKS_BYTES``."""
-    from envcheck.core.files import NotOpened, read_capped
-
-    tip = "Pass a Python file with check_* functions."
+    (``envcheck.core.files.read_input``: a FIFO is never waited on, the type is checked on the open
+    descriptor) or larger than ``MAX_CHECKS_BYTES``."""
     try:
-        raw = read_capped(str(path), MAX_CHECKS_BYTES)
-    except NotOpened as e:
-        raise UsageError(
-            f"cannot read checks file {path}: it {e.reason.removesuffix(': not opened')}", tip=tip
-        ) from e
-    except OSError as e:
-        raise UsageError(f"cannot read checks file {path}: {e.strerror or e}", tip=tip) from e
-    if len(raw) > MAX_CHECKS_BYTES:
-        raise UsageError(f"checks file {path} is larger than {MAX_CHECKS_BYTES} bytes", tip=tip)
-    return raw
+        return read_input(str(path), MAX_CHECKS_BYTES)
+    except Unreadable as e:
+        raise UsageError(f"checks file {e}", tip="Pass a Python file with check_* functions.") from e
 
 
 def compile_checks_file(path: Path) -> None:

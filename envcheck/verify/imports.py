@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Literal
 import envcheck.verify.rules  # noqa: F401 - registers the VERIFY-* rules
 from envcheck.core.findings import Finding, Rule, get_rule
 from envcheck.inside.copying import PACKAGE as TARGET_PACKAGE
+from envcheck.manifest.query import major, omp_family, pkg
+from envcheck.manifest.remedy import pip_install, shell_word
 from envcheck.process.runner import Deadline, TargetRun, run_target
 
 if TYPE_CHECKING:
@@ -442,8 +444,6 @@ def _import_remedy(result: ImportResult) -> str:
             "folder that holds it (the current folder is searched last); check the --import name."
         )
     if result.distribution:
-        from envcheck.manifest.remedy import shell_word
-
         return (
             "Reinstall it: `pip install --force-reinstall --no-deps "
             f"{shell_word(f'{result.distribution}=={result.version}', None)}`; the error names a missing "
@@ -455,9 +455,6 @@ def _import_remedy(result: ImportResult) -> str:
 def _numpy_abi(
     result: ImportResult, run: AppImports, base: Manifest | None, target: Manifest | None
 ) -> Finding:
-    from envcheck.manifest.query import major, pkg
-    from envcheck.manifest.remedy import pip_install, shell_word
-
     numpy_here = run.versions.get("numpy")
     if target is not None and pkg(target, "numpy") is not None:
         numpy_here = pkg(target, "numpy").version  # type: ignore[union-attr]
@@ -576,8 +573,6 @@ def _openmp(together: Together, owners: dict[str, ImportResult]) -> list[Finding
     """Two OpenMP runtimes in the process after the application's imports, each named with the import
     that loaded it: one per file the process mapped (the loader's list gives real paths, so one file is
     never counted twice; threadpoolctl's list, which may spell a path through a link, is not counted)."""
-    from envcheck.diff.rules.openmp import omp_family
-
     by: dict[str, tuple[str, str]] = {}
     for module, paths in together.loaded:
         for path in paths:

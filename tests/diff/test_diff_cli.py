@@ -146,7 +146,7 @@ def test_huge_manifest_is_refused_without_reading_it(tmp_path: Path) -> None:
     with huge.open("wb") as f:  # sparse: 50 MB on paper, nothing on disk
         f.truncate(50 * 1024 * 1024)
     code, _, err = run("diff", str(huge), TWIN_A)
-    assert code == 2 and f"more than the {MAX_MANIFEST_BYTES} bytes" in err
+    assert code == 2 and f"{huge}: larger than {MAX_MANIFEST_BYTES} bytes" in err
 
 
 def test_bad_policy_exits_2(tmp_path: Path) -> None:

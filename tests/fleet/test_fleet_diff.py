@@ -137,7 +137,7 @@ def test_bad_files_in_a_fleet_are_named_and_the_rest_is_reported(
     lines = err.splitlines()
     assert len(lines) == 5 and all(line.startswith(f"error: {machines}/node-010") for line in lines)
     assert "the file looks truncated" in lines[0]
-    assert f"more than the {MAX_MANIFEST_BYTES} bytes" in lines[1]
+    assert f"node-0101-huge.json: larger than {MAX_MANIFEST_BYTES} bytes" in lines[1]
     assert "schema_version 99 is newer than this envcheck reads" in lines[2]
     assert "is a FIFO, not a regular file: not opened" in lines[3]
     assert "a symbolic link loop: not opened" in lines[4]

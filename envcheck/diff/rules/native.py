@@ -15,20 +15,10 @@ from envcheck.diff.rules.base import difference_rule, single_rule
 from envcheck.manifest.identity import Aliases, aliases, canonical, folder_entries, foreign_libpython
 from envcheck.manifest.model import Distribution, LoadedLibrary, Manifest, NativeFile
 from envcheck.manifest.native import RECORD_FILE_ABSENT, NativeNode
-from envcheck.manifest.query import canon, pkg
+from envcheck.manifest.query import VENDORED_HASH, canon, library_key, pkg
 from envcheck.manifest.remedy import pip_install, shell_word
 
 FAMILY = "native tree"
-
-# auditwheel / delocate rename vendored libraries with a content hash (libgomp-a34b3233.so.1): the hash is
-# a build detail, the library is the same one.
-_HASHED = re.compile(r"-[0-9a-f]{8}(?=\.)")
-
-
-def library_key(path: str) -> str:
-    """The library's name without folder and vendoring hash: ``libgomp.so.1``."""
-    name = path.replace("\\", "/").rsplit("/", 1)[-1]
-    return _HASHED.sub("", name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +104,7 @@ def _place(
     location = locations.get(canon(lib.owner))
     where = folder
     if location and folder.startswith(location + "/"):
-        where = f"{{{lib.owner}}}" + _HASHED.sub("", folder[len(location) :])
+        where = f"{{{lib.owner}}}" + VENDORED_HASH.sub("", folder[len(location) :])
     else:
         for name, root in roots:
             if folder == root or folder.startswith(root + "/"):

@@ -2,32 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from envcheck.core.findings import Finding, Rule
 from envcheck.diff.rules.base import difference_rule, single_rule
-from envcheck.diff.rules.native import library_key
 from envcheck.manifest.identity import aliases, canonical
 from envcheck.manifest.model import Manifest
+from envcheck.manifest.query import library_key, omp_family
 
 FAMILY = "OpenMP and BLAS runtimes"
-
-_FAMILIES = (
-    (re.compile(r"^libiomp5(md)?\b|^libiomp5"), "Intel"),
-    (re.compile(r"^libomp(140)?\b|^libomp[.-]"), "LLVM"),
-    (re.compile(r"^libgomp"), "GNU"),
-    (re.compile(r"^vcomp\d+", re.IGNORECASE), "MSVC"),
-)
-
-
-def omp_family(path: str) -> str | None:
-    """Intel / LLVM / GNU / MSVC for an OpenMP runtime file, None for anything else."""
-    key = library_key(path)
-    for pattern, family in _FAMILIES:
-        if pattern.search(key):
-            return family
-    return None
 
 
 def openmp_runtimes(m: Manifest) -> dict[str, str]:

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 
 from envcheck.core.findings import Finding, Rule
 from envcheck.diff.rules.base import difference_rule, single_rule
+from envcheck.diff.rules.cuda import pinned_nvidia
 from envcheck.diff.rules.torch import COMPANIONS, build_cause, installed_version, torch_causes
 from envcheck.manifest.model import Distribution, Manifest
+from envcheck.manifest.provenance import source
 from envcheck.manifest.query import canon, index, local_label, major, pkg, release, torch_index_label, view
 from envcheck.manifest.remedy import pip_install, pip_requirement, shell_word
 from envcheck.manifest.requirements import (
@@ -479,8 +481,6 @@ def companion_variant(rule: Rule, m: Manifest) -> Iterator[Finding]:
 def _nvidia_pinned_by_torch(m: Manifest) -> frozenset[str]:
     """The nvidia-* wheels that torch pins (directly or through cuda-toolkit's extras): ENV-NVIDIA-PINS
     reports those, with CUDA's words."""
-    from envcheck.diff.rules.cuda import pinned_nvidia
-
     return frozenset(pinned_nvidia(m))
 
 
@@ -589,8 +589,6 @@ def _unmet_install(m: Manifest, shown: str, needs: list[tuple[Distribution, Req,
     static_facts=False,
 )
 def pkg_source(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
-    from envcheck.manifest.provenance import source
-
     b_index, t_index = _index(base), _index(target)
     for name in sorted(set(b_index) & set(t_index)):
         b, t = b_index[name], t_index[name]
@@ -649,8 +647,6 @@ def pkg_source(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding
     static_facts=False,
 )
 def pkg_direct(rule: Rule, m: Manifest) -> Iterator[Finding]:
-    from envcheck.manifest.provenance import source
-
     for _name, dist in sorted(_index(m).items()):
         if dist.direct_url is None:
             continue

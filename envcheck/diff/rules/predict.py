@@ -11,6 +11,7 @@ from envcheck.diff.rules.base import difference_rule
 from envcheck.manifest.model import MachineNeed, Manifest, PredictedSection
 from envcheck.manifest.query import canon, index, pkg
 from envcheck.manifest.remedy import pip_install
+from envcheck.manifest.requirements import graph
 
 FAMILY = "prediction for another platform"
 
@@ -345,8 +346,6 @@ def not_installed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Find
     p = _predicted(target)
     if p is None:
         return
-    from envcheck.manifest.requirements import graph
-
     accounted = {canon(d.name) for d in p.left_out} | {canon(u.name) for u in p.unavailable}
     # What a root without a wheel would have brought is that root's finding, not this one's.
     g = graph(base)

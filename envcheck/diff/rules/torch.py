@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from envcheck.core.findings import Finding, Rule
 from envcheck.diff.rules.base import difference_rule, single_rule
 from envcheck.manifest.model import Backends, Distribution, Manifest
+from envcheck.manifest.provenance import origin, own, same_folder, take_off, where
 from envcheck.manifest.query import canon, local_label, pkg, public, release, windows
 from envcheck.manifest.remedy import pip_install
 
@@ -376,8 +377,6 @@ def _gpu_build(backends: Backends) -> bool:
     evidence=("pytorch/pytorch#29544", "pytorch/pytorch#56126", "patientx-cfz/comfyui-rocm#131"),
 )
 def torch_trees(rule: Rule, m: Manifest) -> Iterator[Finding]:
-    from envcheck.manifest.provenance import origin, own, same_folder, take_off, where
-
     trees: list[str] = []
     for tree in m.torch.trees:
         if not any(same_folder(m, tree, seen) for seen in trees):  # one folder spelt twice is one tree
@@ -452,8 +451,6 @@ def shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
 
 
 def _shadow(rule: Rule, m: Manifest, winner: Distribution, loser: Distribution) -> Iterator[Finding]:
-    from envcheck.manifest.provenance import origin, own, same_folder, take_off, where
-
     name = winner.name
     torchish = canon(name).startswith("torch")
     if same_folder(m, winner.location, loser.location):

@@ -15,7 +15,8 @@ from pathlib import PureWindowsPath
 from envcheck.core.findings import Finding, Rule
 from envcheck.diff.rules.base import single_rule
 from envcheck.diff.rules.native import _shipped_by, reinstall
-from envcheck.manifest.model import DllLoadFailure, Manifest, VcRuntime
+from envcheck.manifest.model import DllLoadFailure, Manifest
+from envcheck.manifest.query import vc_state
 
 FAMILY = "native tree"
 
@@ -96,6 +97,8 @@ def runtime_floor(m: Manifest) -> tuple[str, str] | None:
     "torch:torch/lib/c10.dll: built with MSVC toolset 14.42 (PE linker version)")``): over the native tree
     (``envcheck.native.vcruntime``), else over the loader's chain after a failed import; None when neither
     states an MSVC toolset."""
+    # Lazy: envcheck.native's package loads the native scanners, which a diff of two files never runs;
+    # only a Windows manifest with a native tree comes here.
     from envcheck.native.vcruntime import vc_runtime_floor
 
     floor = vc_runtime_floor(m.native.nodes or []) if m.native is not None else None
@@ -123,24 +126,6 @@ def vc_floor(failure: DllLoadFailure) -> tuple[str | None, str | None]:
     if best is None:
         return None, None
     return f"{best[0][0]}.{best[0][1]}", best[1]
-
-
-def vc_state(vc: VcRuntime | None) -> str:
-    """What the machine says of its VC++ runtime, in words: the redistributable's registry key and
-    ``System32\\msvcp140.dll``."""
-    if vc is None:
-        return "not known here"
-    if vc.registry is None:
-        key = "not installed (no redistributable registry key"
-    elif not vc.registry.installed:
-        key = "not installed (its registry key says Installed=0"
-    else:
-        key = f"installed as {vc.registry.version or 'an unknown version'} (registry"
-    if vc.msvcp140 is None:
-        file = "no System32\\msvcp140.dll"
-    else:
-        file = f"System32\\msvcp140.dll {vc.msvcp140_version or 'without a version'}"
-    return f"{key}; {file})"
 
 
 def _version(text: str | None) -> tuple[int, ...] | None:
