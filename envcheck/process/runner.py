@@ -271,8 +271,7 @@ class RunningTarget:
 
     def _stderr_tail(self, notes: list[str]) -> str | None:
         """The redacted end of stderr, after a line per cap that cut something (or ``None``)."""
-        # Lazy: the snapshot starts its probes through this module; the redaction patterns load once the
-        # target is running.
+        # Lazy: the snapshot starts its probes through this module; redaction loads once the target runs.
         from envcheck.core.redact import redact_text
 
         kept, total = self._stderr.tail()
@@ -288,8 +287,7 @@ class RunningTarget:
     def _outcome(
         self, data: dict[str, Any], notes: list[str], timed_out: bool, duration: float
     ) -> ProbeOutcome:
-        # Lazy: the snapshot starts its probes through this module before the manifest model (tens of ms
-        # of imports) loads: the target starts first.
+        # Lazy: the snapshot starts its probes through this module before the manifest model loads.
         from envcheck.manifest.model import ProbeOutcome
 
         code = self._proc.returncode
@@ -328,8 +326,7 @@ class RunningTarget:
 def read_result(path: Path) -> tuple[dict[str, Any], list[str]]:
     """A target's result file at ``path``: the object (``{}`` when absent or not a JSON object), redacted,
     and a note for each reason it was not read. Never reads more than ``RESULT_MAX_BYTES``."""
-    # Lazy: the snapshot starts its probes through this module; the redaction patterns load once the
-    # target is running.
+    # Lazy: the snapshot starts its probes through this module; redaction loads once the target runs.
     from envcheck.core.redact import redact_json
 
     # The folder is the target's: it may have replaced the file with a FIFO (open would block) or a

@@ -153,8 +153,7 @@ def run_logged(
 
 def log_tail(path: Path) -> str:
     """The last ``MAX_LOG_BYTES`` of a tool's log, redacted: what may be shown of it."""
-    # Lazy: every command, ``envcheck --version`` included, loads this module first (the CLI's interrupt
-    # handlers); the redaction patterns load on first use.
+    # Lazy: every command loads this module, --version too (interrupt handlers); redaction loads on use.
     from envcheck.core.redact import redact_text
 
     with path.open("rb") as f:

@@ -97,8 +97,7 @@ def runtime_floor(m: Manifest) -> tuple[str, str] | None:
     "torch:torch/lib/c10.dll: built with MSVC toolset 14.42 (PE linker version)")``): over the native tree
     (``envcheck.native.vcruntime``), else over the loader's chain after a failed import; None when neither
     states an MSVC toolset."""
-    # Lazy: envcheck.native's package loads the native scanners, which a diff of two files never runs;
-    # only a Windows manifest with a native tree comes here.
+    # Lazy: envcheck.native loads the native scanners, which a diff of two files never runs.
     from envcheck.native.vcruntime import vc_runtime_floor
 
     floor = vc_runtime_floor(m.native.nodes or []) if m.native is not None else None
