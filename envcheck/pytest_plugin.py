@@ -190,9 +190,9 @@ class Gate:
     ) -> Gate:
         """The manifest and the policy read, the items' names known. Raises ``pytest.UsageError``."""
         from envcheck.app import flows
+        from envcheck.app.catalog import catalog
         from envcheck.commands.diff import load_rules_policy
         from envcheck.core.errors import EnvcheckError
-        from envcheck.core.findings import catalog
         from envcheck.manifest.io import load
 
         if timeout < 1:
@@ -271,7 +271,7 @@ class Gate:
 
     def _owner(self, finding: Finding) -> str:
         """The item a finding belongs to: its rule's family, else its smoke check, else the suite item."""
-        from envcheck.core.findings import get_rule
+        from envcheck.app.catalog import get_rule
 
         rule = get_rule(finding.rule)
         if rule is not None and rule.kind != "verify":

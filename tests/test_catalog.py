@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from envcheck.app.catalog import catalog, get_rule, rule_ids
 from envcheck.cli import app
-from envcheck.core.findings import catalog, get_rule, rule_ids
 
 PACKAGE = Path(__file__).parent.parent / "envcheck"
 # A rule id as code writes it: a string literal ENV-… or VERIFY-… (not a glob or a prefix).

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from envcheck.core.findings import Finding, MachineGroup, rule_ids
+from envcheck.app.catalog import rule_ids
+from envcheck.core.findings import Finding, MachineGroup
 
 if TYPE_CHECKING:
     from envcheck.app.fleet import Fleet

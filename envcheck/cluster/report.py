@@ -18,10 +18,11 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from envcheck.app.catalog import get_rule, rule_ids
 from envcheck.app.fleet import fingerprint
 from envcheck.app.flows import _on_machine, finish, goldens
 from envcheck.core.errors import ManifestError
-from envcheck.core.findings import Finding, MachineGroup, get_rule, rule_ids
+from envcheck.core.findings import Finding, MachineGroup
 from envcheck.diff import engine
 from envcheck.manifest.io import loads
 from envcheck.manifest.query import views

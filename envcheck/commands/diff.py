@@ -52,9 +52,10 @@ NoPolicyOption = Annotated[
 
 def load_rules_policy(policy: Path | None, no_policy: bool) -> Policy:
     """--policy FILE, else [tool.envcheck] of ./pyproject.toml, else none; --no-policy: none, said so."""
+    from envcheck.app.catalog import rule_ids
     from envcheck.diff.policy import load_policy
 
-    return load_policy(policy, Path.cwd(), disabled=no_policy)
+    return load_policy(policy, Path.cwd(), disabled=no_policy, known_rules=rule_ids())
 
 
 def _live(live: Manifest) -> str:
@@ -317,7 +318,7 @@ def rules(
     """The rule catalog (every id any command emits), or one rule explained with its evidence."""
     from difflib import get_close_matches
 
-    from envcheck.core.findings import FAMILY_MODULES, catalog, get_rule
+    from envcheck.app.catalog import FAMILY_MODULES, catalog, get_rule
 
     rules_ = catalog()
     if rule_id is None:

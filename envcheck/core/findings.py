@@ -3,8 +3,9 @@
 Every finding any command emits — a difference (``diff``), a trap of one environment (``doctor``), a
 smoke-suite result (``VERIFY-*``), a scan's refusal — carries the id of a rule registered here, so that
 ``envcheck rules`` lists it, a policy can name it (a typo is refused with the closest id) and reports take
-its explanation from one place. Rule families live above this module and register themselves on import
-(``catalog()`` imports them by name); this module imports nothing of envcheck.
+its explanation from one place. Rule families live above this module and register themselves on import;
+``envcheck.app.catalog`` imports every family and is the whole catalog. This module imports nothing of
+envcheck and loads nothing: its lookups see what is registered.
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ REGISTRY: dict[str, Rule] = {}
 
 
 def register(rule: Rule) -> Rule:
-    """Add ``rule`` to the catalog. Raises ``ValueError`` for an id registered twice (a programming error
+    """Add ``rule`` to the registry. Raises ``ValueError`` for an id registered twice (a programming error
     that the catalog test catches)."""
     if rule.id in REGISTRY:
         raise ValueError(f"rule id {rule.id} registered twice")
@@ -187,45 +188,21 @@ def registrar(kind: RuleKind, family: str) -> Callable[..., Rule]:
     return add
 
 
-# The modules that register rules, in the catalog's family order. Imported by name on first use: the
-# registry sits at the bottom, the families above it.
-FAMILY_MODULES = (
-    "envcheck.diff.rules.platform",
-    "envcheck.diff.rules.packages",
-    "envcheck.diff.rules.torch",
-    "envcheck.diff.rules.cuda",
-    "envcheck.diff.rules.native",
-    "envcheck.diff.rules.windows",
-    "envcheck.diff.rules.openmp",
-    "envcheck.diff.rules.numerics",
-    "envcheck.diff.rules.fpmode",
-    "envcheck.diff.rules.envvars",
-    "envcheck.diff.rules.process",
-    "envcheck.diff.rules.predict",
-    "envcheck.verify.rules",
-    "envcheck.cluster.rules",
-    "envcheck.lock.rules",
-)
-
-
-def catalog() -> tuple[Rule, ...]:
-    """Every rule of every family, sorted by id."""
-    import importlib
-
-    for module in FAMILY_MODULES:
-        importlib.import_module(module)
-    return tuple(REGISTRY[k] for k in sorted(REGISTRY))
-
-
-def get_rule(rule_id: str) -> Rule | None:
-    """The rule with this id (case-insensitive), or None."""
-    catalog()
+def registered_rule(rule_id: str) -> Rule | None:
+    """The registered rule with this id (case-insensitive), or None. Loads nothing: a rule is here once its
+    family's module was imported (the run that emitted a finding did; ``envcheck.app.catalog`` imports
+    every family)."""
     return REGISTRY.get(rule_id.strip().upper())
 
 
-def rule_ids(*kinds: RuleKind) -> tuple[str, ...]:
-    """The ids of the rules of ``kinds`` (default: all), sorted."""
-    return tuple(r.id for r in catalog() if not kinds or r.kind in kinds)
+def registered_rules(*kinds: RuleKind) -> tuple[Rule, ...]:
+    """The registered rules of ``kinds`` (default: all), sorted by id; loads nothing (``registered_rule``)."""
+    return tuple(REGISTRY[k] for k in sorted(REGISTRY) if not kinds or REGISTRY[k].kind in kinds)
+
+
+def registered_ids(*kinds: RuleKind) -> tuple[str, ...]:
+    """The ids of ``registered_rules(*kinds)``."""
+    return tuple(r.id for r in registered_rules(*kinds))
 
 
 def describe(rule: Rule) -> dict[str, Any]:

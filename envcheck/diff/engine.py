@@ -1,14 +1,35 @@
 """The pure engine: rules over manifests, policy applied, findings sorted. No I/O, no printing.
 
-Each run builds one ``View`` per manifest (``envcheck.diff.rules.base.views``): the package index and the
-requirement graph the rules share, instead of caches that outlive the run."""
+Each run builds one ``View`` per manifest (``envcheck.manifest.query.views``): the package index and the
+requirement graph the rules share, instead of caches that outlive the run.
+
+The engine imports the rule families it runs (``FAMILIES``, in the order ``envcheck rules`` lists them);
+each registers its rules on import, and the engine takes the difference and single-environment rules from
+the registry."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING
 
-from envcheck.core.findings import Finding
+from envcheck.core.findings import Finding, registered_rules
+from envcheck.diff.rules import (
+    cuda,
+    envvars,
+    fpmode,
+    native,
+    numerics,
+    openmp,
+    packages,
+    platform,
+    predict,
+    process,
+    torch,
+    windows,
+)
+from envcheck.diff.rules.base import runs_on
+from envcheck.manifest.query import views
 
 if TYPE_CHECKING:
     from envcheck.core.deadline import Deadline
@@ -16,13 +37,30 @@ if TYPE_CHECKING:
     from envcheck.diff.policy import Policy
     from envcheck.manifest.model import Manifest
 
+# The diff rule families, in the catalog's family order (``envcheck.app.catalog`` adds the other kinds).
+FAMILIES: tuple[ModuleType, ...] = (
+    platform,
+    packages,
+    torch,
+    cuda,
+    native,
+    windows,
+    openmp,
+    numerics,
+    fpmode,
+    envvars,
+    process,
+    predict,
+)
 
-def _rules(rules: Iterable[Rule] | None) -> Sequence[Rule]:
-    if rules is not None:
-        return list(rules)
-    from envcheck.core.findings import catalog
 
-    return [r for r in catalog() if r.kind in ("difference", "single")]
+def checked_rules() -> tuple[Rule, ...]:
+    """The rules this engine runs (difference and single-environment: ``FAMILIES``' rules), sorted by id."""
+    return registered_rules("difference", "single")
+
+
+def _rules(given: Iterable[Rule] | None) -> Sequence[Rule]:
+    return list(given) if given is not None else checked_rules()
 
 
 def _finish(findings: list[Finding], policy: Policy | None) -> list[Finding]:
@@ -41,12 +79,9 @@ def diff(
     deadline: Deadline | None = None,
 ) -> list[Finding]:
     """Difference rules only: what changed from ``base`` to ``target`` that matters, sorted by
-    ``Finding.sort_key``. ``rules`` defaults to the whole catalog (single-environment rules in it are
+    ``Finding.sort_key``. ``rules`` defaults to ``checked_rules()`` (single-environment rules in it are
     skipped); ``policy`` ignores, re-grades or marks findings intended. Pure; raises nothing for
     well-formed manifests but ``DeadlineExpired``, checked before each rule, once ``deadline`` passed."""
-    from envcheck.diff.rules.base import runs_on
-    from envcheck.manifest.query import views
-
     findings: list[Finding] = []
     with views(base, target):  # one view of each manifest for every rule of this run
         for rule in _rules(rules):
@@ -67,9 +102,6 @@ def doctor(
 ) -> list[Finding]:
     """Single-environment rules only: traps in one environment that need no baseline, sorted (see ``diff``
     for ``deadline``)."""
-    from envcheck.diff.rules.base import runs_on
-    from envcheck.manifest.query import views
-
     findings: list[Finding] = []
     with views(manifest):
         for rule in _rules(rules):
@@ -94,7 +126,5 @@ def beside_a_base(findings: Iterable[Finding]) -> list[Finding]:
 def diff_and_doctor(base: Manifest, target: Manifest, deadline: Deadline | None = None) -> list[Finding]:
     """What ``envcheck diff`` and ``gate`` report of one target: the difference rules against ``base``,
     then the target's own single rules (``beside_a_base``), sharing one view of each manifest."""
-    from envcheck.manifest.query import views
-
     with views(base, target):
         return diff(base, target, deadline=deadline) + beside_a_base(doctor(target, deadline=deadline))

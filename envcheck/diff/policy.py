@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from envcheck.core.errors import UsageError
-from envcheck.core.findings import SEVERITY_RANK, Finding, Severity
+from envcheck.core.findings import SEVERITY_RANK, Finding, Severity, registered_ids
 
 MAX_POLICY_BYTES = 1024 * 1024
 # A policy needs three levels ([tool.envcheck.severity]) and a pyproject.toml rarely more than six; deeper
@@ -183,9 +183,17 @@ def policy_line(policy: Policy, outcome: PolicyOutcome | None = None, *, rule_id
     return f"{head}: {', '.join(counts)}"
 
 
-def load_policy(path: Path | None, project_dir: Path, *, disabled: bool = False) -> Policy:
+def load_policy(
+    path: Path | None,
+    project_dir: Path,
+    *,
+    disabled: bool = False,
+    known_rules: Sequence[str] | None = None,
+) -> Policy:
     """The policy at ``path``; without one, ``[tool.envcheck]`` of ``project_dir/pyproject.toml``; without
     that, the empty policy. ``disabled`` (``--no-policy``) reads nothing and returns a policy that says so.
+    ``known_rules``: the ids a policy may name (``envcheck.app.catalog.rule_ids()``: every id a finding
+    can carry); ``None`` takes the rules registered so far (``envcheck.core.findings.registered_ids``).
 
     Raises ``UsageError`` (naming the file and, where it applies, the line:column or the key) when the
     file cannot be read, is not a regular file, is larger than ``MAX_POLICY_BYTES``, is not UTF-8 TOML,
@@ -203,10 +211,10 @@ def load_policy(path: Path | None, project_dir: Path, *, disabled: bool = False)
             raise UsageError(f"policy {path}: tool: expected a table, got {_kind(tool)}")
         table = tool.get("envcheck") if isinstance(tool, dict) else None
         if table is None:
-            return parse_policy(data, source=str(path))
+            return parse_policy(data, source=str(path), known_rules=known_rules)
         if not isinstance(table, dict):
             raise UsageError(f"policy {path}: tool.envcheck: expected a table, got {_kind(table)}")
-        return parse_policy(table, source=f"{path} [tool.envcheck]")
+        return parse_policy(table, source=f"{path} [tool.envcheck]", known_rules=known_rules)
     pyproject = project_dir / "pyproject.toml"
     if not os.path.lexists(pyproject):
         return Policy()
@@ -217,7 +225,7 @@ def load_policy(path: Path | None, project_dir: Path, *, disabled: bool = False)
         return Policy()
     if not isinstance(table, dict):
         raise UsageError(f"{pyproject}: [tool.envcheck] must be a table, got {_kind(table)}")
-    return parse_policy(table, source=f"{pyproject} [tool.envcheck]")
+    return parse_policy(table, source=f"{pyproject} [tool.envcheck]", known_rules=known_rules)
 
 
 def _read_toml(path: Path, *, shown: str) -> dict[str, Any]:
@@ -358,12 +366,13 @@ def _kind(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
-def parse_policy(table: Mapping[str, Any], *, source: str) -> Policy:
+def parse_policy(
+    table: Mapping[str, Any], *, source: str, known_rules: Sequence[str] | None = None
+) -> Policy:
     """Build a ``Policy`` from its TOML table. Raises ``UsageError`` listing every bad entry with its key;
-    an unknown rule id (or a glob that matches none) comes with the closest known id."""
-    from envcheck.core.findings import rule_ids
-
-    known = rule_ids()  # every id a finding can carry: the diff rules and the smoke suite's VERIFY-*
+    an unknown rule id (or a glob that matches none) comes with the closest known id. ``known_rules`` as
+    for ``load_policy``."""
+    known = registered_ids() if known_rules is None else tuple(known_rules)
     problems: list[str] = []
 
     def glob(value: object, where: str) -> str | None:

@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from envcheck.core.findings import registered_ids
 from envcheck.report.formats import FORMATS, FormatName
 
 if TYPE_CHECKING:
@@ -70,9 +71,7 @@ def render(
     ]
     ordered = sorted(findings, key=lambda f: f.sort_key())
     if rules is None:
-        from envcheck.core.findings import rule_ids
-
-        rules = rule_ids("difference", "single")
+        rules = registered_ids("difference", "single")
     context = ReportContext(
         title=title,
         fail_on=fail_on,

@@ -11,7 +11,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from envcheck.core.findings import SEVERITY_RANK, Finding, MachineGroup, RuleKind, Severity, at_or_above
+from envcheck.core.findings import (
+    REGISTRY,
+    SEVERITY_RANK,
+    Finding,
+    MachineGroup,
+    RuleKind,
+    Severity,
+    at_or_above,
+)
 
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 PLURAL = {"error": "errors", "warning": "warnings", "info": "info"}
@@ -176,12 +184,8 @@ def by_severity(found: Sequence[Group]) -> list[tuple[Severity, list[Group]]]:
 
 def rule_kind(rule_id: str) -> RuleKind | None:
     """The kind of a registered rule (``single`` for a finding about one environment), or None."""
-    from envcheck.core.findings import REGISTRY, catalog
-
+    # The run that produced the findings imported the families of their rules, which registered them.
     rule = REGISTRY.get(rule_id)
-    if rule is None:
-        catalog()  # the rule families register on import; reports usually follow a run that imported them
-        rule = REGISTRY.get(rule_id)
     return rule.kind if rule is not None else None
 
 

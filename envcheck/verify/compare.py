@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import envcheck.verify.rules  # noqa: F401 - registers the VERIFY-* rules
-from envcheck.core.findings import Finding, Severity, rule_ids
+from envcheck.core.findings import Finding, Severity, registered_ids
 from envcheck.manifest.model import FpControl
 from envcheck.manifest.verify import CheckResult, Number, OutputSummary, VerifySection
 from envcheck.verify.fp_mode import describe_fp_mode, fp_setter
@@ -80,8 +80,8 @@ CHECK_TOLERANCE: dict[str, Tol] = {
     "quant_dynamic": Tol(1e-2, 1e-2),
 }
 DEFAULT_TOL = Tol(1.3e-6, 1e-5)
-# Every VERIFY-* id a finding can carry, from the one catalog (``envcheck.verify.rules`` registers them).
-VERIFY_RULES = rule_ids("verify")
+# Every VERIFY-* id a finding can carry (``envcheck.verify.rules``, imported above, registers them).
+VERIFY_RULES = registered_ids("verify")
 # A throughput below this fraction of the golden's best is a warning (never an error: machines are shared),
 # and only when it is also below the golden's own median sample (``speed_threshold``); below SPEED_FLOOR
 # it is a warning whatever noise the golden showed.

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import envcheck.verify.rules  # noqa: F401 - registers the VERIFY-* rules
-from envcheck.core.findings import Finding, Rule, get_rule
+from envcheck.core.findings import Finding, Rule, registered_rule
 from envcheck.inside.copying import PACKAGE as TARGET_PACKAGE
 from envcheck.manifest.query import major, omp_family, pkg
 from envcheck.manifest.remedy import pip_install, shell_word
@@ -390,7 +390,7 @@ def import_findings(
 
 def _rule(rule_id: str) -> Rule:
 
-    rule = get_rule(rule_id)
+    rule = registered_rule(rule_id)
     assert rule is not None, rule_id
     return rule
 

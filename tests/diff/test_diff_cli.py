@@ -12,7 +12,7 @@ import pytest
 from clirun import run
 from diffdata import MANIFESTS, manifest
 
-from envcheck.core.findings import rule_ids
+from envcheck.app.catalog import rule_ids
 from envcheck.manifest.io import MAX_MANIFEST_BYTES, dumps
 
 BAD = MANIFESTS.parent / "bad"

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from diffdata import Edit, dist_entry, manifest
 
-from envcheck.core.findings import Severity, catalog
+from envcheck.app.catalog import catalog
+from envcheck.core.findings import Severity
 from envcheck.diff.engine import diff
 
 

@@ -11,9 +11,10 @@ import pytest
 from diffdata import MANIFESTS, manifest
 from typer.testing import CliRunner
 
+from envcheck.app.catalog import rule_ids
 from envcheck.cli import app
 from envcheck.core.errors import UsageError
-from envcheck.core.findings import Finding, at_or_above, rule_ids
+from envcheck.core.findings import Finding, at_or_above
 from envcheck.diff.engine import diff
 from envcheck.diff.policy import Policy, Selector, load_policy, policy_line
 from envcheck.verify.compare import VERIFY_RULES

@@ -8,7 +8,8 @@ import pytest
 from diffdata import Edit, dist_entry, manifest
 from test_windows_loader import old_runtime, windows
 
-from envcheck.core.findings import Severity, catalog, get_rule
+from envcheck.app.catalog import catalog, get_rule
+from envcheck.core.findings import Severity
 from envcheck.diff.engine import doctor
 
 GiB = 1024**3

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from envcheck.core.findings import catalog
+from envcheck.app.catalog import catalog
 
 from .conftest import DRIFT_PACKAGE, DRIFT_REQUIRER, KitEnvs
 

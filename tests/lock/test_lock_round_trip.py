@@ -14,7 +14,7 @@ from junitparser import JUnitXml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from envcheck.core.findings import catalog
+from envcheck.app.catalog import catalog
 from envcheck.lock.inputs import INSTALLER_TOOLING
 
 from .conftest import Env, envcheck, installed, pip, snapshot, venv_with_pip

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from envcheck.app.catalog import get_rule
 from envcheck.cli import app
 from envcheck.core.errors import UsageError
-from envcheck.core.findings import get_rule
 from envcheck.manifest.io import load
 from envcheck.predict.resolve import _not_from_an_index, pin, pip_inputs
 from envcheck.predict.target import parse_target

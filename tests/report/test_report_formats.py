@@ -209,7 +209,7 @@ def test_junit_has_one_case_per_root_cause_and_fails_at_the_threshold(tmp_path: 
 
 
 def test_junit_default_rules_are_the_catalog() -> None:
-    from envcheck.core.findings import rule_ids
+    from envcheck.app.catalog import rule_ids
 
     xml = render([], "junit", title=TITLE, fail_on="error")
     assert all(f'name="{rule}"' in xml for rule in rule_ids("difference", "single"))
