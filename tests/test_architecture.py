@@ -1,39 +1,63 @@
 """The layers of docs/architecture.md, checked on the source: no import runs upward, and no module imports
-itself back through others. Every import counts, at module level or inside a function (a lazy import runs
-too); only imports under ``if TYPE_CHECKING:`` are left out, as they never run."""
+itself back through others.
+
+The layers table of docs/architecture.md is the one statement of the layering: this test reads it (each
+row's modules column, bottom row first) and keeps no list of its own. Every import counts: at module level,
+inside a function (a lazy import runs too) and under ``if TYPE_CHECKING:`` (the names it gives are part of
+the module's interface). A load by name (``importlib.import_module``, ``__import__``) counts too: each one
+reads a declared table (``cli.COMMANDS``, ``api._JOBS``) whose rows become edges; any other by-name load of
+an envcheck module fails.
+"""
 
 from __future__ import annotations
 
 import ast
 import itertools
+import re
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
-PACKAGE = Path(__file__).parent.parent / "envcheck"
+import pytest
 
-# Lowest first. A module may import its own layer or a lower one. The target package runs inside another
-# interpreter and imports nothing of envcheck at all (tests/test_probe_compat.py checks that).
-LAYERS: tuple[tuple[str, ...], ...] = (
-    ("envcheck.inside",),
-    ("envcheck.core",),
-    ("envcheck.manifest",),
-    (
-        "envcheck.process",
-        "envcheck.native",
-        "envcheck.diff",
-        "envcheck.verify",
-        "envcheck.collect",
-        "envcheck.predict",
-        "envcheck.lock",
-    ),
-    ("envcheck.report", "envcheck.export"),
-    ("envcheck.app", "envcheck.cluster"),
-    ("envcheck.api",),
-    ("envcheck.commands",),
-    ("envcheck.cli", "envcheck.__main__", "envcheck.pytest_plugin", "envcheck.cluster.__main__"),
-)
+PACKAGE = Path(__file__).parent.parent / "envcheck"
+ARCHITECTURE = Path(__file__).parent.parent / "docs" / "architecture.md"
 # The package root only holds the version.
 ROOT = "envcheck"
+# The stdlib-only code copied into the inspected interpreter: it imports nothing of envcheck
+# (tests/test_probe_compat.py checks that) and runs under another interpreter, so its imports are not
+# counted in the shares below.
+INSIDE = "envcheck.inside"
+# A command module may import these of its own layer; never another command.
+COMMAND_HELPERS = frozenset(
+    {"envcheck.commands._common", "envcheck.commands.options", "envcheck.commands.progress"}
+)
+# At most this share of envcheck's imports of itself may sit inside a function.
+LAZY_SHARE = 0.15
+LAZY_COMMENT = "# Lazy: "
+
+
+@cache
+def layers() -> tuple[tuple[str, ...], ...]:
+    """The module prefixes of each row of docs/architecture.md's layers table, lowest first."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    section = text.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    header = [cell.strip() for cell in rows[0].strip("|").split("|")]
+    column = header.index("modules")
+    found = []
+    for row in rows[2:]:  # past the header and its |---| line
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        found.append(tuple(_module_of(path) for path in re.findall(r"`([^`]+)`", cells[column])))
+    return tuple(found)
+
+
+def _module_of(path: str) -> str:
+    """``envcheck/core/`` -> ``envcheck.core``; ``envcheck/cli.py`` -> ``envcheck.cli``."""
+    assert path.startswith("envcheck/"), (
+        f"a module of docs/architecture.md's layers table is not a path: {path}"
+    )
+    return path.removesuffix("/").removesuffix(".py").replace("/", ".")
 
 
 def _module_name(path: Path) -> str:
@@ -47,32 +71,58 @@ def _layer(module: str) -> int | None:
     # The longest prefix decides: envcheck.cluster.__main__ is an entry point above its package.
     matches = [
         (len(p), i)
-        for i, prefixes in enumerate(LAYERS)
+        for i, prefixes in enumerate(layers())
         for p in prefixes
         if module == p or module.startswith(p + ".")
     ]
     return max(matches)[1] if matches else None
 
 
-def _is_type_checking(node: ast.If) -> bool:
+def _is_type_checking(node: ast.AST) -> bool:
+    if not isinstance(node, ast.If):
+        return False
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
     )
 
 
-def _imports(tree: ast.AST, module: str, is_package: bool) -> Iterator[tuple[str, int]]:
-    """``(imported envcheck module, line)`` for every import that runs."""
-    stack: list[ast.AST] = [tree]
+class Import:
+    """One import statement's envcheck module (one per name of a ``from`` import that names a submodule)."""
+
+    def __init__(
+        self, module: str, line: int, *, in_function: bool, type_checking: bool, by_name: bool = False
+    ):
+        self.module = module
+        self.line = line
+        self.in_function = in_function
+        self.type_checking = type_checking
+        self.by_name = by_name
+
+
+def _walk(tree: ast.AST) -> Iterator[tuple[ast.AST, bool, bool]]:
+    """Every node with whether it sits inside a function and under ``if TYPE_CHECKING:``."""
+    stack: list[tuple[ast.AST, bool, bool]] = [(tree, False, False)]
     while stack:
-        node = stack.pop()
-        if isinstance(node, ast.If) and _is_type_checking(node):
-            stack.extend(node.orelse)
+        node, in_function, type_checking = stack.pop()
+        yield node, in_function, type_checking
+        inner = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        if _is_type_checking(node):
+            assert isinstance(node, ast.If)
+            stack.extend((child, inner, True) for child in node.body)
+            stack.extend((child, inner, type_checking) for child in node.orelse)
             continue
+        stack.extend((child, inner, type_checking) for child in ast.iter_child_nodes(node))
+
+
+def _imports(tree: ast.AST, module: str, is_package: bool) -> Iterator[Import]:
+    """Every import of an envcheck module in ``tree``, by statement or by name."""
+    for node, in_function, type_checking in _walk(tree):
+        where = {"in_function": in_function, "type_checking": type_checking}
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == ROOT:
-                    yield alias.name, node.lineno
+                    yield Import(alias.name, node.lineno, **where)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = module.split(".") if is_package else module.split(".")[:-1]
@@ -84,8 +134,90 @@ def _imports(tree: ast.AST, module: str, is_package: bool) -> Iterator[tuple[str
                 # `from envcheck.x import y` may name a submodule y: count the deepest that exists.
                 for alias in node.names:
                     full = f"{target}.{alias.name}"
-                    yield (full if _exists(full) else target), node.lineno
-        stack.extend(ast.iter_child_nodes(node))
+                    yield Import(full if _exists(full) else target, node.lineno, **where)
+        elif isinstance(node, ast.Call) and _is_load_by_name(node):
+            for loaded in _loaded_by_name(node, tree, module):
+                yield Import(loaded, node.lineno, **where, by_name=True)
+
+
+def _is_load_by_name(call: ast.Call) -> bool:
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name in ("import_module", "__import__")
+
+
+# What a by-name load this test cannot read from a declared table counts as.
+UNDECLARED = "<a load by name outside the declared tables>"
+
+
+def _loaded_by_name(call: ast.Call, tree: ast.AST, module: str) -> list[str]:
+    """The envcheck modules a by-name load can load: the rows of the declared table it reads, or the string
+    literals it is given (none of envcheck: a third-party module); ``UNDECLARED`` otherwise."""
+    if module in DECLARED:
+        return DECLARED[module]()
+    names = _literal_names(call, tree)
+    if names is None or any(n.split(".")[0] == ROOT for n in names):
+        return [UNDECLARED]
+    return []
+
+
+def _literal_names(call: ast.Call, tree: ast.AST) -> list[str] | None:
+    """The names a load is given as string literals: the argument itself, or a loop variable over a tuple or
+    list of literals. None when they are computed."""
+    if not call.args:
+        return None
+    arg = call.args[0]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return [arg.value]
+    if isinstance(arg, ast.Name):
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.For)
+                and isinstance(node.target, ast.Name)
+                and node.target.id == arg.id
+                and isinstance(node.iter, ast.Tuple | ast.List)
+                and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.iter.elts)
+            ):
+                return [e.value for e in node.iter.elts]  # type: ignore[attr-defined]
+    return None
+
+
+def _table(path: Path, name: str) -> ast.Dict | None:
+    """The dict literal assigned to ``name`` at module level of ``path`` (None without the file)."""
+    if not path.is_file():
+        return None
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        targets: list[ast.expr]
+        if isinstance(node, ast.AnnAssign):
+            targets, value = [node.target], node.value
+        elif isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            assert isinstance(value, ast.Dict), f"{path}: {name} is not a dict literal"
+            return value
+    raise AssertionError(f"{path}: no {name} table at module level")
+
+
+def _commands() -> list[str]:
+    """``cli.COMMANDS``: command name -> (module of envcheck.commands, function)."""
+    table = _table(PACKAGE / "cli.py", "COMMANDS")
+    assert table is not None
+    modules = {ast.literal_eval(v)[0] for v in table.values if v is not None}
+    return sorted(f"envcheck.commands.{m}" for m in modules)
+
+
+def _jobs() -> list[str]:
+    """``api._JOBS``: job name -> module of envcheck.api."""
+    table = _table(PACKAGE / "api" / "__init__.py", "_JOBS")
+    if table is None:
+        return []
+    return sorted({f"envcheck.api.{ast.literal_eval(v).lstrip('.')}" for v in table.values if v is not None})
+
+
+# The modules that load others by name, each through the one table it reads.
+DECLARED = {"envcheck.cli": _commands, "envcheck.api": _jobs}
 
 
 def _exists(module: str) -> bool:
@@ -93,17 +225,43 @@ def _exists(module: str) -> bool:
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
+@cache
+def _sources() -> dict[str, tuple[Path, ast.Module]]:
+    return {
+        _module_name(path): (path, ast.parse(path.read_text(encoding="utf-8"), str(path)))
+        for path in sorted(PACKAGE.rglob("*.py"))
+    }
+
+
+@cache
+def _all_imports() -> dict[str, tuple[Import, ...]]:
+    return {
+        module: tuple(_imports(tree, module, path.name == "__init__.py"))
+        for module, (path, tree) in _sources().items()
+    }
+
+
 def _graph() -> dict[str, list[tuple[str, int]]]:
-    graph: dict[str, list[tuple[str, int]]] = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        module = _module_name(path)
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        graph[module] = sorted(set(_imports(tree, module, path.name == "__init__.py")))
-    return graph
+    return {m: sorted({(i.module, i.line) for i in imports}) for m, imports in _all_imports().items()}
+
+
+def test_the_layers_table_is_read() -> None:
+    # Guards every test below against a table this test silently misreads.
+    rows = layers()
+    assert len(rows) >= 8 and all(rows), rows
+    assert rows[0] == (INSIDE,)
+    assert _layer("envcheck.core.findings") == 1
+    assert _layer("envcheck.cluster.__main__") == len(rows) - 1
+    assert (_layer("envcheck.cluster.report") or 0) < len(rows) - 1
+    assert (
+        (_layer("envcheck.app") or 0)
+        < (_layer("envcheck.api") or 0)
+        < (_layer("envcheck.commands.diff") or 0)
+    )
 
 
 def test_every_module_has_a_layer() -> None:
-    unplaced = [m for m in _graph() if m != ROOT and _layer(m) is None]
+    unplaced = [m for m in _sources() if m != ROOT and _layer(m) is None]
     assert not unplaced, f"modules outside every layer of docs/architecture.md: {unplaced}"
 
 
@@ -119,7 +277,8 @@ def test_no_import_runs_upward() -> None:
 
 
 def test_no_import_cycles() -> None:
-    graph = {m: {i for i, _ in imports if i in _known()} for m, imports in _graph().items()}
+    known = set(_sources())
+    graph = {m: {i for i, _ in imports if i in known} for m, imports in _graph().items()}
     cycles: list[list[str]] = []
     state: dict[str, int] = {}
 
@@ -144,14 +303,90 @@ def _through_parent_package(cycle: list[str]) -> bool:
     return any(b.startswith(a + ".") or a.startswith(b + ".") for a, b in itertools.pairwise(cycle))
 
 
-def _known() -> set[str]:
-    return {_module_name(p) for p in PACKAGE.rglob("*.py")}
+def test_every_load_by_name_reads_a_declared_table() -> None:
+    undeclared = [
+        f"{module}:{i.line}"
+        for module, imports in _all_imports().items()
+        if not (module == INSIDE or module.startswith(INSIDE + "."))
+        for i in imports
+        if i.module == UNDECLARED
+    ]
+    assert not undeclared, "loads by name outside cli.COMMANDS and api._JOBS:\n" + "\n".join(undeclared)
+
+
+def test_the_declared_tables_are_edges() -> None:
+    by_name = {i.module for i in _all_imports()["envcheck.cli"] if i.by_name}
+    assert "envcheck.commands.diff" in by_name and "envcheck.commands.verify" in by_name
+    if not (PACKAGE / "api" / "__init__.py").is_file():
+        pytest.skip("envcheck/api/__init__.py does not exist yet")
+    api = {i.module for i in _all_imports()["envcheck.api"] if i.by_name}
+    assert api and all(m.startswith("envcheck.api.") and _exists(m) for m in api), api
+
+
+def test_only_diff_imports_its_rules() -> None:
+    outside = [
+        f"{module}:{i.line} imports {i.module}"
+        for module, imports in _all_imports().items()
+        if not module.startswith("envcheck.diff.") and module != "envcheck.diff"
+        for i in imports
+        if i.module == "envcheck.diff.rules" or i.module.startswith("envcheck.diff.rules.")
+    ]
+    assert not outside, "imports of envcheck.diff.rules from outside envcheck/diff/:\n" + "\n".join(outside)
+
+
+def _is_command(module: str) -> bool:
+    return module.startswith("envcheck.commands.") and module not in COMMAND_HELPERS
+
+
+def test_no_command_imports_another() -> None:
+    found = {
+        f"{module}:{i.line} imports {i.module}"
+        for module, imports in _all_imports().items()
+        if module.startswith("envcheck.commands") or module == "envcheck.pytest_plugin"
+        for i in imports
+        if _is_command(i.module) and i.module != module
+    }
+    assert not found, "command modules imported by another command or the pytest plugin:\n" + "\n".join(
+        sorted(found)
+    )
+
+
+def _internal_imports() -> list[tuple[str, Path, Import]]:
+    return [
+        (module, _sources()[module][0], i)
+        for module, imports in _all_imports().items()
+        if not (module == INSIDE or module.startswith(INSIDE + "."))
+        for i in imports
+        if not i.by_name
+    ]
+
+
+def test_imports_inside_functions_say_why() -> None:
+    missing = set()
+    for _, path, i in _internal_imports():
+        if i.in_function:
+            above = path.read_text(encoding="utf-8").splitlines()[i.line - 2].strip()
+            if not above.startswith(LAZY_COMMENT):
+                missing.add(f"{path.relative_to(PACKAGE.parent)}:{i.line} imports {i.module}")
+    assert not missing, f"imports inside a function without a `{LAZY_COMMENT}` line above:\n" + "\n".join(
+        sorted(missing)
+    )
+
+
+def test_few_imports_sit_inside_functions() -> None:
+    statements = {(path, i.line, i.in_function) for _, path, i in _internal_imports()}
+    inner = sum(1 for *_, in_function in statements if in_function)
+    share = inner / len(statements)
+    assert share <= LAZY_SHARE, (
+        f"{inner} of {len(statements)} imports of envcheck sit inside a function ({share:.0%})"
+    )
 
 
 def test_the_scan_sees_imports() -> None:
     # Guards the tests above against a walker that silently finds nothing.
     graph = _graph()
-    assert ("envcheck.core.findings", 17) in graph["envcheck.app.flows"] or any(
-        i == "envcheck.core.findings" for i, _ in graph["envcheck.app.flows"]
-    )
+    assert any(i == "envcheck.core.findings" for i, _ in graph["envcheck.app.flows"])
     assert any(i.startswith("envcheck.report") for i, _ in graph["envcheck.commands._common"])
+    # An import under TYPE_CHECKING is an edge too.
+    flows = {i.module for i in _all_imports()["envcheck.app.flows"] if i.type_checking}
+    assert "envcheck.core.deadline" in flows

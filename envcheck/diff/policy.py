@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from envcheck.core.errors import UsageError
+from envcheck.core.files import NotOpened, read_capped
 from envcheck.core.findings import SEVERITY_RANK, Finding, Severity, registered_ids
 
 MAX_POLICY_BYTES = 1024 * 1024
@@ -251,8 +252,6 @@ def _read_toml(path: Path, *, shown: str) -> dict[str, Any]:
 def _read_capped(path: Path, shown: str) -> bytes:
     """At most ``MAX_POLICY_BYTES`` of a regular file (``envcheck.core.files``: a FIFO is never waited on, and
     the type is checked on the open descriptor). Raises ``UsageError``."""
-    from envcheck.core.files import NotOpened, read_capped
-
     try:
         raw = read_capped(str(path), MAX_POLICY_BYTES)
     except NotOpened as e:
@@ -409,6 +408,7 @@ def parse_policy(
         if not isinstance(raw_modules, list):
             problems.append(f"{key}: expected an array of module names, got {_kind(raw_modules)}")
             continue
+        # Lazy: the app-import check (and the target runner it uses) loads only for a policy naming modules.
         from envcheck.verify.imports import check_module_names
 
         found = check_module_names(raw_modules, key)

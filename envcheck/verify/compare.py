@@ -24,7 +24,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import envcheck.verify.rules  # noqa: F401 - registers the VERIFY-* rules
+from envcheck.core.errors import ManifestError
 from envcheck.core.findings import Finding, Severity, registered_ids
+from envcheck.manifest.codec import decode
 from envcheck.manifest.model import FpControl
 from envcheck.manifest.verify import CheckResult, Number, OutputSummary, VerifySection
 from envcheck.verify.fp_mode import describe_fp_mode, fp_setter
@@ -439,9 +441,6 @@ _MIN_NORMAL = {"float32": 2.0**-126, "bfloat16": 2.0**-126, "float64": 2.0**-102
 def fp_mode(result: CheckResult | None) -> FpControl | None:
     """The floating-point mode the suite recorded in its ``import_torch`` check, or None (not recorded:
     an older envcheck, or import failed; malformed: a hand-edited manifest, read as not recorded)."""
-    from envcheck.core.errors import ManifestError
-    from envcheck.manifest.codec import decode
-
     raw = result.info.get("fp_control") if result is not None else None
     if not isinstance(raw, dict):
         return None
