@@ -1,15 +1,19 @@
-"""One catalog: every rule id any code path can emit is registered in ``envcheck.core.findings``, with what a
-reader needs (title, why, family), and `envcheck rules` explains each."""
+"""One catalog: every rule id any code path can emit is registered (``envcheck.core.findings`` holds the
+registry, ``envcheck.app.catalog`` imports every family), with what a reader needs (title, why, family),
+and `envcheck rules` explains each."""
 
 from __future__ import annotations
 
+import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from envcheck.app.catalog import catalog, get_rule, rule_ids
+from envcheck.app.catalog import FAMILY_MODULES, catalog, get_rule, rule_ids
 from envcheck.cli import app
 
 PACKAGE = Path(__file__).parent.parent / "envcheck"
@@ -76,3 +80,61 @@ def test_the_docs_index_lists_every_rule_with_what_it_cites() -> None:
     rows = dict(re.findall(r"^\| `([A-Z0-9-]+)` \| (.+) \|$", text, re.MULTILINE))
     expected = {r.id: f"{r.kind} | {r.family} | {', '.join(r.failure_modes) or '—'}" for r in catalog()}
     assert rows == expected
+
+
+# The names a module calls to put rules in the registry.
+_REGISTERS = frozenset({"register", "registrar", "difference_rule", "single_rule"})
+
+
+def _registering_modules() -> set[str]:
+    """The envcheck modules that register rules when imported: a module-level call (a decorator included) of
+    one of ``_REGISTERS``, outside the modules that define them."""
+    found = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+        if module in ("envcheck.core.findings", "envcheck.diff.rules.base"):
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            # A function's body runs later; its decorators run on import.
+            runs_now = node.decorator_list if isinstance(node, ast.FunctionDef | ast.ClassDef) else [node]
+            if any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _REGISTERS
+                for part in runs_now
+                for n in ast.walk(part)
+            ):
+                found.add(module)
+    return found
+
+
+def test_the_catalog_imports_every_module_that_registers_rules() -> None:
+    assert _registering_modules() == set(FAMILY_MODULES)
+    assert len(FAMILY_MODULES) == len(set(FAMILY_MODULES))
+
+
+def test_the_registry_loads_nothing() -> None:
+    # The registry sits at the bottom: loading the families by name from it would be an upward import that
+    # tests/test_architecture.py cannot see.
+    source = (PACKAGE / "core" / "findings.py").read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    imported = [
+        alias.name if isinstance(n, ast.Import) else n.module or ""
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Import | ast.ImportFrom)
+        for alias in n.names
+    ]
+    assert not [m for m in imported if m.split(".")[0] in ("envcheck", "importlib")]
+    assert "import_module" not in source and "__import__" not in source
+
+
+def test_the_diff_engine_registers_every_rule_it_runs() -> None:
+    # In a fresh interpreter, importing the engine alone registers every difference and single rule of the
+    # catalog: the engine's default rules do not depend on what else a command happened to import.
+    code = (
+        "import envcheck.diff.engine as e, sys; "
+        "print(' '.join(r.id for r in e.checked_rules())); "
+        "print('envcheck.app.catalog' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    ids, catalog_loaded = out.splitlines()
+    assert ids.split() == list(rule_ids("difference", "single"))
+    assert catalog_loaded == "False"
