@@ -6,6 +6,7 @@ import enum
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from envcheck.export import cyclonedx
 from envcheck.manifest.io import load
 
 if TYPE_CHECKING:
@@ -20,12 +21,10 @@ class ExportFormat(str, enum.Enum):
     cyclonedx = "cyclonedx"
 
     def export(self, manifest: Manifest) -> str:
-        """``manifest`` in this format: the one mapping, closed (mypy fails on a missing case)."""
+        """``manifest`` in this format: the one mapping, closed (mypy fails on a missing case). The SBOM
+        library is imported only when an export runs (``envcheck.export``)."""
         match self:
             case ExportFormat.cyclonedx:
-                # Lazy: the exporter loads cyclonedx-python-lib; `envcheck --version` loads none of it.
-                from envcheck.export import cyclonedx
-
                 return cyclonedx(manifest)
             case _:
                 return _unknown(self)
