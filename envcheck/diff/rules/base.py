@@ -5,9 +5,10 @@ Two kinds:
 - ``difference`` rules compare a base manifest with a target (``check(base, target)``);
 - ``single`` rules look at one environment (``check(manifest)``): traps that need no baseline.
 
-Each family module registers its rules with ``@difference_rule`` / ``@single_rule``; ``catalog`` imports the
-families and ``envcheck.core.findings`` holds the one registry. A check yields ``Finding``s built with
-``Rule.finding`` so that the rule id and default severity come from one place.
+Each family module registers its rules with ``@difference_rule`` / ``@single_rule``; the engine
+(``envcheck.diff.engine``) imports the families and ``envcheck.core.findings`` holds the one registry. A
+check yields ``Finding``s built with ``Rule.finding`` so that the rule id and default severity come from one
+place.
 
 Versions and names are ``packaging``'s (``Version``, ``canonicalize_name``), imported on first use: the
 rule modules are imported by every command, most of which never compare a version.
