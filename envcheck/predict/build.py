@@ -113,7 +113,7 @@ def predicted_manifest(
     target = resolution.target
     native = dataclasses.replace(tree.section, loader=target.loader)
     packages = [_distribution(w, native) for w in resolution.wheels]
-    torch_wheel = next((w for w in resolution.wheels if _canon(w.name) == "torch"), None)
+    torch_wheel = next((w for w in resolution.wheels if canon(w.name) == "torch"), None)
     torch = TorchInfo(trees=[], static=_torch_static(torch_wheel, tree.torch_version), runtime=None)
     needs = machine_needs(native, resolution, torch.static, tree.macos_minimum)
     impl = {"cp": "CPython", "pp": "PyPy"}[target.implementation]
@@ -178,12 +178,8 @@ def predicted_manifest(
     )
 
 
-def _canon(name: str) -> str:
-    return canon(name)
-
-
 def _distribution(w: ResolvedWheel, native: NativeSection) -> Distribution:
-    owner = _canon(w.name)
+    owner = canon(w.name)
     files = [
         NativeFile(
             path=n.key.split(":", 1)[1],
@@ -191,7 +187,7 @@ def _distribution(w: ResolvedWheel, native: NativeSection) -> Distribution:
             size=n.size,
         )
         for n in native.nodes or []
-        if _canon(n.owner) == owner and ":" in n.key
+        if canon(n.owner) == owner and ":" in n.key
     ]
     return Distribution(
         name=w.name,

@@ -196,8 +196,8 @@ def resolve(manifest: Manifest, target: PredictTarget, options: IndexOptions, *,
     reason, or when it runs past ``options.timeout``.
     """
     roots, constraints, left_out = pip_inputs(manifest)
-    pinned = {_canon(d.name): (d.name, pin(d.version)) for d in roots}
-    constrained = {_canon(d.name): (d.name, pin(d.version)) for d in constraints}
+    pinned = {canon(d.name): (d.name, pin(d.version)) for d in roots}
+    constrained = {canon(d.name): (d.name, pin(d.version)) for d in constraints}
     unavailable: list[Unavailable] = []
     g = graph(manifest)
     closures = {name: g.closure(name) for name in pinned}
@@ -245,10 +245,6 @@ def resolve(manifest: Manifest, target: PredictTarget, options: IndexOptions, *,
         seconds=seconds,
         roots=tuple(sorted(n for n, _ in pinned.values())),
     )
-
-
-def _canon(name: str) -> str:
-    return canon(name)
 
 
 def _dry_run(
@@ -533,7 +529,7 @@ def _failing_name(
     candidates = [*_NO_MATCH.findall(log), *_NO_VERSION.findall(log), *_CONSTRAINT.findall(log)]
     candidates += _CANNOT_INSTALL.findall(log)
     for raw in candidates:
-        name = _canon(raw)
+        name = canon(raw)
         if name in pinned or name in constrained:
             return name
     return None
@@ -542,7 +538,7 @@ def _failing_name(
 def _unsatisfiable(log: str) -> str | None:
     """The canonical name in pip's ``No matching distribution found for X`` (any requirement), or None."""
     found = _NO_MATCH.findall(log) or _NO_VERSION.findall(log)
-    return _canon(found[-1]) if found else None
+    return canon(found[-1]) if found else None
 
 
 def _last_error(log: str) -> str:
@@ -589,7 +585,7 @@ def _wheels(report: dict[str, object] | None) -> tuple[ResolvedWheel, ...]:
                 requested=bool(item.get("requested")),
             )
         )
-    return tuple(sorted(out, key=lambda w: _canon(w.name)))
+    return tuple(sorted(out, key=lambda w: canon(w.name)))
 
 
 def _what_exists(
