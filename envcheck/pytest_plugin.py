@@ -396,6 +396,10 @@ def _node_name(check: str) -> str:
 
 
 def _severity(value: str) -> Severity:
-    from envcheck.report.options import SeverityChoice
+    """``--envcheck-fail-on``'s value as a ``Severity``; ``ValueError`` for anything else."""
+    from envcheck.report.options import SEVERITIES
 
-    return SeverityChoice(value).severity
+    for severity in SEVERITIES:
+        if severity == value:
+            return severity
+    raise ValueError(f"{value!r} is not one of {', '.join(SEVERITIES)}")

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from envcheck.app.catalog import rule_ids
 from envcheck.core.findings import Finding, MachineGroup
+from envcheck.report import Report
 
 if TYPE_CHECKING:
     from envcheck.app.fleet import Fleet
@@ -23,23 +23,6 @@ if TYPE_CHECKING:
     from envcheck.manifest.model import Manifest
     from envcheck.manifest.verify import VerifySection
     from envcheck.verify.imports import AppImports
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Report:
-    """What a command reports: findings (root causes first within each severity, consequences linked by
-    ``caused_by``), the rule ids that were checked (one JUnit case each), the policy line, and whether the
-    policy hid or softened anything (then the line goes to stderr too: a gate that passes because of a
-    policy says so in the CI log even when the report is a file), and in a fleet report the machines behind
-    each ``Finding.machine`` (``member``: what those are, ``machine``, ``platform`` or ``rank``)."""
-
-    title: str
-    findings: tuple[Finding, ...]
-    rules: tuple[str, ...]
-    policy_line: str
-    policy_changed: bool
-    groups: tuple[MachineGroup, ...] = ()
-    member: str = "machine"
 
 
 def finish(
@@ -110,7 +93,7 @@ def diff_fleet(base_name: str, machines: Fleet, policy: Policy) -> Report:
             groups.append(
                 MachineGroup(name=name, members=members, identical_to_base=environment.identical_to_base)
             )
-            findings += [_on_machine(f, members[0]) for f in environment.findings]
+            findings += [on_machine(f, members[0]) for f in environment.findings]
     report = finish(
         f"envcheck diff: {base_name} → {machines.machines} machines",
         findings,
@@ -133,7 +116,7 @@ def predict(
     findings: list[Finding] = []
     for platform, manifest in predicted:
         found = engine.diff_and_doctor(source, manifest)
-        findings += [_on_machine(f, platform) for f in found] if fleet else found
+        findings += [on_machine(f, platform) for f in found] if fleet else found
     report = finish(title, findings, policy, rules=rule_ids("difference", "single"))
     if not fleet:
         return report
@@ -153,7 +136,7 @@ def _renamed(finding: Finding, names: dict[str, str]) -> Finding:
     return dataclasses.replace(finding, machine=name, caused_by=cause)
 
 
-def _on_machine(finding: Finding, machine: str) -> Finding:
+def on_machine(finding: Finding, machine: str) -> Finding:
     """A finding of one machine (or group) of a fleet; its cause, if any, is that machine's too."""
     cause = f"{finding.caused_by}@{machine}" if finding.caused_by else None
     return dataclasses.replace(finding, machine=machine, caused_by=cause)
@@ -270,3 +253,18 @@ def goldens(manifest: Manifest) -> VerifySection | None:
     if section is None or section.skipped is not None or not section.results:
         return None
     return section
+
+
+# ``Report`` is the report layer's; every flow returns one, so its callers find it here too.
+__all__ = [
+    "Report",
+    "diff",
+    "diff_fleet",
+    "doctor",
+    "finish",
+    "gate",
+    "goldens",
+    "on_machine",
+    "predict",
+    "verify",
+]

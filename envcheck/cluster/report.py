@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from envcheck.app.catalog import get_rule, rule_ids
 from envcheck.app.fleet import fingerprint
-from envcheck.app.flows import _on_machine, finish, goldens
+from envcheck.app.flows import finish, goldens, on_machine
 from envcheck.core.errors import ManifestError
 from envcheck.core.findings import Finding, MachineGroup
 from envcheck.diff import engine
@@ -270,10 +270,10 @@ def _merged(per_env: list[tuple[Environment, list[Finding]]]) -> list[Finding]:
             if f.caused_by is None and f.key not in causes:
                 shared.setdefault(f, []).append(env)
             else:
-                out.append(_on_machine(f, env.name))
+                out.append(on_machine(f, env.name))
     for f, envs in shared.items():
         ranks = [hr for env in envs for hr in env.ranks]
-        out.append(_on_machine(f, envs[0].name if len(envs) == 1 else ", ".join(rank_ranges(ranks))))
+        out.append(on_machine(f, envs[0].name if len(envs) == 1 else ", ".join(rank_ranges(ranks))))
     return out
 
 

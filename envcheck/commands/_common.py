@@ -1,4 +1,5 @@
-"""What every command shares: the error chokepoint, output writing, and reusable option types."""
+"""What every command shares: the error chokepoint, output writing and the exit codes (the option types:
+``envcheck.commands.options``)."""
 
 from __future__ import annotations
 
@@ -6,19 +7,24 @@ import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import typer
 
+from envcheck.commands.options import current_context, format_given
 from envcheck.core.errors import EnvcheckError
-from envcheck.core.outputs import Destination
+from envcheck.core.escape import one_line, terminal
+from envcheck.core.findings import at_or_above
+from envcheck.core.outputs import Destination, destination, write
+from envcheck.core.redact import redact_text
+from envcheck.report import write_report
+from envcheck.report.options import ReportOptions, resolve_format
 
 if TYPE_CHECKING:
     from envcheck.app.flows import Report
     from envcheck.collect.launch import Started
     from envcheck.core.deadline import Deadline
     from envcheck.manifest.model import Manifest
-    from envcheck.report.options import ReportFormatChoice, SeverityChoice
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -56,55 +62,26 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
 
 
 def _say(line: str) -> None:
-    from envcheck.core.escape import one_line
-    from envcheck.core.redact import redact_text
-
     typer.echo(one_line(redact_text(line)), err=True)
 
 
 def write_output(text: str, output: str | Destination | None) -> None:
     """The report to stdout (``None`` or ``-``) or to ``output``, created only now that it exists; see
     ``envcheck.core.outputs`` for links, devices, FIFOs and failures (``OutputError``, exit 2)."""
-    from envcheck.core.outputs import destination, write
-
     write(output if isinstance(output, Destination) else destination(output), text)
 
 
 def check_outputs(output: str | None, junit: Path | None = None) -> None:
     """Refuse a bad ``-o`` / ``--junit`` now (a missing folder, a folder, a socket...), and a --format that
     contradicts ``-o``'s suffix (``envcheck.report.options.resolve_format``), before the seconds of work
-    whose result they would receive. Raises ``OutputError`` or ``UsageError``."""
-    from envcheck.core.outputs import destination
-    from envcheck.report.options import current_context, resolve_format
-
+    whose result they would receive. Raises ``OutputError`` or ``UsageError``. (``report_options`` does
+    this too, for a command that builds its ``ReportOptions`` first.)"""
     ctx = current_context()
     if ctx is not None and "fmt" in ctx.params:
-        resolve_format(ctx.params["fmt"], output)
+        resolve_format(ctx.params["fmt"], output, format_given=format_given())
     destination(output)
     if junit is not None:
         destination(junit)
-
-
-PythonOption = Annotated[
-    str | None,
-    typer.Option(
-        "--python",
-        help="Interpreter to inspect (default: this one). envcheck need not be installed there.",
-        envvar="ENVCHECK_PYTHON",
-        show_default=False,
-    ),
-]
-TimeoutOption = Annotated[
-    float,
-    typer.Option(
-        "--timeout",
-        min=1.0,
-        help="A hard deadline in seconds for the command: all work in the target (every probe, check and "
-        "rerun), whose whole process session is killed at it, and envcheck's own hashing of what the target "
-        "names (diff, doctor and gate: their rules too).",
-        envvar="ENVCHECK_TIMEOUT",
-    ),
-]
 
 
 def snapshot_this_machine(
@@ -129,43 +106,12 @@ def snapshot_this_machine(
     return take_snapshot(options, native=scan_for_snapshot, probes=probes, progress=progress)
 
 
-def report_findings(
-    report: Report,
-    *,
-    fmt: ReportFormatChoice,
-    output: str | None,
-    fail_on: SeverityChoice,
-    junit: Path | None,
-    verbose: bool = False,
-    nothing_found: str | None = None,
-) -> None:
-    """Render ``report``, write it (and the JUnit file), say on stderr when the policy hid or softened
-    something, and exit 1 when a finding fails the gate. ``verbose``: every finding in full (the text report
-    otherwise fits a screen); ``nothing_found``: what an empty report says (``envcheck.report.render``)."""
-    from envcheck.core.escape import terminal
-    from envcheck.core.findings import at_or_above
-    from envcheck.report import FormatName, render
-    from envcheck.report.options import report_width, resolve_format, use_color
-
-    fmt = resolve_format(fmt, output)
-    severity = fail_on.severity
+def report_findings(report: Report, options: ReportOptions) -> None:
+    """Write ``report`` as ``options`` say (``envcheck.report.write_report``: the report and the JUnit
+    file), say on stderr when the policy hid or softened something, and exit 1 when a finding fails the
+    gate (at or above ``options.fail_on``)."""
     if report.policy_changed:
         typer.echo(terminal(report.policy_line), err=True)
-    rendered = functools.partial(
-        render,
-        report.findings,
-        title=report.title,
-        fail_on=severity,
-        rules=report.rules,
-        policy=report.policy_line,
-        verbose=verbose,
-        nothing_found=nothing_found,
-        groups=report.groups,
-        member=report.member,
-    )
-    width = report_width(output) if fmt is FormatName.text else None
-    write_output(rendered(fmt, color=use_color(fmt, output), width=width), output)
-    if junit is not None:
-        write_output(rendered(FormatName.junit), str(junit))
-    if any(at_or_above(f, severity) for f in report.findings):
+    write_report(report, options)
+    if any(at_or_above(f, options.fail_on) for f in report.findings):
         raise typer.Exit(EXIT_FINDINGS)

@@ -8,19 +8,20 @@ from typing import Annotated
 import typer
 
 from envcheck.commands._common import EXIT_OK, check_outputs, handles_errors, report_findings
-from envcheck.commands.diff import NoPolicyOption, load_rules_policy, name
-from envcheck.core.errors import UsageError
-from envcheck.report.options import (
+from envcheck.commands.diff import load_rules_policy, name
+from envcheck.commands.options import (
     FailOnOption,
     FormatOption,
     JunitOption,
+    NoPolicyOption,
     OutputOption,
     PolicyOption,
     QuietOption,
-    ReportFormatChoice,
-    SeverityChoice,
     VerboseOption,
+    report_options,
 )
+from envcheck.core.errors import UsageError
+from envcheck.report.formats import FormatName as ReportFormatChoice
 
 NOTHING_FOUND = "No differences between the ranks, and no problems found."
 
@@ -53,7 +54,7 @@ def cluster(
     ] = 300.0,
     fmt: FormatOption = ReportFormatChoice.text,
     output: OutputOption = None,
-    fail_on: FailOnOption = SeverityChoice.error,
+    fail_on: FailOnOption = "error",
     policy: PolicyOption = None,
     no_policy: NoPolicyOption = False,
     junit: JunitOption = None,
@@ -104,12 +105,7 @@ def cluster(
     if gathered is None or rules_policy is None:
         raise typer.Exit(EXIT_OK)
     report = build(gathered.view(), reference, rules_policy)
-    report_findings(
-        report,
-        fmt=fmt,
-        output=output,
-        fail_on=fail_on,
-        junit=junit,
-        verbose=verbose,
-        nothing_found=NOTHING_FOUND,
+    options = report_options(
+        fmt, output, fail_on=fail_on, junit=junit, verbose=verbose, nothing_found=NOTHING_FOUND
     )
+    report_findings(report, options)

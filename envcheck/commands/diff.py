@@ -10,27 +10,23 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from envcheck.commands._common import (
-    EXIT_USAGE,
-    PythonOption,
-    TimeoutOption,
-    check_outputs,
-    handles_errors,
-    report_findings,
-    snapshot_this_machine,
-)
-from envcheck.core.errors import UsageError
-from envcheck.report.options import (
+from envcheck.commands._common import EXIT_USAGE, handles_errors, report_findings, snapshot_this_machine
+from envcheck.commands.options import (
     FailOnOption,
     FormatOption,
     JunitOption,
+    NoPolicyOption,
     OutputOption,
     PolicyOption,
+    PythonOption,
     QuietOption,
-    ReportFormatChoice,
-    SeverityChoice,
+    TimeoutOption,
     VerboseOption,
+    report_options,
 )
+from envcheck.core.errors import UsageError
+from envcheck.report.formats import FormatName
+from envcheck.report.options import ReportOptions
 
 if TYPE_CHECKING:
     from envcheck.core.deadline import Deadline
@@ -40,14 +36,6 @@ if TYPE_CHECKING:
 _LIVE = "this machine"
 # What a report about one environment says when it found nothing (a diff says "No differences that matter").
 NO_PROBLEMS = "No problems found."
-
-NoPolicyOption = Annotated[
-    bool,
-    typer.Option(
-        "--no-policy",
-        help="Apply no policy: neither --policy nor [tool.envcheck] in ./pyproject.toml.",
-    ),
-]
 
 
 def load_rules_policy(policy: Path | None, no_policy: bool) -> Policy:
@@ -101,9 +89,9 @@ def diff(
             show_default=False,
         ),
     ] = None,
-    fmt: FormatOption = ReportFormatChoice.text,
+    fmt: FormatOption = FormatName.text,
     output: OutputOption = None,
-    fail_on: FailOnOption = SeverityChoice.error,
+    fail_on: FailOnOption = "error",
     policy: PolicyOption = None,
     no_policy: NoPolicyOption = False,
     junit: JunitOption = None,
@@ -135,11 +123,11 @@ def diff(
     from envcheck.manifest.io import load
 
     deadline = Deadline.after(timeout)  # the whole command's, from its start
-    check_outputs(output, junit)
+    options = report_options(fmt, output, fail_on=fail_on, junit=junit, verbose=verbose)
     rules_policy = load_rules_policy(policy, no_policy)
     paths, folders = expand_targets(targets or [])
     if len(paths) > 1 or folders:
-        _diff_fleet(base, paths, rules_policy, fmt, output, fail_on, junit, verbose, deadline)
+        _diff_fleet(base, paths, rules_policy, options, deadline)
         return
     base_manifest = load(base)
     if paths:  # one pair: both named by label, or both by path
@@ -160,19 +148,11 @@ def diff(
         if slip is not None:
             slip.say()
             report = slip.titled(report)
-    report_findings(report, fmt=fmt, output=output, fail_on=fail_on, junit=junit, verbose=verbose)
+    report_findings(report, options)
 
 
 def _diff_fleet(
-    base: Path,
-    paths: Sequence[str],
-    rules_policy: Policy,
-    fmt: ReportFormatChoice,
-    output: str | None,
-    fail_on: SeverityChoice,
-    junit: Path | None,
-    verbose: bool,
-    deadline: Deadline,
+    base: Path, paths: Sequence[str], rules_policy: Policy, options: ReportOptions, deadline: Deadline
 ) -> None:
     """Several targets: streamed and grouped (``envcheck.app.fleet``). Each manifest that cannot be read is
     named on stderr, one line each, after the others' report; the run then exits 2."""
@@ -188,7 +168,7 @@ def _diff_fleet(
     base_name = _base_name(base, base_manifest, names, by_label=any(n not in given for n in names))
     report = flows.diff_fleet(base_name, fleet, rules_policy)
     try:
-        report_findings(report, fmt=fmt, output=output, fail_on=fail_on, junit=junit, verbose=verbose)
+        report_findings(report, options)
     except typer.Exit:
         if not fleet.unreadable:
             raise
@@ -267,9 +247,9 @@ def doctor(
             show_default=False,
         ),
     ] = None,
-    fmt: FormatOption = ReportFormatChoice.text,
+    fmt: FormatOption = FormatName.text,
     output: OutputOption = None,
-    fail_on: FailOnOption = SeverityChoice.error,
+    fail_on: FailOnOption = "error",
     policy: PolicyOption = None,
     no_policy: NoPolicyOption = False,
     junit: JunitOption = None,
@@ -289,7 +269,9 @@ def doctor(
     from envcheck.manifest.io import load
 
     deadline = Deadline.after(timeout)  # the whole command's, from its start
-    check_outputs(output, junit)
+    options = report_options(
+        fmt, output, fail_on=fail_on, junit=junit, verbose=verbose, nothing_found=NO_PROBLEMS
+    )
     rules_policy = load_rules_policy(policy, no_policy)
     if manifest is not None:
         loaded = load(manifest)
@@ -298,15 +280,7 @@ def doctor(
         with progress("doctor", quiet=quiet) as step:
             live = snapshot_this_machine(python, timeout, step, deadline=deadline)
         report = flows.doctor(_live(live), live, rules_policy, deadline.for_own_work())
-    report_findings(
-        report,
-        fmt=fmt,
-        output=output,
-        fail_on=fail_on,
-        junit=junit,
-        verbose=verbose,
-        nothing_found=NO_PROBLEMS,
-    )
+    report_findings(report, options)
 
 
 @handles_errors

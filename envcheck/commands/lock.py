@@ -7,18 +7,20 @@ from typing import Annotated
 
 import typer
 
-from envcheck.commands._common import PythonOption, check_outputs, handles_errors, report_findings
-from envcheck.core.errors import UsageError
-from envcheck.report.options import (
+from envcheck.commands._common import check_outputs, handles_errors, report_findings
+from envcheck.commands.options import (
     FailOnOption,
     FormatOption,
     JunitOption,
     PolicyOption,
+    PythonOption,
     QuietOption,
-    ReportFormatChoice,
-    SeverityChoice,
     VerboseOption,
+    report_options,
 )
+from envcheck.core.errors import UsageError
+from envcheck.core.findings import Severity
+from envcheck.report.formats import FormatName as ReportFormatChoice
 
 MATCHES = "The environment matches the lock."
 
@@ -91,7 +93,7 @@ def lock(
     python: PythonOption = None,
     fmt: FormatOption = ReportFormatChoice.text,
     junit: JunitOption = None,
-    fail_on: FailOnOption = SeverityChoice.error,
+    fail_on: FailOnOption = "error",
     policy: PolicyOption = None,
     no_policy: Annotated[bool, typer.Option("--no-policy", help="Apply no policy (with --check).")] = False,
     verbose: VerboseOption = False,
@@ -228,7 +230,7 @@ def _check(
     fmt: ReportFormatChoice,
     output: str | None,
     junit: Path | None,
-    fail_on: SeverityChoice,
+    fail_on: Severity,
     policy: Path | None,
     no_policy: bool,
     verbose: bool,
@@ -268,6 +270,7 @@ def _check(
     if slip is not None:
         slip.say()
         report = slip.titled(report)
-    report_findings(
-        report, fmt=fmt, output=output, fail_on=fail_on, junit=junit, verbose=verbose, nothing_found=MATCHES
+    options = report_options(
+        fmt, output, fail_on=fail_on, junit=junit, verbose=verbose, nothing_found=MATCHES
     )
+    report_findings(report, options)

@@ -8,19 +8,19 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from envcheck.commands._common import check_outputs, handles_errors, report_findings
-from envcheck.core.deadline import Deadline
-from envcheck.core.errors import UsageError
-from envcheck.report.options import (
+from envcheck.commands.options import (
     FailOnOption,
     FormatOption,
     JunitOption,
     OutputOption,
     PolicyOption,
     QuietOption,
-    ReportFormatChoice,
-    SeverityChoice,
     VerboseOption,
+    report_options,
 )
+from envcheck.core.deadline import Deadline
+from envcheck.core.errors import UsageError
+from envcheck.report.formats import FormatName as ReportFormatChoice
 
 if TYPE_CHECKING:
     from envcheck.manifest.model import Manifest
@@ -83,7 +83,7 @@ def predict(
     ] = 600.0,
     fmt: FormatOption = ReportFormatChoice.text,
     output: OutputOption = None,
-    fail_on: FailOnOption = SeverityChoice.error,
+    fail_on: FailOnOption = "error",
     policy: PolicyOption = None,
     no_policy: Annotated[bool, typer.Option("--no-policy", help="Apply no policy.")] = False,
     junit: JunitOption = None,
@@ -148,15 +148,15 @@ def predict(
     report = flows.predict(
         f"envcheck predict: {name} → {shown} (Python {version})", source, predicted, rules_policy
     )
-    report_findings(
-        report,
-        fmt=fmt,
-        output=output,
+    shown_as = report_options(
+        fmt,
+        output,
         fail_on=fail_on,
         junit=junit,
         verbose=verbose,
         nothing_found="Nothing differs that matters.",
     )
+    report_findings(report, shown_as)
 
 
 def saved_text(manifest: Manifest, platform: str) -> str:

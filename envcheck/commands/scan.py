@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from envcheck.commands._common import EXIT_FINDINGS, EXIT_OK, TimeoutOption, handles_errors, write_output
+from envcheck.commands._common import EXIT_FINDINGS, EXIT_OK, handles_errors, write_output
+from envcheck.commands.options import TimeoutOption
 
 
 class ScanFormat(str, Enum):

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from envcheck.commands._common import PythonOption, TimeoutOption, handles_errors, write_output
-from envcheck.report.options import QuietOption
+from envcheck.commands._common import handles_errors, write_output
+from envcheck.commands.options import PythonOption, QuietOption, TimeoutOption
 
 if TYPE_CHECKING:
     from envcheck.manifest.model import Manifest

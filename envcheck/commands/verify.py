@@ -10,27 +10,28 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from envcheck.commands import slips
-from envcheck.commands._common import (
-    PythonOption,
-    TimeoutOption,
-    check_outputs,
-    handles_errors,
-    report_findings,
-    snapshot_this_machine,
-)
-from envcheck.commands.diff import NO_PROBLEMS, NoPolicyOption, load_rules_policy, name
-from envcheck.core.errors import ProbeError, UsageError
-from envcheck.report.options import (
+from envcheck.commands._common import handles_errors, report_findings, snapshot_this_machine
+from envcheck.commands.diff import NO_PROBLEMS, load_rules_policy, name
+from envcheck.commands.options import (
+    ChecksOption,
+    CompileOption,
     FailOnOption,
     FormatOption,
+    ImportOption,
     JunitOption,
+    NoImportsOption,
+    NoPolicyOption,
     OutputOption,
     PolicyOption,
+    PythonOption,
     QuietOption,
-    ReportFormatChoice,
-    SeverityChoice,
+    StrictOption,
+    TimeoutOption,
     VerboseOption,
+    report_options,
 )
+from envcheck.core.errors import ProbeError, UsageError
+from envcheck.report.formats import FormatName
 
 if TYPE_CHECKING:
     from envcheck.app.flows import Report
@@ -41,42 +42,6 @@ if TYPE_CHECKING:
     from envcheck.manifest.verify import VerifySection
     from envcheck.verify.imports import AppImports
     from envcheck.verify.runner import RuntimeProbe
-
-ChecksOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--checks",
-        help="A Python file of your own check_* functions (e.g. your model's forward pass on a fixed input).",
-        envvar="ENVCHECK_CHECKS",
-        show_default=False,
-    ),
-]
-StrictOption = Annotated[
-    bool,
-    typer.Option(
-        "--strict", help="A skipped check counts as an error (e.g. a GPU box whose CUDA checks skip)."
-    ),
-]
-CompileOption = Annotated[
-    bool,
-    typer.Option("--compile", help="Also run the torch.compile check (15-35 s on 2 cores: opt-in)."),
-]
-ImportOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--import",
-        help="An entry module of your application to import in the target (repeatable), after every "
-        "installed module with native code; its import runs your code.",
-        show_default=False,
-    ),
-]
-NoImportsOption = Annotated[
-    bool,
-    typer.Option(
-        "--no-imports",
-        help="Do not import the installed modules with native code nor the application's (--import).",
-    ),
-]
 
 
 def app_modules(*sources: tuple[str, Sequence[str] | None]) -> list[str]:
@@ -206,9 +171,9 @@ def verify(
     import_: ImportOption = None,
     no_imports: NoImportsOption = False,
     strict: StrictOption = False,
-    fmt: FormatOption = ReportFormatChoice.text,
+    fmt: FormatOption = FormatName.text,
     output: OutputOption = None,
-    fail_on: FailOnOption = SeverityChoice.error,
+    fail_on: FailOnOption = "error",
     policy: PolicyOption = None,
     no_policy: NoPolicyOption = False,
     junit: JunitOption = None,
@@ -239,7 +204,9 @@ def verify(
     from envcheck.manifest.io import load
     from envcheck.verify.checks_file import compile_checks_file
 
-    check_outputs(output, junit)
+    options = report_options(
+        fmt, output, fail_on=fail_on, junit=junit, verbose=verbose, nothing_found=NO_PROBLEMS
+    )
     rules_policy = load_rules_policy(policy, no_policy)
     if checks is not None:
         compile_checks_file(checks)  # a syntax error is an input error before anything runs
@@ -286,15 +253,7 @@ def verify(
         slip.say()
         report = slip.titled(report)
     _say_counts(golden, current, report, found)
-    report_findings(
-        report,
-        fmt=fmt,
-        output=output,
-        fail_on=fail_on,
-        junit=junit,
-        verbose=verbose,
-        nothing_found=NO_PROBLEMS,
-    )
+    report_findings(report, options)
 
 
 @handles_errors
@@ -307,9 +266,9 @@ def gate(
     import_: ImportOption = None,
     no_imports: NoImportsOption = False,
     strict: StrictOption = False,
-    fmt: FormatOption = ReportFormatChoice.text,
+    fmt: FormatOption = FormatName.text,
     output: OutputOption = None,
-    fail_on: FailOnOption = SeverityChoice.error,
+    fail_on: FailOnOption = "error",
     policy: PolicyOption = None,
     no_policy: NoPolicyOption = False,
     junit: JunitOption = None,
@@ -332,7 +291,10 @@ def gate(
     from envcheck.manifest.io import load
     from envcheck.verify.checks_file import compile_checks_file
 
-    check_outputs(output, junit)
+    nothing_found = "No differences that matter, and no problems found."
+    options = report_options(
+        fmt, output, fail_on=fail_on, junit=junit, verbose=verbose, nothing_found=nothing_found
+    )
     rules_policy = load_rules_policy(policy, no_policy)
     if checks is not None:
         compile_checks_file(checks)  # a syntax error is an input error before anything runs
@@ -356,15 +318,7 @@ def gate(
     for slip in found_slips:  # now that the progress line is gone: before every other line
         slip.say()
     _say_counts(flows.goldens(base), current, report, found)
-    report_findings(
-        report,
-        fmt=fmt,
-        output=output,
-        fail_on=fail_on,
-        junit=junit,
-        verbose=verbose,
-        nothing_found="No differences that matter, and no problems found.",
-    )
+    report_findings(report, options)
 
 
 def run_gate(

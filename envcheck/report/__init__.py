@@ -1,21 +1,68 @@
 """Formatters: each returns a ``str``; only the CLI writes.
 
-``render(findings, fmt, title=..., fail_on=...)`` is the one entry point shared by diff, doctor, verify and
-gate. The formats are the members of ``FormatName`` (``envcheck.report.formats``), which maps each to its
-formatter; the format modules (and rich, for coloured text) are imported only when a report is rendered.
+``write_report(report, options)`` renders a command's ``Report`` as its ``ReportOptions`` say and writes
+it (and the JUnit file); ``render_report`` gives the text, ``render(findings, fmt, title=..., fail_on=...)``
+is the one renderer below both, shared by every command that reports findings. The formats are the
+members of ``FormatName`` (``envcheck.report.formats``), which maps each to its formatter; the format
+modules (and rich, for coloured text) are imported only when a report is rendered.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-from envcheck.core.findings import registered_ids
+from envcheck.core.findings import Finding, MachineGroup, Severity, registered_ids
+from envcheck.core.outputs import destination, write
 from envcheck.report.formats import FORMATS, FormatName
+from envcheck.report.options import ReportOptions
 
-if TYPE_CHECKING:
-    from envcheck.core.findings import Finding, MachineGroup, Severity
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Report:
+    """What a command reports: findings (root causes first within each severity, consequences linked by
+    ``caused_by``), the rule ids that were checked (one JUnit case each), the policy line, and whether the
+    policy hid or softened anything (then the line goes to stderr too: a gate that passes because of a
+    policy says so in the CI log even when the report is a file), and in a fleet report the machines behind
+    each ``Finding.machine`` (``member``: what those are, ``machine``, ``platform`` or ``rank``)."""
+
+    title: str
+    findings: tuple[Finding, ...]
+    rules: tuple[str, ...]
+    policy_line: str
+    policy_changed: bool
+    groups: tuple[MachineGroup, ...] = ()
+    member: str = "machine"
+
+
+def render_report(report: Report, options: ReportOptions, fmt: FormatName | None = None) -> str:
+    """``report`` rendered as ``options`` say, in ``fmt`` when given (the JUnit file beside another
+    format: no colour, the default width), else in ``options.format``."""
+    own = fmt is None or fmt is options.format
+    return render(
+        report.findings,
+        options.format if fmt is None else fmt,
+        title=report.title,
+        fail_on=options.fail_on,
+        color=options.color if own else False,
+        rules=report.rules,
+        policy=report.policy_line,
+        verbose=options.verbose,
+        nothing_found=options.nothing_found,
+        groups=report.groups,
+        width=options.width if own else None,
+        member=report.member,
+    )
+
+
+def write_report(report: Report, options: ReportOptions) -> None:
+    """``report`` to ``options.output`` (stdout: ``None`` or ``-``) and, with ``options.junit``, as JUnit
+    XML to that file too; each file is created only now that its text exists (``envcheck.core.outputs``:
+    links, devices, FIFOs, failures as ``OutputError``)."""
+    write(destination(options.output), render_report(report, options))
+    if options.junit is not None:
+        write(destination(options.junit), render_report(report, options, FormatName.junit))
 
 
 def render(
@@ -116,4 +163,13 @@ def redacted(findings: Sequence[Finding]) -> list[Finding]:
     return result
 
 
-__all__ = ["FORMATS", "FormatName", "redacted", "render"]
+__all__ = [
+    "FORMATS",
+    "FormatName",
+    "Report",
+    "ReportOptions",
+    "redacted",
+    "render",
+    "render_report",
+    "write_report",
+]

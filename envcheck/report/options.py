@@ -1,102 +1,51 @@
-"""Reusable typer options for every command that reports findings (diff, doctor, gate, verify)::
-
-    from envcheck.report.options import FailOnOption, FormatOption, JunitOption, OutputOption, PolicyOption
-
-    def gate(..., fmt: FormatOption = ReportFormatChoice.text, output: OutputOption = None,
-             fail_on: FailOnOption = SeverityChoice.error, policy: PolicyOption = None,
-             junit: JunitOption = None, verbose: VerboseOption = False,
-             quiet: QuietOption = False) -> None: ...
+"""How a report is written: ``ReportOptions``, the one value the report layer takes whole
+(``envcheck.report.write_report``), and the decisions it is built from.
 
 ``use_color(fmt, output)`` decides colour the one way: text to a terminal, ``NO_COLOR`` unset;
-``report_width(output)`` the text report's width: the terminal's (or ``COLUMNS``), else a stable 100.
+``report_width(output)`` the text report's width: the terminal's (or ``COLUMNS``), else a stable 100;
+``resolve_format(fmt, output)`` the format a ``-o FILE``'s suffix picks; ``decide(...)`` a
+``ReportOptions`` from all three. The command line's option types live in ``envcheck.commands.options``,
+whose ``report_options`` builds a ``ReportOptions`` from the parsed options.
 """
 
 from __future__ import annotations
 
-import enum
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
 
-import typer
-
+from envcheck.core.errors import UsageError
 from envcheck.core.findings import Severity
 from envcheck.report.formats import FormatName
+from envcheck.report.interface import DEFAULT_WIDTH, SEVERITIES
 
-# ``--format`` takes the one enum of formats; the alias keeps the name the commands use.
+# ``--format`` takes the one enum of formats; the alias keeps the name the commands used.
 ReportFormatChoice = FormatName
 
-
-class SeverityChoice(str, enum.Enum):
-    """``--fail-on`` values: the lowest severity that fails (exit 1)."""
-
-    error = "error"
-    warning = "warning"
-    info = "info"
-
-    @property
-    def severity(self) -> Severity:
-        return _SEVERITIES[self.value]
+__all__ = ["SEVERITIES", "ReportFormatChoice", "ReportOptions", "decide", "report_width", "resolve_format"]
 
 
-_SEVERITIES: dict[str, Severity] = {"error": "error", "warning": "warning", "info": "info"}
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReportOptions:
+    """How one report is rendered and written: its format (already resolved against ``output``'s
+    suffix), where it goes (``None`` or ``-``: stdout), the lowest severity that fails (exit 1), an extra
+    JUnit file, every finding in full or one screen, what an empty report says (``None``: ``No
+    differences that matter.``), and for text: colour and the columns (``None``: ``DEFAULT_WIDTH``)."""
+
+    format: FormatName = FormatName.text
+    output: str | None = None
+    fail_on: Severity = "error"
+    junit: Path | None = None
+    verbose: bool = False
+    nothing_found: str | None = None
+    color: bool = False
+    width: int | None = None
 
 
-FormatOption = Annotated[
-    ReportFormatChoice,
-    typer.Option("--format", "-f", help="Report format.", envvar="ENVCHECK_FORMAT", case_sensitive=False),
-]
-OutputOption = Annotated[
-    str | None,
-    typer.Option(
-        "--output",
-        "-o",
-        help="Write the report to this file (default: stdout). Without --format, a .json, .md, .html or "
-        ".xml (JUnit) suffix picks the format.",
-        show_default=False,
-    ),
-]
-FailOnOption = Annotated[
-    SeverityChoice,
-    typer.Option(
-        "--fail-on",
-        help="Exit 1 when a finding at or above this severity exists (intended ones never fail).",
-        envvar="ENVCHECK_FAIL_ON",
-        case_sensitive=False,
-    ),
-]
-PolicyOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--policy",
-        help="Policy TOML (ignore / severity / intended). Default: [tool.envcheck] in ./pyproject.toml.",
-        envvar="ENVCHECK_POLICY",
-        show_default=False,
-    ),
-]
-VerboseOption = Annotated[
-    bool,
-    typer.Option(
-        "--verbose",
-        "-v",
-        help="Show every finding in full (the text report otherwise fits about one screen: root causes "
-        "first, a few of their consequences each).",
-    ),
-]
-QuietOption = Annotated[
-    bool,
-    typer.Option("--quiet", "-q", help="No progress line on stderr (it shows only on a terminal anyway)."),
-]
-JunitOption = Annotated[
-    Path | None,
-    typer.Option("--junit", help="Also write a JUnit XML report to this file.", show_default=False),
-]
-
-
-def use_color(fmt: ReportFormatChoice, output: str | None) -> bool:
+def use_color(fmt: FormatName, output: str | None) -> bool:
     """Colour only for a text report on a terminal, and never with NO_COLOR set (no-color.org)."""
-    if fmt is not ReportFormatChoice.text or output not in (None, "-"):
+    if fmt is not FormatName.text or output not in (None, "-"):
         return False
     if os.environ.get("NO_COLOR"):
         return False
@@ -104,48 +53,26 @@ def use_color(fmt: ReportFormatChoice, output: str | None) -> bool:
 
 
 # ``-o`` with one of these suffixes and no --format writes that format (``-o report.json``: JSON).
-SUFFIX_FORMATS: dict[str, ReportFormatChoice] = {
-    ".json": ReportFormatChoice.json,
-    ".md": ReportFormatChoice.markdown,
-    ".html": ReportFormatChoice.html,
-    ".xml": ReportFormatChoice.junit,
+SUFFIX_FORMATS: dict[str, FormatName] = {
+    ".json": FormatName.json,
+    ".md": FormatName.markdown,
+    ".html": FormatName.html,
+    ".xml": FormatName.junit,
 }
 
 
-def current_context() -> Any:
-    """The click context of the command running now (``params``, ``get_parameter_source``), or None
-    (called outside a command line)."""
-    try:  # typer 0.22+ carries its own copy of click
-        from typer._click.globals import get_current_context
-    except ImportError:  # pragma: no cover - older typer: click itself
-        from click import get_current_context  # type: ignore[no-redef]
-    return get_current_context(silent=True)
-
-
-def _format_given() -> bool:
-    """Whether --format / -f was on the command line of the command running now (not its default, not
-    ``ENVCHECK_FORMAT``: a CI job's default that the file's suffix overrides)."""
-    ctx = current_context()
-    if ctx is None or "fmt" not in ctx.params:
-        return False
-    source = ctx.get_parameter_source("fmt")
-    return source is not None and source.name == "COMMANDLINE"
-
-
-def resolve_format(fmt: ReportFormatChoice, output: str | None) -> ReportFormatChoice:
-    """The format a report is written in: ``-o FILE`` with a suffix of ``SUFFIX_FORMATS`` and no
-    --format picks that format; --format given with a suffix that names another one is refused
-    (``UsageError``: a ``report.json`` holding a text report is a trap). Anything else: ``fmt``."""
-    fmt = ReportFormatChoice(fmt)  # the command line's raw value while the command's options are read
+def resolve_format(fmt: FormatName | str, output: str | None, *, format_given: bool = False) -> FormatName:
+    """The format a report is written in: ``-o FILE`` with a suffix of ``SUFFIX_FORMATS`` picks that format
+    unless ``format_given`` (--format was on the command line), and then a suffix that names another one is
+    refused (``UsageError``: a ``report.json`` holding a text report is a trap). Anything else: ``fmt``."""
+    fmt = FormatName(fmt)  # the command line's raw value while the command's options are read
     if output in (None, "-"):
         return fmt
     suffix = Path(str(output)).suffix.lower()
     wanted = SUFFIX_FORMATS.get(suffix)
     if wanted is None or wanted is fmt:
         return fmt
-    if _format_given():
-        from envcheck.core.errors import UsageError
-
+    if format_given:
         raise UsageError(
             f"--format {fmt.value} contradicts -o {output} (a {suffix} file is {wanted.value})",
             tip=f"Drop --format (the suffix picks {wanted.value}), or name the file for {fmt.value}.",
@@ -164,8 +91,6 @@ def report_width(output: str | None) -> int:
     the terminal's width as rich measures it when stdout is a terminal; a pipe, a file (``-o``) or a
     terminal that gives no width gets a stable ``DEFAULT_WIDTH`` (100), so logs read the same everywhere.
     Always within ``MIN_WIDTH``..``MAX_WIDTH``."""
-    from envcheck.report.interface import DEFAULT_WIDTH
-
     if output not in (None, "-"):
         return DEFAULT_WIDTH
     columns = os.environ.get("COLUMNS", "").strip()
@@ -181,3 +106,29 @@ def report_width(output: str | None) -> int:
 
     width = Console(file=sys.stdout).width
     return min(max(width, MIN_WIDTH), MAX_WIDTH) if width > 0 else DEFAULT_WIDTH
+
+
+def decide(
+    fmt: FormatName | str = FormatName.text,
+    output: str | None = None,
+    *,
+    fail_on: Severity = "error",
+    junit: Path | None = None,
+    verbose: bool = False,
+    nothing_found: str | None = None,
+    format_given: bool = False,
+) -> ReportOptions:
+    """``ReportOptions`` with the format resolved against ``output`` (``resolve_format``: raises
+    ``UsageError`` for a contradiction) and, for text, colour and width decided from where it goes."""
+    resolved = resolve_format(fmt, output, format_given=format_given)
+    text = resolved is FormatName.text
+    return ReportOptions(
+        format=resolved,
+        output=output,
+        fail_on=fail_on,
+        junit=junit,
+        verbose=verbose,
+        nothing_found=nothing_found,
+        color=use_color(resolved, output),
+        width=report_width(output) if text else None,
+    )

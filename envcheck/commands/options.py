@@ -1,0 +1,185 @@
+"""Every option type of the command line, in one place, and ``report_options``: the parsed report options
+as the one ``ReportOptions`` value the report layer takes::
+
+    from envcheck.commands.options import FailOnOption, FormatOption, OutputOption, report_options
+
+    def doctor(..., fmt: FormatOption = FormatName.text, output: OutputOption = None,
+               fail_on: FailOnOption = "error", ...) -> None:
+        options = report_options(fmt, output, fail_on=fail_on, junit=junit, verbose=verbose)
+
+``--fail-on`` parses straight into a ``Severity`` (``error|warning|info``, any case).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from envcheck.core.findings import Severity
+from envcheck.core.outputs import destination
+from envcheck.report.formats import FormatName
+from envcheck.report.options import ReportOptions, decide
+
+try:  # typer 0.22+ carries its own copy of click
+    from typer._click.globals import get_current_context
+except ImportError:  # pragma: no cover - older typer: click itself
+    from click import get_current_context  # type: ignore[no-redef]
+
+FormatOption = Annotated[
+    FormatName,
+    typer.Option("--format", "-f", help="Report format.", envvar="ENVCHECK_FORMAT", case_sensitive=False),
+]
+OutputOption = Annotated[
+    str | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="Write the report to this file (default: stdout). Without --format, a .json, .md, .html or "
+        ".xml (JUnit) suffix picks the format.",
+        show_default=False,
+    ),
+]
+FailOnOption = Annotated[
+    Severity,
+    typer.Option(
+        "--fail-on",
+        help="Exit 1 when a finding at or above this severity exists (intended ones never fail).",
+        envvar="ENVCHECK_FAIL_ON",
+        case_sensitive=False,
+    ),
+]
+PolicyOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--policy",
+        help="Policy TOML (ignore / severity / intended). Default: [tool.envcheck] in ./pyproject.toml.",
+        envvar="ENVCHECK_POLICY",
+        show_default=False,
+    ),
+]
+NoPolicyOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-policy",
+        help="Apply no policy: neither --policy nor [tool.envcheck] in ./pyproject.toml.",
+    ),
+]
+VerboseOption = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        "-v",
+        help="Show every finding in full (the text report otherwise fits about one screen: root causes "
+        "first, a few of their consequences each).",
+    ),
+]
+QuietOption = Annotated[
+    bool,
+    typer.Option("--quiet", "-q", help="No progress line on stderr (it shows only on a terminal anyway)."),
+]
+JunitOption = Annotated[
+    Path | None,
+    typer.Option("--junit", help="Also write a JUnit XML report to this file.", show_default=False),
+]
+PythonOption = Annotated[
+    str | None,
+    typer.Option(
+        "--python",
+        help="Interpreter to inspect (default: this one). envcheck need not be installed there.",
+        envvar="ENVCHECK_PYTHON",
+        show_default=False,
+    ),
+]
+TimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--timeout",
+        min=1.0,
+        help="A hard deadline in seconds for the command: all work in the target (every probe, check and "
+        "rerun), whose whole process session is killed at it, and envcheck's own hashing of what the target "
+        "names (diff, doctor and gate: their rules too).",
+        envvar="ENVCHECK_TIMEOUT",
+    ),
+]
+
+# verify and gate
+ChecksOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--checks",
+        help="A Python file of your own check_* functions (e.g. your model's forward pass on a fixed input).",
+        envvar="ENVCHECK_CHECKS",
+        show_default=False,
+    ),
+]
+StrictOption = Annotated[
+    bool,
+    typer.Option(
+        "--strict", help="A skipped check counts as an error (e.g. a GPU box whose CUDA checks skip)."
+    ),
+]
+CompileOption = Annotated[
+    bool,
+    typer.Option("--compile", help="Also run the torch.compile check (15-35 s on 2 cores: opt-in)."),
+]
+ImportOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--import",
+        help="An entry module of your application to import in the target (repeatable), after every "
+        "installed module with native code; its import runs your code.",
+        show_default=False,
+    ),
+]
+NoImportsOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-imports",
+        help="Do not import the installed modules with native code nor the application's (--import).",
+    ),
+]
+
+
+def current_context() -> Any:
+    """The click context of the command running now (``params``, ``get_parameter_source``), or None
+    (called outside a command line)."""
+    return get_current_context(silent=True)
+
+
+def format_given() -> bool:
+    """Whether --format / -f was on the command line of the command running now (not its default, not
+    ``ENVCHECK_FORMAT``: a CI job's default that the file's suffix overrides)."""
+    ctx = current_context()
+    if ctx is None or "fmt" not in ctx.params:
+        return False
+    source = ctx.get_parameter_source("fmt")
+    return source is not None and source.name == "COMMANDLINE"
+
+
+def report_options(
+    fmt: FormatName,
+    output: str | None,
+    *,
+    fail_on: Severity = "error",
+    junit: Path | None = None,
+    verbose: bool = False,
+    nothing_found: str | None = None,
+) -> ReportOptions:
+    """The report's options from the parsed ones, checked now, before the seconds of work whose result
+    they would receive: a --format that contradicts ``-o``'s suffix (``UsageError``), a bad ``-o`` or
+    ``--junit`` (a missing folder, a folder, a socket...: ``OutputError``)."""
+    options = decide(
+        fmt,
+        output,
+        fail_on=fail_on,
+        junit=junit,
+        verbose=verbose,
+        nothing_found=nothing_found,
+        format_given=format_given(),
+    )
+    destination(output)
+    if junit is not None:
+        destination(junit)
+    return options
