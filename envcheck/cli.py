@@ -1,12 +1,15 @@
-"""The command line. Each command lives in ``envcheck.commands.*``: parse, call the core, format, exit code.
+"""The command line. Each command lives in ``envcheck.commands.*``: parse its options, call
+``envcheck.api``, render, exit code.
 
-Heavy imports (the native parsers, rich tables) happen inside the commands, so ``envcheck --version`` and
-the start of ``envcheck snapshot`` stay fast.
+A run imports the one command module it names (``COMMANDS``), and that module only what its job needs, so
+``envcheck --version`` and the start of ``envcheck snapshot`` stay fast.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Collection
 from typing import Annotated, Any
 
@@ -14,6 +17,7 @@ import typer
 import typer.core
 
 from envcheck import __version__
+from envcheck.process import sessions
 
 # Each command: its module in ``envcheck.commands`` and the function there. A run builds the app with the
 # one command it names (typer turns every registered command's signature into click options: a tenth of
@@ -24,7 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "scan": ("scan", "scan"),
     "diff": ("diff", "diff"),
     "doctor": ("diff", "doctor"),
-    "rules": ("diff", "rules"),
+    "rules": ("rules", "rules"),
     "verify": ("verify", "verify"),
     "gate": ("verify", "gate"),
     "lock": ("lock", "lock"),
@@ -147,11 +151,6 @@ def main() -> None:
     A manifest is only written at the very end, atomically, so an interrupt leaves the previous one as it
     was.
     """
-    import os
-    import sys
-
-    from envcheck.process import sessions
-
     sessions.install_interrupt_handlers()
     sessions.adopt_orphans()
     command = sys.argv[1:2]

@@ -23,6 +23,7 @@ Under pytest-xdist each worker runs the gate once for the items it receives.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,10 +32,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from envcheck.app.flows import Report
     from envcheck.core.findings import Finding, Severity
     from envcheck.diff.policy import Policy
     from envcheck.manifest.model import Manifest
+    from envcheck.report import Report
 
 FAIL_ON = ("error", "warning", "info")
 SUITE_ITEM = "smoke-suite"
@@ -109,8 +110,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 def _usage_error(e: Exception) -> pytest.UsageError:
     """One line, as envcheck's CLI says it (redacted, escaped for the terminal)."""
+    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
     from envcheck.core.errors import EnvcheckError
+
+    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
     from envcheck.core.escape import one_line
+
+    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
     from envcheck.core.redact import redact_text
 
     tip = f" ({e.tip})" if isinstance(e, EnvcheckError) and e.tip else ""
@@ -189,10 +195,19 @@ class Gate:
         cls, manifest: Path, *, python: str | None, fail_on: str, policy: str | None, timeout: float
     ) -> Gate:
         """The manifest and the policy read, the items' names known. Raises ``pytest.UsageError``."""
+        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
+        from envcheck.api._policy import load_policy
+
+        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
         from envcheck.app import flows
+
+        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
         from envcheck.app.catalog import catalog
-        from envcheck.commands.diff import load_rules_policy
+
+        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
         from envcheck.core.errors import EnvcheckError
+
+        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
         from envcheck.manifest.io import load
 
         if timeout < 1:
@@ -201,7 +216,7 @@ class Gate:
             raise _usage_error(FileNotFoundError(f"--envcheck-python: interpreter not found: {python}"))
         try:
             base = load(manifest)
-            rules_policy = load_rules_policy(Path(policy) if policy is not None else None, False)
+            rules_policy = load_policy(policy)
         except EnvcheckError as e:
             raise _usage_error(e) from e
         names = sorted({r.family for r in catalog() if r.kind in ("difference", "single")})
@@ -238,25 +253,32 @@ class Gate:
             try:
                 self.outcome_ = self._run()
             except Exception as e:
-                import os
-
-                from envcheck.core.errors import EnvcheckError
-
                 if os.environ.get("ENVCHECK_DEBUG"):  # as the CLI: the traceback, for a bug report
                     raise
+                # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
+                from envcheck.api._common import error_message
+
+                # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
                 from envcheck.core.escape import one_line
+
+                # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
                 from envcheck.core.redact import redact_text
 
-                what = str(e) if isinstance(e, EnvcheckError) else f"internal error: {type(e).__name__}: {e}"
-                self.error = one_line(redact_text(f"envcheck gate could not run: {what}"))
+                self.error = one_line(redact_text(f"envcheck gate could not run: {error_message(e)}"))
                 raise GateCouldNotRun(self.error) from e
         return self.outcome_
 
     def _run(self) -> Outcome:
-        from envcheck.commands.verify import run_gate
+        # Lazy: pytest loads this plugin in every session; the gate's engines load when its first item runs.
+        from envcheck.api._verify import run_gate
+
+        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
         from envcheck.core.findings import at_or_above
 
-        report, current, _ = run_gate(self.manifest_path, self.base, self.policy, self.python, self.timeout)
+        run = run_gate(
+            self.manifest_path, base=self.base, policy=self.policy, python=self.python, timeout=self.timeout
+        )
+        report, current = run.report, run.suite
         by_item: dict[str, list[Finding]] = {}
         for finding in report.findings:
             by_item.setdefault(self._owner(finding), []).append(finding)
@@ -271,6 +293,7 @@ class Gate:
 
     def _owner(self, finding: Finding) -> str:
         """The item a finding belongs to: its rule's family, else its smoke check, else the suite item."""
+        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
         from envcheck.app.catalog import get_rule
 
         rule = get_rule(finding.rule)
@@ -283,7 +306,10 @@ class Gate:
 
 
 def _summary_line(report: Report, failing: int, fail_on: Severity) -> str:
+    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
     from envcheck.core.escape import one_line
+
+    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
     from envcheck.report.interface import severity_counts
 
     # "1 error, 3 warnings, 2 info": worst first, each word in the plural its number takes.
@@ -308,6 +334,7 @@ class EnvcheckItem(pytest.Item):
         self.owner = owner
 
     def runtest(self) -> None:
+        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
         from envcheck.core.findings import at_or_above
 
         outcome = self.gate.outcome()
@@ -340,8 +367,13 @@ class EnvcheckItem(pytest.Item):
 def _describe(findings: Sequence[Finding]) -> str:
     """Each finding as the text report says it, redacted: severity, rule, subject, message, remedy, cause; a
     root cause before the findings it causes (``envcheck.report.interface.groups``), never after them."""
+    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
     from envcheck.core.escape import terminal
+
+    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
     from envcheck.report import redacted
+
+    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
     from envcheck.report.interface import groups
 
     blocks = []
@@ -360,6 +392,7 @@ def _describe(findings: Sequence[Finding]) -> str:
 
 
 def _one_line(text: str) -> str:
+    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
     from envcheck.core.escape import one_line
 
     return one_line(text)
@@ -390,6 +423,7 @@ def _check_of(subject: str, checks: Sequence[str]) -> str | None:
 def _node_name(check: str) -> str:
     """A check name (from the manifest: untrusted) inside a node id, which pytest prints raw: control
     characters shown as ``\\xNN``; ``::`` separates nodes, and ``[`` starts a parameter id."""
+    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
     from envcheck.core.escape import one_line
 
     return one_line(check).replace("::", "__").replace("[", "(").replace("]", ")")
@@ -397,6 +431,7 @@ def _node_name(check: str) -> str:
 
 def _severity(value: str) -> Severity:
     """``--envcheck-fail-on``'s value as a ``Severity``; ``ValueError`` for anything else."""
+    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
     from envcheck.report.options import SEVERITIES
 
     for severity in SEVERITIES:

@@ -201,7 +201,7 @@ def test_a_fleet_diff_ends_at_its_timeout_with_its_workers(tmp_path: Path) -> No
 def test_a_fleet_of_more_manifests_than_a_diff_reads_is_refused_unlisted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from envcheck.commands import diff
+    from envcheck.api import _diff as diff
     from envcheck.core.errors import UsageError
 
     monkeypatch.setattr(diff, "MAX_FLEET_FILES", 3)

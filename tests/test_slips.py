@@ -171,7 +171,7 @@ def test_a_reference_without_torch_names_no_slip(bare_python: str, tmp_path: Pat
 
 def test_envchecks_own_interpreter_is_named_so() -> None:
     """No --python: the warning says the interpreter inspected was envcheck's own."""
-    from envcheck.commands.slips import wrong_interpreter
+    from envcheck.api._common import wrong_interpreter
 
     slip = wrong_interpreter(
         python=None,

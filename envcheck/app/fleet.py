@@ -42,16 +42,16 @@ from typing import TYPE_CHECKING, Any
 from envcheck.core.deadline import DeadlineExpired
 from envcheck.core.errors import EnvcheckError, ManifestError
 from envcheck.core.findings import Finding
+from envcheck.diff import engine
+from envcheck.manifest.codec import decode, encode, volatile_paths
+from envcheck.manifest.io import MAX_MANIFEST_BYTES, check_counts, check_values, loads, read_text
+from envcheck.manifest.model import SCHEMA_VERSION, Manifest
 
 if TYPE_CHECKING:
     from envcheck.core.deadline import Deadline
-    from envcheck.manifest.model import Manifest
 
 
 def _volatile_paths() -> tuple[str, ...]:
-    from envcheck.manifest.codec import volatile_paths
-    from envcheck.manifest.model import Manifest
-
     return (*volatile_paths(Manifest), "meta.label")
 
 
@@ -146,9 +146,6 @@ def read_document(path: str) -> dict[str, Any]:
     """A manifest file parsed as JSON, checked as far as the fingerprint needs (an object of a schema this
     envcheck reads), not decoded. Raises ``ManifestError`` with the message ``envcheck.manifest.io.load``
     gives for the same file."""
-    from envcheck.manifest.io import MAX_MANIFEST_BYTES, check_counts, check_values, loads, read_text
-    from envcheck.manifest.model import SCHEMA_VERSION
-
     try:  # a fleet may hold several oversized files: refuse them before reading 32 MiB of each
         size = Path(path).stat().st_size
     except OSError:
@@ -196,17 +193,12 @@ _BASE: Manifest | None = None
 
 def diff_one(base: Manifest, target: Manifest) -> tuple[Finding, ...]:
     """One environment's findings: the difference rules against ``base``, then its own single rules."""
-    from envcheck.diff import engine
-
     return tuple(engine.diff_and_doctor(base, target))
 
 
 def _diff_file(job: tuple[str, str]) -> tuple[Finding, ...] | _Problems:
     """Step 2 for one distinct environment: decode the file (whose fingerprint must still be ``expected``)
     and diff it against the inherited base; the manifest is dropped on return."""
-    from envcheck.manifest.codec import decode
-    from envcheck.manifest.model import Manifest
-
     path, expected = job
     assert _BASE is not None
     try:
@@ -377,16 +369,12 @@ def _done(read: int, files: int, diffed: int) -> str:
 def _identical(base: Manifest) -> tuple[Finding, ...]:
     """An environment identical to the base differs from it in nothing: its findings are the base's own
     single-environment findings."""
-    from envcheck.diff import engine
-
     return tuple(engine.beside_a_base(engine.doctor(base)))
 
 
 def diff_manifests(base: Manifest, targets: Iterable[tuple[str, Manifest]]) -> Fleet:
     """``diff_files`` for manifests already in memory (a library caller's), each distinct one diffed once,
     inline. Fingerprints are taken of the encoded manifests, the base's too."""
-    from envcheck.manifest.codec import encode
-
     base_fp = fingerprint(encode(base))
     groups: dict[str, list[tuple[str, Manifest]]] = {}
     for name, manifest in targets:
@@ -411,8 +399,5 @@ def _ordered(environments: Sequence[Environment]) -> tuple[Environment, ...]:
 
 def base_document(path: str) -> tuple[Manifest, str]:
     """The base manifest decoded, and its fingerprint. Raises ``ManifestError``."""
-    from envcheck.manifest.codec import decode
-    from envcheck.manifest.model import Manifest
-
     document = read_document(path)
     return decode(Manifest, document, source=path), fingerprint(document)

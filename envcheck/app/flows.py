@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING
 
 from envcheck.app.catalog import rule_ids
 from envcheck.core.findings import Finding, MachineGroup
+from envcheck.diff import engine
+from envcheck.diff.causes import link
+from envcheck.diff.policy import policy_line
 from envcheck.report import Report
 
 if TYPE_CHECKING:
@@ -30,9 +33,6 @@ def finish(
 ) -> Report:
     """Strictness (a skipped check becomes an error), the policy, exact duplicates once, consequences
     linked to their root causes (``envcheck.diff.causes``), errors first."""
-    from envcheck.diff.causes import link
-    from envcheck.diff.policy import policy_line
-
     if strict:
         findings = [
             dataclasses.replace(f, severity="error") if f.rule == "VERIFY-SKIPPED" else f for f in findings
@@ -59,18 +59,24 @@ def diff(
     target gives its findings as they are; several make a fleet report (``diff_fleet``), each distinct
     environment diffed once. Raises ``DeadlineExpired`` once ``deadline`` passes between two rules."""
     if len(targets) != 1:
+        # Lazy: the fleet machinery loads only for several targets, never for a diff of two files.
         from envcheck.app import fleet
 
         return diff_fleet(base_name, fleet.diff_manifests(base, targets), policy)
-    from envcheck.diff import engine
-
     name, target = targets[0]
     return finish(
         f"envcheck diff: {base_name} → {name}",
-        engine.diff_and_doctor(base, target, deadline),
+        environment_findings(base, target, deadline),
         policy,
         rules=rule_ids("difference", "single"),
     )
+
+
+def environment_findings(base: Manifest, target: Manifest, deadline: Deadline | None = None) -> list[Finding]:
+    """``target`` against ``base`` by the difference rules, and alone by the single rules: what diff,
+    predict and gate report of an environment (``envcheck.diff.engine.diff_and_doctor``, called only
+    here). Raises ``DeadlineExpired`` once ``deadline`` passes between two rules."""
+    return engine.diff_and_doctor(base, target, deadline)
 
 
 def diff_fleet(base_name: str, machines: Fleet, policy: Policy) -> Report:
@@ -110,12 +116,10 @@ def predict(
     """``envcheck predict``: each predicted manifest (named by its platform) against the dev box's
     ``source``, by the diff engine (which runs only the rules of static facts on a predicted side).
     Several platforms make a fleet-style report: one group per platform."""
-    from envcheck.diff import engine
-
     fleet = len(predicted) > 1
     findings: list[Finding] = []
     for platform, manifest in predicted:
-        found = engine.diff_and_doctor(source, manifest)
+        found = environment_findings(source, manifest)
         findings += [on_machine(f, platform) for f in found] if fleet else found
     report = finish(title, findings, policy, rules=rule_ids("difference", "single"))
     if not fleet:
@@ -169,8 +173,6 @@ def _group_name(members: Sequence[str], taken: set[str]) -> str:
 
 def doctor(name: str, manifest: Manifest, policy: Policy, deadline: Deadline | None = None) -> Report:
     """``envcheck doctor``: the traps of one environment, no baseline (``deadline``: see ``diff``)."""
-    from envcheck.diff import engine
-
     return finish(
         f"envcheck doctor: {name}",
         engine.doctor(manifest, deadline=deadline),
@@ -190,10 +192,12 @@ def verify(
 ) -> Report:
     """``envcheck verify``: the suite's outcomes, compared with ``golden`` when there is one, and what the
     application's ``imports`` did (``envcheck.verify.imports``)."""
+    # Lazy: the smoke suite's comparison loads for verify and gate only, never on a diff's path.
     from envcheck.verify.compare import compare, outcomes
 
     findings = compare(golden, current) if golden is not None else outcomes(current)
     if imports is not None:
+        # Lazy: the application imports' rules (0.13 s) load only when the imports ran.
         from envcheck.verify.imports import import_findings
 
         findings += import_findings(imports)
@@ -216,10 +220,10 @@ def gate(
     """``envcheck gate``: this machine (``live``, named ``live_name`` in the title) against ``base``, the
     suite against its goldens, and what the application's ``imports`` did (a NumPy ABI break under the
     base-to-live NumPy change). ``deadline``: the command's, checked between two rules."""
-    from envcheck.diff import engine
+    # Lazy: the smoke suite's comparison loads for verify and gate only, never on a diff's path.
     from envcheck.verify.compare import compare, outcomes
 
-    findings = engine.diff_and_doctor(base, live, deadline)
+    findings = environment_findings(base, live, deadline)
     golden = goldens(base)
     if golden is not None:
         findings += compare(golden, current)
@@ -235,6 +239,7 @@ def gate(
             )
         )
     if imports is not None:
+        # Lazy: the application imports' rules (0.13 s) load only when the imports ran.
         from envcheck.verify.imports import import_findings
 
         findings += import_findings(imports, base=base, target=live)
@@ -261,6 +266,7 @@ __all__ = [
     "diff",
     "diff_fleet",
     "doctor",
+    "environment_findings",
     "finish",
     "gate",
     "goldens",

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import typer
 
+from envcheck.api._common import describe_error
 from envcheck.commands.options import current_context, format_given
 from envcheck.core.errors import EnvcheckError
 from envcheck.core.escape import one_line, terminal
@@ -21,10 +22,7 @@ from envcheck.report import write_report
 from envcheck.report.options import ReportOptions, resolve_format
 
 if TYPE_CHECKING:
-    from envcheck.app.flows import Report
-    from envcheck.collect.launch import Started
-    from envcheck.core.deadline import Deadline
-    from envcheck.manifest.model import Manifest
+    from envcheck.report import Report
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -35,34 +33,31 @@ EXIT_USAGE = 2
 
 
 def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """The one place where an error becomes one line on stderr and exit 2: ``error: …`` (+ ``Tip: …``)
-    for an ``EnvcheckError``, ``error: internal error …`` for anything else (a bug: the traceback only with
-    ``ENVCHECK_DEBUG=1``). A traceback is never an exit code 1, which means "findings". Messages quote
-    untrusted input (paths, manifest values): they are redacted and escaped for the terminal."""
+    """The one place where an error becomes its lines on stderr and exit 2 (``describe_error``: ``error:
+    …`` + ``Tip: …`` for an ``EnvcheckError``, ``error: internal error …`` for anything else, a bug whose
+    traceback shows only with ``ENVCHECK_DEBUG=1``). A traceback is never an exit code 1, which means
+    "findings"."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
-        except EnvcheckError as e:
-            _say(f"error: {e}")
-            if e.tip:
-                _say(f"Tip: {e.tip}")
-            raise typer.Exit(EXIT_USAGE) from e
         except (typer.Exit, typer.Abort):
             raise
         except Exception as e:
-            if os.environ.get("ENVCHECK_DEBUG"):
+            if not isinstance(e, EnvcheckError) and os.environ.get("ENVCHECK_DEBUG"):
                 raise
-            _say(f"error: internal error: {type(e).__name__}: {e}")
-            _say("Tip: this is a bug in envcheck; ENVCHECK_DEBUG=1 shows the traceback for a report.")
+            for line in describe_error(e):
+                typer.echo(line, err=True)
             raise typer.Exit(EXIT_USAGE) from e
 
     return wrapper
 
 
-def _say(line: str) -> None:
-    typer.echo(one_line(redact_text(line)), err=True)
+def say(line: str, *, untrusted: bool = False) -> None:
+    """One line on stderr; ``untrusted`` (it quotes a path or a manifest's value): redacted and escaped
+    for the terminal first."""
+    typer.echo(one_line(redact_text(line)) if untrusted else line, err=True)
 
 
 def write_output(text: str, output: str | Destination | None) -> None:
@@ -82,28 +77,6 @@ def check_outputs(output: str | None, junit: Path | None = None) -> None:
     destination(output)
     if junit is not None:
         destination(junit)
-
-
-def snapshot_this_machine(
-    python: str | None,
-    timeout: float,
-    progress: Callable[[str], None] | None = None,
-    runtime: Started | None = None,
-    deadline: Deadline | None = None,
-) -> Manifest:
-    """A fresh snapshot (no smoke suite) of ``python`` or this interpreter: what diff, doctor, gate check.
-    ``progress`` is told each step (``envcheck.commands.progress``). Every native file a RECORD lists is
-    checked against its RECORD sha256 (through the hash cache: cheap once warm) unless
-    ``ENVCHECK_INTEGRITY`` is ``0``. ``deadline``: the command's (default: ``timeout`` from now).
-    ``runtime``: the runtime probe, run elsewhere (the gate's suite)."""
-    from envcheck.collect.launch import SnapshotOptions, start_probes
-    from envcheck.collect.snapshot import take_snapshot
-    from envcheck.native import scan_for_snapshot
-
-    integrity = os.environ.get("ENVCHECK_INTEGRITY", "").strip().lower() not in ("0", "false", "no", "off")
-    options = SnapshotOptions(python=python, timeout=timeout, integrity=integrity, deadline=deadline)
-    probes = start_probes(options, runtime) if runtime is not None else None
-    return take_snapshot(options, native=scan_for_snapshot, probes=probes, progress=progress)
 
 
 def report_findings(report: Report, options: ReportOptions) -> None:

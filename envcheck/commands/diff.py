@@ -1,16 +1,17 @@
-"""``envcheck diff``, ``envcheck doctor`` and ``envcheck rules``."""
+"""``envcheck diff`` and ``envcheck doctor``: parse the options, call ``envcheck.api``, write the report."""
 
 from __future__ import annotations
 
-import itertools
-import os
-from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from envcheck.commands._common import EXIT_USAGE, handles_errors, report_findings, snapshot_this_machine
+from envcheck.api._common import name
+from envcheck.api._diff import NO_PROBLEMS, diff_targets
+from envcheck.api._diff import doctor as doctor_of
+from envcheck.api._policy import Policy, load_policy
+from envcheck.commands._common import EXIT_USAGE, handles_errors, report_findings, say
 from envcheck.commands.options import (
     FailOnOption,
     FormatOption,
@@ -24,52 +25,8 @@ from envcheck.commands.options import (
     VerboseOption,
     report_options,
 )
-from envcheck.core.errors import UsageError
+from envcheck.commands.progress import progress
 from envcheck.report.formats import FormatName
-from envcheck.report.options import ReportOptions
-
-if TYPE_CHECKING:
-    from envcheck.core.deadline import Deadline
-    from envcheck.diff.policy import Policy
-    from envcheck.manifest.model import Manifest
-
-_LIVE = "this machine"
-# What a report about one environment says when it found nothing (a diff says "No differences that matter").
-NO_PROBLEMS = "No problems found."
-
-
-def load_rules_policy(policy: Path | None, no_policy: bool) -> Policy:
-    """--policy FILE, else [tool.envcheck] of ./pyproject.toml, else none; --no-policy: none, said so."""
-    from envcheck.app.catalog import rule_ids
-    from envcheck.diff.policy import load_policy
-
-    return load_policy(policy, Path.cwd(), disabled=no_policy, known_rules=rule_ids())
-
-
-def _live(live: Manifest) -> str:
-    """The live environment named in a title by its interpreter's path: ``this machine (/path/python)``."""
-    return f"{_LIVE} ({live.python.executable})"
-
-
-def _names(paths: Sequence[Path], manifests: Sequence[Manifest]) -> list[str]:
-    """A name per manifest, one way for all: each its label when every one has a label and no two share
-    one, else each its file path."""
-    labels = [m.meta.label for m in manifests]
-    if all(labels) and len(set(labels)) == len(labels):
-        return [str(label) for label in labels]
-    return [str(p) for p in paths]
-
-
-def _base_name(base: Path, manifest: Manifest, targets: Sequence[str], by_label: bool) -> str:
-    """The base named like its targets (labels or paths, never one of each); its path when its label
-    would read as one of the targets'."""
-    label = manifest.meta.label
-    return str(label) if by_label and label and label not in targets else str(base)
-
-
-def name(path: Path, manifest: Manifest) -> str:
-    """One manifest named in a title: its label, else its path (doctor, gate, verify --against)."""
-    return str(manifest.meta.label or path)
 
 
 @handles_errors
@@ -117,124 +74,30 @@ def diff(
     Every report names the policy applied and counts what it ignored or downgraded; --no-policy applies
     none. Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     """
-    from envcheck.app import flows
-    from envcheck.commands.progress import progress
-    from envcheck.core.deadline import Deadline
-    from envcheck.manifest.io import load
-
-    deadline = Deadline.after(timeout)  # the whole command's, from its start
     options = report_options(fmt, output, fail_on=fail_on, junit=junit, verbose=verbose)
-    rules_policy = load_rules_policy(policy, no_policy)
-    paths, folders = expand_targets(targets or [])
-    if len(paths) > 1 or folders:
-        _diff_fleet(base, paths, rules_policy, options, deadline)
-        return
-    base_manifest = load(base)
-    if paths:  # one pair: both named by label, or both by path
-        target = load(paths[0])
-        base_name, target_name = _names([base, Path(paths[0])], [base_manifest, target])
-        named = [(target_name, target)]
-    else:
-        with progress("diff", quiet=quiet) as step:
-            live = snapshot_this_machine(python, timeout, step, deadline=deadline)
-        named = [(_live(live), live)]
-        base_name = name(base, base_manifest)
-    # The rules are envcheck's own work: they get the grace past the targets' deadline (a hang is reported).
-    report = flows.diff(base_name, base_manifest, named, rules_policy, deadline.for_own_work())
-    if not paths:
-        from envcheck.commands import slips
-
-        slip = slips.live_against(python, base_name, base_manifest, live)
-        if slip is not None:
-            slip.say()
-            report = slip.titled(report)
-    report_findings(report, options)
-
-
-def _diff_fleet(
-    base: Path, paths: Sequence[str], rules_policy: Policy, options: ReportOptions, deadline: Deadline
-) -> None:
-    """Several targets: streamed and grouped (``envcheck.app.fleet``). Each manifest that cannot be read is
-    named on stderr, one line each, after the others' report; the run then exits 2."""
-    from envcheck.app import flows
-    from envcheck.app.fleet import base_document, diff_files
-    from envcheck.core.escape import one_line
-    from envcheck.core.redact import redact_text
-
-    base_manifest, base_fingerprint = base_document(str(base))
-    fleet = diff_files(base_manifest, base_fingerprint, paths, deadline=deadline.for_own_work())
-    names = [m for e in fleet.environments for m in e.members]
-    given = set(paths)
-    base_name = _base_name(base, base_manifest, names, by_label=any(n not in given for n in names))
-    report = flows.diff_fleet(base_name, fleet, rules_policy)
+    rules_policy = load_policy(policy, disabled=no_policy)
+    told: list[str] = []
+    with progress("diff", quiet=quiet or bool(targets)) as step:
+        found = diff_targets(
+            base,
+            targets or [],
+            policy=rules_policy,
+            python=python,
+            timeout=timeout,
+            progress=step,
+            tell=told.append,
+        )
+    for line in told:  # now that the progress line is gone: before the report
+        say(line)
     try:
-        report_findings(report, options)
+        report_findings(found.report, options)
     except typer.Exit:
-        if not fleet.unreadable:
+        if not found.unreadable:
             raise
-    if fleet.unreadable:
-        for error in fleet.unreadable:
-            typer.echo(one_line(redact_text(f"error: {error}")), err=True)
+    for error in found.unreadable:  # a fleet's unreadable manifests, after the others' report; exit 2
+        say(f"error: {error}", untrusted=True)
+    if found.unreadable:
         raise typer.Exit(EXIT_USAGE)
-
-
-# A TARGET that is no file but holds one of these is a pattern (quoted, so that the shell left it alone).
-_GLOB_CHARS = frozenset("*?[")
-# The manifests one fleet diff reads (docs/guarantees.md): a folder or a pattern is listed up to one past
-# it, never whole, so a folder of a million files costs no more than this many names.
-MAX_FLEET_FILES = 50_000
-
-
-def expand_targets(targets: Sequence[Path]) -> tuple[list[str], bool]:
-    """The manifest files the TARGETs name, in order, each once, and whether a folder or pattern was
-    among them. A folder gives the ``*.json`` files directly in it, a pattern that is not itself a path
-    (``'fleet/*.json'``, quoted for a fleet too large for a command line) the files it matches, both
-    sorted, hidden files left out; anything else is taken as given (the reader refuses a FIFO, a device
-    or a link loop). Raises ``UsageError`` for a folder or a pattern without a manifest."""
-    import glob
-
-    out: list[str] = []
-    expanded = False
-    for target in targets:
-        text = str(target)
-        if target.is_dir():
-            expanded = True
-            try:
-                with os.scandir(text) as entries:
-                    named = (e.name for e in entries if e.name.endswith(".json") and e.name[0] != ".")
-                    found = sorted(str(target / n) for n in _at_most(named, MAX_FLEET_FILES - len(out), text))
-            except OSError as e:
-                raise UsageError(f"{text}: cannot list the folder: {e.strerror or e}") from e
-            if not found:
-                from envcheck.manifest.io import is_environment_folder
-
-                if is_environment_folder(text):
-                    raise UsageError(
-                        f"{text}: a Python environment's folder, not a manifest nor a folder of them",
-                        tip=f"To diff that environment, pass its interpreter: --python {text}/bin/python",
-                    )
-                raise UsageError(f"{text}: no manifest (*.json) in this folder")
-            out += found
-        elif not os.path.lexists(text) and _GLOB_CHARS & set(text):
-            expanded = True
-            # Path.glob takes relative patterns only; a fleet's folder is often absolute.
-            found = sorted(_at_most(glob.iglob(text), MAX_FLEET_FILES - len(out), text))  # noqa: PTH207
-            if not found:
-                raise UsageError(f"no file matches {text}")
-            out += found
-        else:
-            out.append(text)
-    if len(out) > MAX_FLEET_FILES:
-        raise UsageError(f"{len(out)} manifests named, more than the {MAX_FLEET_FILES} one fleet diff reads")
-    return list(dict.fromkeys(out)), expanded
-
-
-def _at_most(names: Iterator[str], left: int, where: str) -> list[str]:
-    """The first ``left`` of ``names``; raises ``UsageError`` at the next one (``MAX_FLEET_FILES``)."""
-    taken = list(itertools.islice(names, max(0, left) + 1))
-    if len(taken) > left:
-        raise UsageError(f"{where}: more than the {MAX_FLEET_FILES} manifests one fleet diff reads")
-    return taken
 
 
 @handles_errors
@@ -263,80 +126,20 @@ def doctor(
 
     Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     """
-    from envcheck.app import flows
-    from envcheck.commands.progress import progress
-    from envcheck.core.deadline import Deadline
-    from envcheck.manifest.io import load
-
-    deadline = Deadline.after(timeout)  # the whole command's, from its start
     options = report_options(
         fmt, output, fail_on=fail_on, junit=junit, verbose=verbose, nothing_found=NO_PROBLEMS
     )
-    rules_policy = load_rules_policy(policy, no_policy)
-    if manifest is not None:
-        loaded = load(manifest)
-        report = flows.doctor(name(manifest, loaded), loaded, rules_policy, deadline.for_own_work())
-    else:
-        with progress("doctor", quiet=quiet) as step:
-            live = snapshot_this_machine(python, timeout, step, deadline=deadline)
-        report = flows.doctor(_live(live), live, rules_policy, deadline.for_own_work())
+    rules_policy = load_policy(policy, disabled=no_policy)
+    with progress("doctor", quiet=quiet or manifest is not None) as step:
+        report = doctor_of(manifest, policy=rules_policy, python=python, timeout=timeout, progress=step)
     report_findings(report, options)
 
 
-@handles_errors
-def rules(
-    rule_id: Annotated[
-        str | None, typer.Argument(metavar="[ID]", help="A rule id to explain (default: list them all).")
-    ] = None,
-) -> None:
-    """The rule catalog (every id any command emits), or one rule explained with its evidence."""
-    from difflib import get_close_matches
+# The names lock, cluster and predict imported from here before they called envcheck.api themselves
+# (``name`` is ``envcheck.api._common.name``).
+__all__ = ["diff", "doctor", "load_rules_policy", "name"]
 
-    from envcheck.app.catalog import FAMILY_MODULES, catalog, get_rule
 
-    rules_ = catalog()
-    if rule_id is None:
-        width = max(len(r.id) for r in rules_)
-        order = {module: i for i, module in enumerate(FAMILY_MODULES)}
-        rank: dict[str, int] = {}
-        for r in rules_:  # a family ranks where the module of its first check stands in FAMILY_MODULES
-            module = getattr(r.difference or r.single, "__module__", "envcheck.verify.rules")
-            rank[r.family] = min(rank.get(r.family, len(order)), order.get(module, len(order)))
-        families = sorted(rank, key=lambda f: (rank[f], f))
-        lines: list[str] = []
-        for family in families:
-            lines += [*([""] if lines else []), family.upper()]
-            lines += [
-                f"  {r.id:<{width}}  {r.kind:<10}  {r.severity:<8}  {r.title}"
-                for r in rules_
-                if r.family == family
-            ]
-        lines.append(
-            f"\n{len(rules_)} rules (kind: difference = base vs target, single = one environment (doctor), "
-            "verify = the smoke suite). `envcheck rules ID` explains one."
-        )
-        typer.echo("\n".join(lines))
-        return
-    rule = get_rule(rule_id)
-    if rule is None:
-        close = get_close_matches(rule_id.strip().upper(), [r.id for r in rules_], n=1)
-        tip = f"Did you mean {close[0]}? " if close else ""
-        raise UsageError(f"no rule {rule_id!r}", tip=tip + "`envcheck rules` lists every rule id.")
-    kind = {
-        "difference": "difference rule (base vs target)",
-        "single": "single-environment rule (doctor)",
-        "verify": "smoke-suite rule (verify, gate)",
-        "lock": "lock rule (lock --check)",
-        "cluster": "cluster rule (cluster)",
-    }[rule.kind]
-    lines = [
-        f"{rule.id}: {rule.title}",
-        f"  kind            {kind}",
-        f"  family          {rule.family}",
-        f"  severity        {rule.severity} (by default; a finding may be graded by its consequence)",
-        f"  why it matters  {rule.why}",
-        *([f"  what to do      {rule.remedy}"] if rule.remedy else []),
-        f"  failure modes   {', '.join(rule.failure_modes) or '-'}",
-        f"  evidence        {', '.join(rule.evidence) or '-'}",
-    ]
-    typer.echo("\n".join(lines))
+def load_rules_policy(policy: Path | None, no_policy: bool) -> Policy:
+    """``envcheck.api.load_policy`` under its former name."""
+    return load_policy(policy, disabled=no_policy)

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
+from envcheck.core.escape import one_line
+
 Step = Callable[[str], None]
 
 # How often the elapsed time is redrawn while a step runs.
@@ -44,8 +46,6 @@ class ProgressLine:
         return self
 
     def step(self, text: str) -> None:
-        from envcheck.core.escape import one_line
-
         with self._lock:
             self._step = one_line(text)  # a check's name comes from the target: shown inertly
         self._draw()

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
+from envcheck.api._snapshot import SnapshotOptions
+from envcheck.api._snapshot import snapshot as take
 from envcheck.commands._common import handles_errors, write_output
 from envcheck.commands.options import PythonOption, QuietOption, TimeoutOption
-
-if TYPE_CHECKING:
-    from envcheck.manifest.model import Manifest
+from envcheck.commands.progress import progress
+from envcheck.core.outputs import destination
 
 
 @handles_errors
@@ -74,16 +75,7 @@ def snapshot(
     (the same interpreter path and host, and the same label when --label is given); another environment's
     manifest, or a file that is not a manifest, is kept unless --force is given (exit 2).
     """
-    from envcheck.collect.launch import SnapshotOptions, start_probes
-    from envcheck.commands.progress import progress
-    from envcheck.core.outputs import destination
-
     target = destination(output)  # a bad -o fails now, not after the snapshot's seconds of work
-    existing = None if force or output == "-" else _existing(output)
-    if import_:
-        from envcheck.commands.verify import app_modules
-
-        imports = app_modules(("--import", import_))  # a bad name fails now too
     options = SnapshotOptions(
         python=python,
         label=label,
@@ -94,75 +86,18 @@ def snapshot(
         # The smoke suite imports torch: --no-probe promises that nothing in the target does.
         verify=not (no_verify or no_probe),
     )
-    if checks is not None and options.verify:
-        from envcheck.verify.checks_file import compile_checks_file
-
-        compile_checks_file(checks)  # a file that does not compile is refused before the target starts
+    replaces = None if force else output
     with progress("snapshot", quiet=quiet) as step:
-        probes = start_probes(options)  # first: the target starts while the rest of envcheck imports
-        from envcheck.collect.snapshot import record
-        from envcheck.native import scan_for_snapshot
-
-        manifest = record(options, native=scan_for_snapshot, probes=probes, checks_file=checks, progress=step)
-    if import_:
-        import dataclasses
-
-        from envcheck.manifest.verify import VerifySection
-
-        section = manifest.verify or VerifySection()
-        manifest = manifest.replace(verify=dataclasses.replace(section, imports=imports))
+        manifest = take(options, checks=checks, imports=import_ or (), replaces=replaces, progress=step)
+    # Lazy: the target starts before the manifest writer loads (0.05 s of imports).
     from envcheck.manifest.io import dumps
+
+    # Lazy: the summary loads once the manifest is taken.
     from envcheck.report.summary import summary
 
-    if existing is not None:
-        _refuse_another(output, existing, manifest, label_given=label is not None)
     write_output(dumps(manifest), target)
     where = "stdout" if output == "-" else output
     typer.echo(summary(manifest, short=True) + f"\nwrote {where}", err=output == "-")
-
-
-def _existing(output: str) -> Manifest | None:
-    """The manifest already at ``output`` (None: nothing there, or not a regular file:
-    ``envcheck.core.outputs``
-    judges that). Raises ``UsageError`` for a file that is not a manifest: a user's file is never replaced
-    without --force."""
-    from envcheck.core.errors import ManifestError, UsageError
-    from envcheck.manifest.io import load
-
-    if not Path(output).is_file():
-        return None
-    try:
-        return load(output)
-    except ManifestError as e:
-        raise UsageError(
-            f"{output} exists and is not a manifest envcheck can read ({'; '.join(e.problems[:1])}): "
-            "not replaced",
-            tip="Write the manifest elsewhere with -o FILE, or replace that file with --force.",
-        ) from e
-
-
-def _refuse_another(output: str, existing: Manifest, new: Manifest, *, label_given: bool) -> None:
-    """Raise ``UsageError`` when ``existing`` (at ``output``) was recorded for another environment than
-    ``new``: another interpreter path, another host, or (with --label) another label."""
-    from envcheck.core.errors import UsageError
-
-    old_host = existing.platform.hostname if existing.platform is not None else None
-    new_host = new.platform.hostname if new.platform is not None else None
-    differs = []
-    from envcheck.core.files import same_path
-
-    if not same_path(existing.python.executable, new.python.executable):
-        differs.append(f"interpreter {existing.python.executable} (this one: {new.python.executable})")
-    if old_host and new_host and old_host != new_host:
-        differs.append(f"host {old_host} (this one: {new_host})")
-    if label_given and existing.meta.label != new.meta.label:
-        differs.append(f"label {existing.meta.label!r} (this one: {new.meta.label!r})")
-    if differs:
-        raise UsageError(
-            f"{output} holds the manifest of another environment: {'; '.join(differs)}: not replaced",
-            tip="Write this one elsewhere with -o FILE (e.g. -o prod.json), or replace that one with "
-            "--force.",
-        )
 
 
 @handles_errors
@@ -170,7 +105,10 @@ def show(
     manifest: Annotated[Path, typer.Argument(help="A manifest written by `envcheck snapshot`.")],
 ) -> None:
     """Print a readable summary of a manifest."""
+    # Lazy: this module's imports come before a snapshot's target starts; show's come here.
     from envcheck.manifest.io import load
+
+    # Lazy: as above: a snapshot's target starts before the summary loads.
     from envcheck.report.summary import summary
 
     typer.echo(summary(load(manifest), short=False))

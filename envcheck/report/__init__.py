@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 from envcheck.core.findings import Finding, MachineGroup, Severity, registered_ids
 from envcheck.core.outputs import destination, write
+from envcheck.core.redact import redact_text
 from envcheck.report.formats import FORMATS, FormatName
+from envcheck.report.interface import DEFAULT_WIDTH, NO_DIFFERENCES, ReportContext
 from envcheck.report.options import ReportOptions
 
 
@@ -104,9 +106,6 @@ def render(
     hand-edited one, a cluster rank's payload) may hold a secret, and no format may carry it. Raises
     ``ValueError`` for an unknown format, nothing else.
     """
-    from envcheck.core.redact import redact_text
-    from envcheck.report.interface import DEFAULT_WIDTH, NO_DIFFERENCES, ReportContext
-
     formatter = (fmt if isinstance(fmt, FormatName) else FormatName.parse(fmt)).formatter()
     findings = redacted(findings)
     title = redact_text(title)
@@ -140,8 +139,6 @@ _TEXT_FIELDS = ("subject", "message", "remedy", "base", "target", "intended", "m
 def redacted(findings: Sequence[Finding]) -> list[Finding]:
     """``findings`` with every credential taken out of their strings (``envcheck.core.redact.redact_text``);
     a consequence's ``caused_by`` follows its root's key as redacted, so the report still folds it."""
-    from envcheck.core.redact import redact_text
-
     out: list[Finding] = []
     keys: dict[str, str] = {}
     for f in findings:

@@ -22,11 +22,11 @@ from remedycheck import assert_no_unset_variable_remedies
 from venvs import HAS_TORCH, clone_site_packages, make_venv, venv_site
 
 import envcheck.inside
+from envcheck.api import run_gate
 from envcheck.app import flows
 from envcheck.app.flows import Report
 from envcheck.collect.launch import SnapshotOptions
 from envcheck.collect.snapshot import take_snapshot
-from envcheck.commands.verify import run_gate
 from envcheck.core.errors import ManifestError
 from envcheck.core.findings import Finding
 from envcheck.diff.causes import link
@@ -50,8 +50,7 @@ STARTUP_PROBE = (
 
 
 def gate(python: Path) -> Report:
-    report, _, _ = run_gate(DEV_CPU, load(DEV_CPU), Policy(), str(python), 120.0)
-    return report
+    return run_gate(DEV_CPU, base=load(DEV_CPU), policy=Policy(), python=str(python), timeout=120.0).report
 
 
 @pytest.mark.slow

@@ -126,12 +126,12 @@ def test_a_probe_that_dies_after_the_import_leaves_the_suite_a_fresh_process(
 ) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from envcheck.commands._common import snapshot_this_machine
+    from envcheck.api import snapshot_this_machine
     from envcheck.verify.runner import run_suite
 
     probe = RuntimeProbe()
     with ThreadPoolExecutor(1) as pool:
-        live = pool.submit(snapshot_this_machine, str(aborting_threadpoolctl), 120.0, None, probe)
+        live = pool.submit(snapshot_this_machine, str(aborting_threadpoolctl), timeout=120.0, runtime=probe)
         section = run_suite(str(aborting_threadpoolctl), timeout=120.0, runtime_probe=probe)
         manifest = live.result()
     outcome = manifest.meta.probe
@@ -145,12 +145,20 @@ def test_a_probe_that_dies_after_the_import_leaves_the_suite_a_fresh_process(
 
 
 def test_the_snapshot_never_waits_for_a_suite_that_does_not_start(tmp_path: Path) -> None:
-    from envcheck.commands.verify import run_gate
+    from envcheck.api import run_gate
     from envcheck.manifest.io import load
 
     missing = tmp_path / "no-such-checks.py"
     with pytest.raises(UsageError, match="checks file not found"):
-        run_gate(EXAMPLE, load(EXAMPLE), Policy(), sys.executable, 30.0, checks=missing, app_imports=False)
+        run_gate(
+            EXAMPLE,
+            base=load(EXAMPLE),
+            policy=Policy(),
+            python=sys.executable,
+            timeout=30.0,
+            checks=missing,
+            app_imports=False,
+        )
 
 
 def test_a_runtime_probe_handed_over_once() -> None:

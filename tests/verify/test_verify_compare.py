@@ -327,7 +327,7 @@ def test_skip_remedies_say_what_the_skip_needs() -> None:
 
 
 def test_the_count_of_checks_covers_the_checks_the_report_speaks_of() -> None:
-    from envcheck.commands.verify import _tally
+    from envcheck.api._verify import tally_line
 
     golden = VerifySection(results=[result(n, [1.0]) for n in ("import_torch", "a", "b", "c")])
     # import torch failed here: the other checks never ran, one VERIFY-SKIPPED caused by the failure.
@@ -337,7 +337,7 @@ def test_the_count_of_checks_covers_the_checks_the_report_speaks_of() -> None:
             result("torch_compile", status="skipped", reason="opt-in: pass --compile"),
         ]
     )
-    line = _tally(here, golden)
+    line = tally_line(here, golden)
     assert line.startswith("5 checks: 1 error, 1 skipped, 3 not run here")
     findings = compare(golden, here)
     assert len(findings) == 3

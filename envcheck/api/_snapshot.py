@@ -1,0 +1,148 @@
+"""``envcheck.api.snapshot``: record an environment into a manifest (with the smoke suite's goldens), and
+``snapshot_this_machine``: the fresh snapshot without the suite that diff, doctor and gate check."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envcheck.collect.launch import SnapshotOptions, start_probes
+from envcheck.core.errors import ManifestError, UsageError
+from envcheck.core.files import same_path
+
+if TYPE_CHECKING:
+    from envcheck.api._common import Progress
+    from envcheck.collect.launch import Started
+    from envcheck.core.deadline import Deadline
+    from envcheck.manifest.model import Manifest
+
+__all__ = ["SnapshotOptions", "app_modules", "snapshot", "snapshot_this_machine"]
+
+
+def snapshot(
+    options: SnapshotOptions | None = None,
+    *,
+    checks: Path | None = None,
+    imports: Sequence[str] = (),
+    replaces: str | Path | None = None,
+    progress: Progress | None = None,
+) -> Manifest:
+    """The manifest of ``options.python``'s environment (default: this interpreter), as ``envcheck
+    snapshot`` records it: static facts, the runtime probe (unless ``options.probe`` is off) and the smoke
+    suite's outputs as goldens (unless ``options.verify`` is off), your own ``checks`` file's too.
+    ``imports``: the application's entry modules, recorded for ``verify --against`` and ``gate``.
+
+    ``replaces``: the file the manifest will be written to; a manifest there recorded for another
+    environment (another interpreter, host, or label when ``options.label`` is set), or a file that is not
+    a manifest, is refused with ``UsageError`` (the latter before any work). ``progress`` is told each step.
+    Raises ``ProbeError`` when the interpreter cannot run, ``UsageError`` for a bad module name or a checks
+    file that does not compile."""
+    options = options or SnapshotOptions()
+    existing = _existing(str(replaces)) if replaces is not None else None
+    modules: list[str] = []
+    if imports:
+        modules = app_modules(("--import", imports))  # a bad name fails now, before the target starts
+    if checks is not None and options.verify:
+        # Lazy: only a snapshot with a checks file compiles one.
+        from envcheck.verify.checks_file import compile_checks_file
+
+        compile_checks_file(checks)  # a file that does not compile is refused before the target starts
+    probes = start_probes(options)  # first: the target starts while the rest of envcheck imports
+    # Lazy: the snapshot's machinery loads while the target starts.
+    from envcheck.collect.snapshot import record
+
+    # Lazy: the native scanners load while the target starts.
+    from envcheck.native import scan_for_snapshot
+
+    manifest = record(options, native=scan_for_snapshot, probes=probes, checks_file=checks, progress=progress)
+    if imports:
+        # Lazy: every import above runs before the target starts (the manifest model: 0.05 s).
+        from envcheck.manifest.verify import VerifySection
+
+        section = manifest.verify or VerifySection()
+        manifest = manifest.replace(verify=dataclasses.replace(section, imports=modules))
+    if existing is not None:
+        _refuse_another(str(replaces), existing, manifest, label_given=options.label is not None)
+    return manifest
+
+
+def app_modules(*sources: tuple[str, Sequence[str] | None]) -> list[str]:
+    """The application's entry modules from each ``(where, names)`` source in order (the manifest's
+    recorded ones, the policy's, --import's), each once. Raises ``UsageError`` naming a bad name."""
+    # Lazy: the application imports' machinery (0.13 s) loads for a snapshot only with --import.
+    from envcheck.verify.imports import check_module_names
+
+    out: list[str] = []
+    for where, names in sources:
+        problems = check_module_names(list(names or ()), where)
+        if problems:
+            raise UsageError(problems[0], tip="Name a module as Python imports it: --import myapp.main")
+        out += [n for n in names or () if n not in out]
+    return out
+
+
+def snapshot_this_machine(
+    python: str | None = None,
+    *,
+    timeout: float = 120.0,
+    progress: Progress | None = None,
+    runtime: Started | None = None,
+    deadline: Deadline | None = None,
+) -> Manifest:
+    """A fresh snapshot (no smoke suite) of ``python`` or this interpreter: what diff, doctor and gate
+    check. ``progress`` is told each step. Every native file a RECORD lists is checked against its RECORD
+    sha256 (through the hash cache: cheap once warm) unless ``ENVCHECK_INTEGRITY`` is ``0``. ``deadline``:
+    the caller's (default: ``timeout`` from now). ``runtime``: the runtime probe, run elsewhere (the gate's
+    suite)."""
+    # Lazy: diff and doctor of two files never take a snapshot; the collector loads here.
+    from envcheck.collect.snapshot import take_snapshot
+
+    # Lazy: the native scanners are never on the path of a diff of two files.
+    from envcheck.native import scan_for_snapshot
+
+    integrity = os.environ.get("ENVCHECK_INTEGRITY", "").strip().lower() not in ("0", "false", "no", "off")
+    options = SnapshotOptions(python=python, timeout=timeout, integrity=integrity, deadline=deadline)
+    probes = start_probes(options, runtime) if runtime is not None else None
+    return take_snapshot(options, native=scan_for_snapshot, probes=probes, progress=progress)
+
+
+def _existing(output: str) -> Manifest | None:
+    """The manifest already at ``output`` (None: nothing there, or not a regular file:
+    ``envcheck.core.outputs`` judges that). Raises ``UsageError`` for a file that is not a manifest: a
+    user's file is never replaced without --force."""
+    if output == "-" or not Path(output).is_file():
+        return None
+    # Lazy: the manifest reader (0.05 s) loads before the target starts only when there is a file to read.
+    from envcheck.manifest.io import load
+
+    try:
+        return load(output)
+    except ManifestError as e:
+        raise UsageError(
+            f"{output} exists and is not a manifest envcheck can read ({'; '.join(e.problems[:1])}): "
+            "not replaced",
+            tip="Write the manifest elsewhere with -o FILE, or replace that file with --force.",
+        ) from e
+
+
+def _refuse_another(output: str, existing: Manifest, new: Manifest, *, label_given: bool) -> None:
+    """Raise ``UsageError`` when ``existing`` (at ``output``) was recorded for another environment than
+    ``new``: another interpreter path, another host, or (with --label) another label."""
+    old_host = existing.platform.hostname if existing.platform is not None else None
+    new_host = new.platform.hostname if new.platform is not None else None
+    differs = []
+    if not same_path(existing.python.executable, new.python.executable):
+        differs.append(f"interpreter {existing.python.executable} (this one: {new.python.executable})")
+    if old_host and new_host and old_host != new_host:
+        differs.append(f"host {old_host} (this one: {new_host})")
+    if label_given and existing.meta.label != new.meta.label:
+        differs.append(f"label {existing.meta.label!r} (this one: {new.meta.label!r})")
+    if differs:
+        raise UsageError(
+            f"{output} holds the manifest of another environment: {'; '.join(differs)}: not replaced",
+            tip="Write this one elsewhere with -o FILE (e.g. -o prod.json), or replace that one with "
+            "--force.",
+        )
