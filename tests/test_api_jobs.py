@@ -14,13 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from envcheck.api._cluster import cluster_check, rank_of_job
-from envcheck.api._export import ExportFormat, export
-from envcheck.api._lock import check_lock, lock
-from envcheck.api._predict import predict
-from envcheck.api._scan import scan
+from envcheck import api
+from envcheck.api._cluster import rank_of_job
+from envcheck.api._export import ExportFormat
 from envcheck.core.errors import EnvcheckError, ManifestError, UsageError
-from envcheck.diff.policy import Policy
 from envcheck.lock.check import LockFileError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +74,7 @@ def test_lock_writes_the_pins_of_the_manifest(offline: Path) -> None:
     manifest = _manifest(offline, ("pkga", "1.0"), tags=("py3-none-any",))
     warnings: list[str] = []
     steps: list[str] = []
-    written = lock(
+    written = api.lock(
         manifest,
         index_url=(offline / "empty-index").as_uri(),
         find_links=[str(offline / "wheels")],
@@ -93,14 +90,14 @@ def test_lock_writes_the_pins_of_the_manifest(offline: Path) -> None:
 
 def test_lock_of_a_missing_manifest_is_one_error(tmp_path: Path) -> None:
     with pytest.raises(ManifestError):
-        lock(tmp_path / "absent.json")
+        api.lock(tmp_path / "absent.json")
 
 
 def test_lock_of_a_manifest_that_does_not_load_is_one_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema_version": 1, "packages": [', encoding="utf-8")
     with pytest.raises(EnvcheckError):
-        lock(bad)
+        api.lock(bad)
 
 
 # check_lock
@@ -108,7 +105,7 @@ def test_lock_of_a_manifest_that_does_not_load_is_one_error(tmp_path: Path) -> N
 
 def test_check_lock_of_a_missing_lock_is_one_error(tmp_path: Path) -> None:
     with pytest.raises(LockFileError):
-        check_lock(tmp_path / "absent.txt", python=sys.executable)
+        api.check_lock(tmp_path / "absent.txt", python=sys.executable)
 
 
 def test_check_lock_refuses_what_is_not_a_lock_before_the_interpreter_starts(tmp_path: Path) -> None:
@@ -116,27 +113,33 @@ def test_check_lock_refuses_what_is_not_a_lock_before_the_interpreter_starts(tmp
     loose.write_text("six>=1.0\n", encoding="utf-8")
     with pytest.raises(LockFileError, match="not one exact version"):
         # The interpreter does not exist: the lock is refused first, or this would be another error.
-        check_lock(loose, python=str(tmp_path / "no-python"))
+        api.check_lock(loose, python=str(tmp_path / "no-python"))
 
 
 def test_check_lock_of_a_manifest_given_as_a_lock_is_one_error() -> None:
     with pytest.raises(EnvcheckError):
-        check_lock(CPU, python=sys.executable)
+        api.check_lock(CPU, python=sys.executable)
 
 
 @pytest.mark.slow
 def test_check_lock_counts_each_difference_by_rule(tmp_path: Path) -> None:
     path = tmp_path / "requirements.lock"
     path.write_text("pytest==0.0.1\nnot-installed-here==1.0\n", encoding="utf-8")
-    checked = check_lock(path, python=sys.executable, timeout=120)
+    policy = tmp_path / "policy.toml"
+    policy.write_text('ignore = ["LOCK-EXTRA"]\n', encoding="utf-8")
+    told: list[str] = []
+    checked = api.check_lock(
+        path, python=sys.executable, policy=api.load_policy(policy), timeout=120, tell=told.append
+    )
     assert checked.counts["LOCK-VERSION"] == 1
     assert checked.counts["LOCK-MISSING"] == 1
-    assert checked.counts["LOCK-EXTRA"] >= 1  # everything else this environment holds
+    assert checked.counts["LOCK-EXTRA"] >= 1  # everything else this environment holds: counted...
+    assert {f.rule for f in checked.report.findings} == {"LOCK-VERSION", "LOCK-MISSING"}  # ...then ignored
+    assert checked.report.policy_changed
     assert not checked.matches
     assert checked.reference_torch is None
-    assert checked.live.python.executable
-    assert checked.report.title.endswith(f"against {path}")
-    assert sum(checked.counts.values()) == len(checked.report.findings)
+    assert told == []  # the lock has no torch: no slip to tell
+    assert checked.report.title == f"envcheck lock --check: this machine ({sys.executable}) against {path}"
 
 
 # predict
@@ -144,22 +147,22 @@ def test_check_lock_counts_each_difference_by_rule(tmp_path: Path) -> None:
 
 def test_predict_refuses_an_unknown_resolver_before_reading_anything(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="--resolver"):
-        predict(tmp_path / "absent.json", platforms=[PLATFORM], resolver="conda")
+        api.predict(tmp_path / "absent.json", platforms=[PLATFORM], resolver="conda")
 
 
 def test_predict_refuses_a_timeout_that_is_not_positive() -> None:
     with pytest.raises(UsageError, match="--timeout"):
-        predict(CPU, platforms=[PLATFORM], timeout=0)
+        api.predict(CPU, platforms=[PLATFORM], timeout=0)
 
 
 def test_predict_of_a_missing_manifest_is_one_error(tmp_path: Path) -> None:
     with pytest.raises(ManifestError):
-        predict(tmp_path / "absent.json", platforms=[PLATFORM])
+        api.predict(tmp_path / "absent.json", platforms=[PLATFORM])
 
 
 def test_predict_refuses_an_unknown_platform_tag() -> None:
     with pytest.raises(UsageError):
-        predict(CPU, platforms=["amiga_68k"])
+        api.predict(CPU, platforms=["amiga_68k"])
 
 
 @pytest.mark.slow
@@ -167,7 +170,7 @@ def test_predict_resolves_scans_saves_and_reports(offline: Path) -> None:
     _wheel(offline / "wheels", "pkga", "1.0")
     manifest = _manifest(offline, ("pkga", "1.0"))
     steps: list[str] = []
-    predicted = predict(
+    predicted = api.predict(
         manifest,
         platforms=[PLATFORM],
         python_version="3.11",
@@ -176,7 +179,7 @@ def test_predict_resolves_scans_saves_and_reports(offline: Path) -> None:
         resolver="pip",
         save=offline / "predicted.json",
         timeout=120,
-        policy=Policy(),
+        policy=api.load_policy(disabled=True),
         progress=steps.append,
     )
     assert predicted.saved == (offline / "predicted.json",)
@@ -195,21 +198,21 @@ def test_predict_resolves_scans_saves_and_reports(offline: Path) -> None:
 @pytest.mark.slow
 def test_export_gives_the_same_sbom_bytes_for_the_same_manifest() -> None:
     pytest.importorskip("cyclonedx")
-    first = export(CPU)
+    first = api.export(CPU)
     assert json.loads(first)["bomFormat"] == "CycloneDX"
-    assert export(CPU, fmt=ExportFormat.cyclonedx) == first
+    assert api.export(CPU, fmt=ExportFormat.cyclonedx) == first
 
 
 def test_export_of_a_missing_manifest_is_one_error(tmp_path: Path) -> None:
     with pytest.raises(ManifestError):
-        export(tmp_path / "absent.json")
+        api.export(tmp_path / "absent.json")
 
 
 def test_export_of_a_manifest_that_does_not_load_is_one_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_bytes(b"\xff\xfe not json")
     with pytest.raises(EnvcheckError):
-        export(bad)
+        api.export(bad)
 
 
 # scan
@@ -217,7 +220,7 @@ def test_export_of_a_manifest_that_does_not_load_is_one_error(tmp_path: Path) ->
 
 def test_scan_of_a_pure_wheel_finds_nothing_missing(tmp_path: Path) -> None:
     wheel = _wheel(tmp_path / "wheels", "pkga", "1.0")
-    scanned = scan(str(wheel))
+    scanned = api.scan(str(wheel))
     assert scanned.path == str(wheel)
     assert not scanned.broken
     assert json.loads(scanned.as_json()) == json.loads(scanned.as_json())
@@ -227,14 +230,14 @@ def test_scan_of_a_pure_wheel_finds_nothing_missing(tmp_path: Path) -> None:
 
 def test_scan_of_a_missing_path_is_one_error(tmp_path: Path) -> None:
     with pytest.raises(EnvcheckError):
-        scan(str(tmp_path / "absent.whl"))
+        api.scan(str(tmp_path / "absent.whl"))
 
 
 def test_scan_of_a_file_that_is_not_a_wheel_is_one_error(tmp_path: Path) -> None:
     fake = tmp_path / "fake-1.0-py3-none-any.whl"
     fake.write_bytes(b"PK\x03\x04 not a zip")
     with pytest.raises(EnvcheckError):
-        scan(str(fake))
+        api.scan(str(fake))
 
 
 # cluster_check
@@ -244,7 +247,7 @@ def test_cluster_check_outside_a_distributed_job_is_one_error(monkeypatch: pytes
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(key, raising=False)
     with pytest.raises(UsageError, match="not a rank of a distributed job"):
-        cluster_check()
+        api.cluster_check()
 
 
 def test_rank_of_job_reads_the_launchers_variables() -> None:

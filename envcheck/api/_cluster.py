@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envcheck.api._common import name
 from envcheck.cluster import rank
 from envcheck.cluster.report import build
 from envcheck.cluster.store import Rendezvous
@@ -14,8 +15,8 @@ from envcheck.diff.policy import Policy
 from envcheck.manifest.io import load
 
 if TYPE_CHECKING:
-    from envcheck.app.flows import Report
     from envcheck.manifest.model import Manifest
+    from envcheck.report import Report
 
 __all__ = ["cluster_check", "rank_of_job"]
 
@@ -54,7 +55,7 @@ def cluster_check(
         rules_policy = policy() if callable(policy) else policy
         if against is not None:
             base = load(against)
-            reference = (str(base.meta.label or against), base)
+            reference = (name(against, base), base)
     gathered = rank.run(rank.RankOptions(timeout=timeout, verify=verify))
     if gathered is None or rules_policy is None:
         return None

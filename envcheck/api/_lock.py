@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envcheck.api._common import Progress, live_name, slipped, wrong_interpreter
 from envcheck.app import flows
 from envcheck.collect.launch import SnapshotOptions
 from envcheck.collect.snapshot import take_snapshot
@@ -21,9 +22,9 @@ from envcheck.manifest.io import load
 from envcheck.manifest.requirements import marker_environment
 
 if TYPE_CHECKING:
-    from envcheck.app.flows import Report
     from envcheck.lock.check import LockFile
     from envcheck.manifest.model import Manifest
+    from envcheck.report import Report
 
 __all__ = ["LockCheck", "check_lock", "lock"]
 
@@ -43,7 +44,7 @@ def lock(
     trust_manifest_index: bool = False,
     timeout: float = 600.0,
     warn: Callable[[str], None] | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> Lock:
     """The requirements lock that rebuilds ``manifest``'s environment, compiled by pip-tools
     (``envcheck lock``): ``Lock.text`` is the lock, ``unlocked`` what ``allow_unlocked`` left out,
@@ -70,7 +71,8 @@ def lock(
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LockCheck:
-    """What ``check_lock`` found: the ``report`` (LOCK-* findings, the policy applied), the live
+    """What ``check_lock`` found: the ``report`` (LOCK-* findings, the policy applied; its title notes an
+    interpreter without torch checked against a lock with torch), the live
     environment's manifest (``live``, static part only), the lock's pins for its interpreter
     (``locked``), the version the lock pins torch at (``reference_torch``: ``None`` without torch, ``(a
     direct reference)`` for a URL pin), and how many findings each rule raised (``counts``)."""
@@ -93,12 +95,15 @@ def check_lock(
     python: str | None = None,
     policy: Policy = Policy(),  # noqa: B008 - frozen: the empty policy, shared safely
     timeout: float = 600.0,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
+    tell: Progress | None = None,
 ) -> LockCheck:
     """Compare the environment of ``python`` (default: this interpreter) with the requirements ``lock``
     (``envcheck lock --check``): names, full versions with local labels, nothing missing, nothing extra.
     The lock is read and parsed before the interpreter starts; the snapshot is static (metadata only,
-    nothing imported) and gets ``min(timeout, 120)`` seconds.
+    nothing imported) and gets ``min(timeout, 120)`` seconds. An interpreter without torch checked against
+    a lock with torch (most often envcheck's own, ``python`` forgotten) is noted in the report's title and
+    told to ``tell``.
 
     Raises ``LockFileError`` for a lock that is missing, unreadable or not a lock, ``ProbeError`` and
     friends for an interpreter that cannot be inspected (each an ``EnvcheckError``)."""
@@ -109,12 +114,20 @@ def check_lock(
     )
     locked = parsed.for_interpreter(marker_environment(live))
     found = compare(locked, live, python=python)
-    title = f"envcheck lock --check: this machine ({live.python.executable}) against {lock}"
+    title = f"envcheck lock --check: {live_name(live.python.executable)} against {lock}"
     torch_pin = next((pin for pin in locked.pins if pin.name == "torch"), None)
+    reference_torch = (torch_pin.version or "(a direct reference)") if torch_pin else None
+    slip = wrong_interpreter(
+        python=python,
+        executable=live.python.executable,
+        reference=str(lock),
+        reference_torch=reference_torch,
+        has_torch=any(d.name.lower() == "torch" for d in live.packages),
+    )
     return LockCheck(
-        report=flows.finish(title, found, policy, rules=RULE_IDS),
+        report=slipped(flows.finish(title, found, policy, rules=RULE_IDS), slip, tell),
         live=live,
         locked=locked,
-        reference_torch=(torch_pin.version or "(a direct reference)") if torch_pin else None,
+        reference_torch=reference_torch,
         counts=dict(Counter(f.rule for f in found)),
     )

@@ -3,11 +3,12 @@ platforms, resolved and scanned from here."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envcheck.api._common import Progress, name
 from envcheck.app import flows
 from envcheck.core.deadline import Deadline
 from envcheck.core.errors import ManifestError, UsageError
@@ -19,8 +20,8 @@ from envcheck.predict import predict as run_prediction
 from envcheck.predict.fetch import WheelCache
 
 if TYPE_CHECKING:
-    from envcheck.app.flows import Report
     from envcheck.manifest.model import Manifest
+    from envcheck.report import Report
 
 __all__ = ["Predicted", "predict", "saved_text"]
 
@@ -56,7 +57,7 @@ def predict(
     save: Path | None = None,
     timeout: float = 600.0,
     policy: Policy = Policy(),  # noqa: B008 - frozen: the empty policy, shared safely
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> Predicted:
     """Predict ``manifest``'s environment for each wheel platform tag of ``platforms`` (``envcheck
     predict``): resolved by pip or uv (``resolver``: pip, uv or auto) for ``python_version`` (X.Y, default
@@ -90,9 +91,8 @@ def predict(
     deadline.check("writing the report", done="every target resolved, fetched and scanned")
     predicted = [(p.resolution.target.platform, p.manifest) for p in predictions]
     saved = _save(save, predicted) if save is not None else ()
-    name = str(source.meta.label or manifest)
     shown = ", ".join(t.platform for t in targets)
-    title = f"envcheck predict: {name} → {shown} (Python {version})"
+    title = f"envcheck predict: {name(manifest, source)} → {shown} (Python {version})"
     return Predicted(
         report=flows.predict(title, source, predicted, policy), predictions=tuple(predictions), saved=saved
     )

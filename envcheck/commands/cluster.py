@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from envcheck.commands._common import EXIT_OK, check_outputs, handles_errors, report_findings
-from envcheck.commands.diff import load_rules_policy, name
+from envcheck import api
+from envcheck.commands._common import EXIT_OK, handles_errors, report_findings
 from envcheck.commands.options import (
     FailOnOption,
     FormatOption,
@@ -20,8 +20,11 @@ from envcheck.commands.options import (
     VerboseOption,
     report_options,
 )
-from envcheck.core.errors import UsageError
-from envcheck.report.formats import FormatName as ReportFormatChoice
+from envcheck.report.formats import FormatName
+from envcheck.report.options import ReportOptions
+
+if TYPE_CHECKING:
+    from envcheck.diff.policy import Policy
 
 NOTHING_FOUND = "No differences between the ranks, and no problems found."
 
@@ -52,7 +55,7 @@ def cluster(
             envvar="ENVCHECK_TIMEOUT",
         ),
     ] = 300.0,
-    fmt: FormatOption = ReportFormatChoice.text,
+    fmt: FormatOption = FormatName.text,
     output: OutputOption = None,
     fail_on: FailOnOption = "error",
     policy: PolicyOption = None,
@@ -80,32 +83,17 @@ def cluster(
     -q is accepted as by every command; cluster draws no progress line, and a rank's notes stay on stderr.
     """
     del quiet  # one vocabulary: accepted, nothing to hide
-    from envcheck.cluster import rank
-    from envcheck.cluster.report import build
-    from envcheck.cluster.store import Rendezvous
-    from envcheck.manifest.io import load
-    from envcheck.manifest.model import Manifest
+    shown: list[ReportOptions] = []
 
-    try:
-        rdzv_rank = Rendezvous.from_environ().rank
-    except ValueError as e:
-        raise UsageError(
-            f"not a rank of a distributed job: {e}",
-            tip="Launch it with torchrun: `torchrun --nproc-per-node=2 -m envcheck.cluster`.",
-        ) from e
-    reference: tuple[str, Manifest] | None = None
-    rules_policy = None
-    if rdzv_rank == 0:  # the options only rank 0 uses are refused there, before any work starts
-        check_outputs(output, junit)
-        rules_policy = load_rules_policy(policy, no_policy)
-        if against is not None:
-            base = load(against)
-            reference = (name(against, base), base)
-    gathered = rank.run(rank.RankOptions(timeout=timeout, verify=not no_verify))
-    if gathered is None or rules_policy is None:
+    def on_rank_0() -> Policy:  # the options only rank 0 uses are refused there, before any work starts
+        shown.append(
+            report_options(
+                fmt, output, fail_on=fail_on, junit=junit, verbose=verbose, nothing_found=NOTHING_FOUND
+            )
+        )
+        return api.load_policy(policy, disabled=no_policy)
+
+    report = api.cluster_check(against=against, verify=not no_verify, timeout=timeout, policy=on_rank_0)
+    if report is None:  # a rank other than 0: its results are sent
         raise typer.Exit(EXIT_OK)
-    report = build(gathered.view(), reference, rules_policy)
-    options = report_options(
-        fmt, output, fail_on=fail_on, junit=junit, verbose=verbose, nothing_found=NOTHING_FOUND
-    )
-    report_findings(report, options)
+    report_findings(report, shown[0])

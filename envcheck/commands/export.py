@@ -2,37 +2,15 @@
 
 from __future__ import annotations
 
-import enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import Annotated
 
 import typer
 
+from envcheck import api
+from envcheck.api._export import ExportFormat
 from envcheck.commands._common import handles_errors, write_output
-
-if TYPE_CHECKING:
-    from envcheck.manifest.model import Manifest
-
-
-class ExportFormat(str, enum.Enum):
-    """An SBOM format: the values of ``envcheck export --format``."""
-
-    cyclonedx = "cyclonedx"
-
-    def export(self, manifest: Manifest) -> str:
-        """``manifest`` in this format: the one mapping, closed (mypy fails on a missing case). The
-        exporter (and its library) is imported only here: ``envcheck --version`` loads none of it."""
-        match self:
-            case ExportFormat.cyclonedx:
-                from envcheck.export import cyclonedx
-
-                return cyclonedx(manifest)
-            case _:
-                return _unknown(self)
-
-
-def _unknown(name: NoReturn) -> NoReturn:
-    raise ValueError(f"unknown export format {name!r}")
+from envcheck.core.outputs import destination
 
 
 @handles_errors
@@ -58,8 +36,5 @@ def export(
     torch variant are metadata properties (envcheck:python, envcheck:platform, envcheck:torch.variant).
     The same manifest gives the same bytes. Needs cyclonedx-python-lib.
     """
-    from envcheck.core.outputs import destination
-    from envcheck.manifest.io import load
-
     target = destination(output)  # a bad -o is refused before the manifest is read
-    write_output(fmt.export(load(manifest)), target)
+    write_output(api.export(manifest, fmt=fmt), target)

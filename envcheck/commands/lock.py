@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from envcheck.commands._common import check_outputs, handles_errors, report_findings
+from envcheck import api
+from envcheck.commands._common import handles_errors, report_findings, write_output
 from envcheck.commands.options import (
     FailOnOption,
     FormatOption,
@@ -18,9 +19,11 @@ from envcheck.commands.options import (
     VerboseOption,
     report_options,
 )
+from envcheck.commands.progress import progress
 from envcheck.core.errors import UsageError
-from envcheck.core.findings import Severity
-from envcheck.report.formats import FormatName as ReportFormatChoice
+from envcheck.core.escape import one_line
+from envcheck.core.outputs import destination
+from envcheck.report.formats import FormatName
 
 MATCHES = "The environment matches the lock."
 
@@ -91,7 +94,7 @@ def lock(
         ),
     ] = False,
     python: PythonOption = None,
-    fmt: FormatOption = ReportFormatChoice.text,
+    fmt: FormatOption = FormatName.text,
     junit: JunitOption = None,
     fail_on: FailOnOption = "error",
     policy: PolicyOption = None,
@@ -129,44 +132,52 @@ def lock(
     manifest without distributions, a distribution no reachable source serves).
     """
     if check:
-        _refuse(
-            ctx,
-            "hashes",
-            "index_url",
-            "extra_index_url",
-            "find_links",
-            "allow_unlocked",
-            "trust_manifest_index",
-            mode="--check",
+        _refuse(ctx, WRITING_ONLY, mode="--check")
+        options = report_options(
+            fmt, output, fail_on=fail_on, junit=junit, verbose=verbose, nothing_found=MATCHES
         )
-        _check(path, python, fmt, output, junit, fail_on, policy, no_policy, verbose, timeout, quiet)
+        rules_policy = api.load_policy(policy, disabled=no_policy)
+        with progress("lock --check", quiet=quiet) as step:
+            checked = api.check_lock(
+                path, python=python, policy=rules_policy, timeout=timeout, progress=step, tell=_say
+            )
+        report_findings(checked.report, options)
         return
-    _refuse(
-        ctx,
-        "python",
-        "fmt",
-        "junit",
-        "fail_on",
-        "policy",
-        "no_policy",
-        "verbose",
-        mode="writing a lock (they go with --check)",
-    )
-    _write(
-        path,
-        output,
-        hashes,
-        index_url,
-        extra_index_url,
-        find_links,
-        allow_unlocked,
-        timeout,
-        quiet,
-        trust_manifest_index=trust_manifest_index,
-    )
+    _refuse(ctx, CHECKING_ONLY, mode="writing a lock (they go with --check)")
+    target = destination(output)  # a bad -o fails now, not after pip-compile's seconds
+    with progress("lock", quiet=quiet) as step:
+        written = api.lock(
+            path,
+            hashes=hashes,
+            index_url=index_url,
+            extra_index_urls=extra_index_url or (),
+            find_links=find_links or (),
+            allow_unlocked=allow_unlocked,
+            trust_manifest_index=trust_manifest_index,
+            timeout=timeout,
+            warn=lambda line: _say(f"warning: {line}"),
+            progress=step,
+        )
+    for left in written.unlocked:
+        _say(f"left out: {left.name}=={left.version}: {left.reason}")
+    for added in written.added:
+        _say(f"added: {added.name}=={added.version}: {added.why}")
+    write_output(written.text, target)
 
 
-def _refuse(ctx: typer.Context, *params: str, mode: str) -> None:
+# The options of one mode, refused in the other.
+WRITING_ONLY = (
+    "hashes",
+    "index_url",
+    "extra_index_url",
+    "find_links",
+    "allow_unlocked",
+    "trust_manifest_index",
+)
+CHECKING_ONLY = ("python", "fmt", "junit", "fail_on", "policy", "no_policy", "verbose")
+
+
+def _refuse(ctx: typer.Context, params: tuple[str, ...], *, mode: str) -> None:
     """Refuse the options of the other mode given on the command line. One set in the environment
     (``ENVCHECK_PYTHON``, ``ENVCHECK_FORMAT`` in a CI job) is meant for the commands it applies to."""
     used = []
@@ -178,99 +189,6 @@ def _refuse(ctx: typer.Context, *params: str, mode: str) -> None:
         raise UsageError(f"{', '.join(used)} cannot be used when {mode}", tip="See `envcheck lock --help`.")
 
 
-def _write(
-    path: Path,
-    output: str | None,
-    hashes: bool,
-    index_url: str | None,
-    extra_index_url: list[str] | None,
-    find_links: list[str] | None,
-    allow_unlocked: bool,
-    timeout: float,
-    quiet: bool = False,
-    *,
-    trust_manifest_index: bool = False,
-) -> None:
-    from envcheck.commands._common import write_output
-    from envcheck.core.escape import one_line
-    from envcheck.core.outputs import destination
-    from envcheck.lock.compile import LockOptions
-    from envcheck.lock.compile import lock as compile_lock
-    from envcheck.manifest.io import load
-
-    target = destination(output)  # a bad -o fails now, not after pip-compile's seconds
-    options = LockOptions(
-        hashes=hashes,
-        index_url=index_url,
-        extra_index_urls=tuple(extra_index_url or ()),
-        find_links=tuple(find_links or ()),
-        allow_unlocked=allow_unlocked,
-        trust_manifest_index=trust_manifest_index,
-        timeout=timeout,
-    )
-    from envcheck.commands.progress import progress
-
-    manifest = load(path)
-    with progress("lock", quiet=quiet) as step:
-        if step is not None:
-            step("pip-compile")
-        result = compile_lock(
-            manifest, str(path), options, warn=lambda line: typer.echo(one_line(f"warning: {line}"), err=True)
-        )
-    for left in result.unlocked:
-        typer.echo(one_line(f"left out: {left.name}=={left.version}: {left.reason}"), err=True)
-    for added in result.added:
-        typer.echo(one_line(f"added: {added.name}=={added.version}: {added.why}"), err=True)
-    write_output(result.text, target)
-
-
-def _check(
-    path: Path,
-    python: str | None,
-    fmt: ReportFormatChoice,
-    output: str | None,
-    junit: Path | None,
-    fail_on: Severity,
-    policy: Path | None,
-    no_policy: bool,
-    verbose: bool,
-    timeout: float,
-    quiet: bool = False,
-) -> None:
-    from envcheck.app import flows
-    from envcheck.collect.launch import SnapshotOptions
-    from envcheck.collect.snapshot import take_snapshot
-    from envcheck.commands import slips
-    from envcheck.commands.diff import load_rules_policy
-    from envcheck.commands.progress import progress
-    from envcheck.lock.check import compare, parse_lock, read_lock
-    from envcheck.lock.rules import RULE_IDS
-    from envcheck.manifest.requirements import marker_environment
-
-    check_outputs(output, junit)
-    rules_policy = load_rules_policy(policy, no_policy)
-    parsed = parse_lock(read_lock(str(path)), str(path))  # a bad lock is refused before the target starts
-    # The static part is enough: names and versions are read from the metadata, nothing is imported.
-    with progress("lock --check", quiet=quiet) as step:
-        live = take_snapshot(
-            SnapshotOptions(python=python, probe=False, verify=False, timeout=min(timeout, 120)),
-            progress=step,
-        )
-    locked = parsed.for_interpreter(marker_environment(live))
-    title = f"envcheck lock --check: {slips.live_name(live.python.executable)} against {path}"
-    report = flows.finish(title, compare(locked, live, python=python), rules_policy, rules=RULE_IDS)
-    torch_pin = next((pin for pin in locked.pins if pin.name == "torch"), None)
-    slip = slips.wrong_interpreter(
-        python=python,
-        executable=live.python.executable,
-        reference=str(path),
-        reference_torch=(torch_pin.version or "(a direct reference)") if torch_pin else None,
-        has_torch=any(d.name.lower() == "torch" for d in live.packages),
-    )
-    if slip is not None:
-        slip.say()
-        report = slip.titled(report)
-    options = report_options(
-        fmt, output, fail_on=fail_on, junit=junit, verbose=verbose, nothing_found=MATCHES
-    )
-    report_findings(report, options)
+def _say(line: str) -> None:
+    """One line on stderr, escaped for the terminal (its values come from the manifest, pip or the lock)."""
+    typer.echo(one_line(line), err=True)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from envcheck.commands._common import check_outputs, handles_errors, report_findings
+from envcheck import api
+from envcheck.commands._common import handles_errors, report_findings
 from envcheck.commands.options import (
     FailOnOption,
     FormatOption,
@@ -18,12 +19,10 @@ from envcheck.commands.options import (
     VerboseOption,
     report_options,
 )
-from envcheck.core.deadline import Deadline
-from envcheck.core.errors import UsageError
-from envcheck.report.formats import FormatName as ReportFormatChoice
+from envcheck.commands.progress import progress
+from envcheck.report.formats import FormatName
 
-if TYPE_CHECKING:
-    from envcheck.manifest.model import Manifest
+NOTHING_DIFFERS = "Nothing differs that matters."
 
 
 @handles_errors
@@ -81,7 +80,7 @@ def predict(
             envvar="ENVCHECK_TIMEOUT",
         ),
     ] = 600.0,
-    fmt: FormatOption = ReportFormatChoice.text,
+    fmt: FormatOption = FormatName.text,
     output: OutputOption = None,
     fail_on: FailOnOption = "error",
     policy: PolicyOption = None,
@@ -105,75 +104,23 @@ def predict(
     Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error (unknown platform tag,
     unreachable index, unreadable manifest).
     """
-    from envcheck.app import flows
-    from envcheck.commands.diff import load_rules_policy
-    from envcheck.commands.progress import progress
-    from envcheck.manifest.io import load, write_atomic
-    from envcheck.predict import IndexOptions, parse_target
-    from envcheck.predict import predict as run_prediction
-    from envcheck.predict.fetch import WheelCache
-
-    if resolver not in ("pip", "uv", "auto"):
-        raise UsageError(f"--resolver {resolver[:20]!a}: use pip, uv or auto")
-    if not timeout > 0:
-        raise UsageError(f"--timeout {timeout}: give a positive number of seconds")
-    deadline = Deadline.after(timeout)
-    check_outputs(output, junit)
-    rules_policy = load_rules_policy(policy, no_policy)
-    source = load(manifest)
-    version = python_version or ".".join(source.python.version.split(".")[:2])
-    targets = [parse_target(p, version, implementation) for p in dict.fromkeys(platforms)]
-    options = IndexOptions(
-        index_url=index_url,
-        extra_index_urls=tuple(extra_index_url or ()),
-        find_links=tuple(find_links or ()),
-        timeout=timeout,
-        resolver=resolver,
-        deadline=deadline,
+    options = report_options(
+        fmt, output, fail_on=fail_on, junit=junit, verbose=verbose, nothing_found=NOTHING_DIFFERS
     )
+    rules_policy = api.load_policy(policy, disabled=no_policy)
     with progress("predict", quiet=quiet) as step:
-        predictions = run_prediction(
-            source, targets, options, cache=WheelCache(deadline=deadline), progress=step
+        predicted = api.predict(
+            manifest,
+            platforms=platforms,
+            python_version=python_version,
+            implementation=implementation,
+            index_url=index_url,
+            extra_index_urls=extra_index_url or (),
+            find_links=find_links or (),
+            resolver=resolver,
+            save=save,
+            timeout=timeout,
+            policy=rules_policy,
+            progress=step,
         )
-    deadline.check("writing the report", done="every target resolved, fetched and scanned")
-    predicted = [(p.resolution.target.platform, p.manifest) for p in predictions]
-    if save is not None:
-        texts = [(platform, saved_text(m, platform)) for platform, m in predicted]
-        for platform, text in texts:
-            several = len(predicted) > 1
-            path = save.with_name(f"{save.stem}.{platform}{save.suffix}") if several else save
-            write_atomic(path, text)
-    name = str(source.meta.label or manifest)
-    shown = ", ".join(t.platform for t in targets)
-    report = flows.predict(
-        f"envcheck predict: {name} → {shown} (Python {version})", source, predicted, rules_policy
-    )
-    shown_as = report_options(
-        fmt,
-        output,
-        fail_on=fail_on,
-        junit=junit,
-        verbose=verbose,
-        nothing_found="Nothing differs that matters.",
-    )
-    report_findings(report, shown_as)
-
-
-def saved_text(manifest: Manifest, platform: str) -> str:
-    """The predicted manifest as ``--save`` writes it: through the redactor (the wheels' requirement lines
-    and URLs come from indexes and may carry credentials), and only if ``envcheck`` can load it back (its
-    size and item limits); else ``UsageError`` and nothing is written."""
-    from envcheck.core.errors import ManifestError
-    from envcheck.core.redact import redact_text
-    from envcheck.manifest.io import dumps, loads
-
-    source = f"the predicted manifest for {platform}"
-    try:
-        text = redact_text(dumps(manifest, source=source))
-        loads(text, source=source)
-    except ManifestError as e:
-        raise UsageError(
-            f"the predicted manifest for {platform} is not written: it would not load back ({e})",
-            tip="The wheels it holds are past envcheck's limits for a manifest; check where they come from.",
-        ) from e
-    return text
+    report_findings(predicted.report, options)

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from envcheck import api
 from envcheck.commands._common import EXIT_FINDINGS, EXIT_OK, handles_errors, write_output
 from envcheck.commands.options import TimeoutOption
 
@@ -30,25 +31,11 @@ def scan(
     leaving it, wheel members over a cap). Exit 1 when something that should be inside the tree is missing
     or was refused.
     """
-    import json
-
-    from envcheck.core.deadline import Deadline
-    from envcheck.core.redact import redact_strings, redact_text
-    from envcheck.manifest.codec import encode
-    from envcheck.native import scan_path
-    from envcheck.native.scan import format_text, is_broken
-
     # One deadline for the whole scan: extracting the wheel, listing the tree, reading every header. Past it
     # the scan stops with one line naming the step and what it had done (exit 2).
-    section = scan_path(path, deadline=Deadline.after(timeout))
-    # File names and paths of a tree can hold a credential's shape (a folder named after a token): the
-    # report passes the redactor, as every report does.
-    if output_format is ScanFormat.json:
-        data = redact_strings(encode(section))
-        text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    else:
-        text = redact_text(format_text(section, path))
-    write_output(text, output)
+    scanned = api.scan(path, timeout=timeout)
+    # File names and paths of a tree can hold a credential's shape: the report passes the redactor.
+    write_output(scanned.as_json() if output_format is ScanFormat.json else scanned.as_text(), output)
     # Exit 1 for what should be inside the tree and is not: a MISSING library of the tree's own (not the OS
     # or a runtime the machine provides), one of its files that cannot be read, or one that was refused.
-    raise typer.Exit(EXIT_FINDINGS if is_broken(section) else EXIT_OK)
+    raise typer.Exit(EXIT_FINDINGS if scanned.broken else EXIT_OK)

@@ -397,7 +397,7 @@ def test_save_redacts_credentials_from_requirement_lines_and_urls(tmp_path: Path
 def test_a_predicted_manifest_that_would_not_load_is_not_written(tmp_path: Path) -> None:
     import dataclasses
 
-    from envcheck.commands.predict import saved_text
+    from envcheck.api._predict import saved_text
     from envcheck.core.errors import UsageError
     from envcheck.manifest.io import MAX_MANIFEST_BYTES, load
 
