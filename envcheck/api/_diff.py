@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envcheck.api._common import live_against, name, slipped
-from envcheck.api._snapshot import snapshot_this_machine
 from envcheck.app import flows
 from envcheck.core.deadline import Deadline
 from envcheck.core.errors import UsageError
@@ -72,7 +71,7 @@ def diff(
         base_name, target_name = _names([_shown(base), _shown(target)], [base_manifest, loaded])
         # The rules are envcheck's own work: they get the grace past the targets' deadline.
         return flows.diff(base_name, base_manifest, [(target_name, loaded)], policy, deadline.for_own_work())
-    live = snapshot_this_machine(python, timeout=timeout, progress=progress, deadline=deadline)
+    live = _snapshot(python, timeout, progress, deadline)
     base_name = name(_shown(base), base_manifest)
     report = flows.diff(base_name, base_manifest, [(_live(live), live)], policy, deadline.for_own_work())
     return slipped(report, live_against(python, base_name, base_manifest, live), tell)
@@ -156,8 +155,16 @@ def doctor(
     if manifest is not None:
         loaded = _loaded(manifest)
         return flows.doctor(name(_shown(manifest), loaded), loaded, policy, deadline.for_own_work())
-    live = snapshot_this_machine(python, timeout=timeout, progress=progress, deadline=deadline)
+    live = _snapshot(python, timeout, progress, deadline)
     return flows.doctor(_live(live), live, policy, deadline.for_own_work())
+
+
+def _snapshot(python: str | None, timeout: float, progress: Progress | None, deadline: Deadline) -> Manifest:
+    """``snapshot_this_machine``: for a diff or doctor without a manifest to read."""
+    # Lazy: a diff of two files starts no process: the process runner (0.01 s) loads for a snapshot only.
+    from envcheck.api._snapshot import snapshot_this_machine
+
+    return snapshot_this_machine(python, timeout=timeout, progress=progress, deadline=deadline)
 
 
 def _loaded(manifest: Path | str | Manifest) -> Manifest:
