@@ -19,6 +19,7 @@ from envcheck.api._cluster import rank_of_job
 from envcheck.api._export import ExportFormat
 from envcheck.core.errors import EnvcheckError, ManifestError, UsageError
 from envcheck.lock.check import LockFileError
+from envcheck.manifest.io import load
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = ROOT / "manifests" / "examples" / "torch-2.13.0-cpu-linux.json"
@@ -200,7 +201,8 @@ def test_export_gives_the_same_sbom_bytes_for_the_same_manifest() -> None:
     pytest.importorskip("cyclonedx")
     first = api.export(CPU)
     assert json.loads(first)["bomFormat"] == "CycloneDX"
-    assert api.export(CPU, fmt=ExportFormat.cyclonedx) == first
+    assert api.export(str(CPU), fmt=ExportFormat.cyclonedx) == first
+    assert api.export(load(CPU)) == first  # a Manifest as well as its file
 
 
 def test_export_of_a_missing_manifest_is_one_error(tmp_path: Path) -> None:

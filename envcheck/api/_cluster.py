@@ -35,10 +35,10 @@ def rank_of_job(environ: Mapping[str, str] | None = None) -> int:
 
 def cluster_check(
     *,
-    against: Path | None = None,
+    against: Path | str | None = None,
     verify: bool = True,
     timeout: float = 300.0,
-    policy: Policy | Callable[[], Policy] = Policy(),  # noqa: B008 - frozen: the empty policy
+    policy: Policy | Callable[[], Policy] | None = None,
 ) -> Report | None:
     """Check this rank of a torchrun job (``envcheck cluster``): it snapshots its environment, runs the
     smoke suite on its device (``verify``) and the collectives, and sends everything to rank 0. Rank 0
@@ -52,7 +52,7 @@ def cluster_check(
     reference: tuple[str, Manifest] | None = None
     rules_policy: Policy | None = None
     if rank_of_job() == 0:
-        rules_policy = policy() if callable(policy) else policy
+        rules_policy = policy() if callable(policy) else policy or Policy()
         if against is not None:
             base = load(against)
             reference = (name(against, base), base)

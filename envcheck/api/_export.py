@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import enum
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 from envcheck.export import cyclonedx
 from envcheck.manifest.io import load
-
-if TYPE_CHECKING:
-    from envcheck.manifest.model import Manifest
+from envcheck.manifest.model import Manifest
 
 __all__ = ["ExportFormat", "export"]
 
@@ -34,8 +32,8 @@ def _unknown(name: NoReturn) -> NoReturn:
     raise ValueError(f"unknown export format {name!r}")
 
 
-def export(manifest: Path, *, fmt: ExportFormat = ExportFormat.cyclonedx) -> str:
-    """The SBOM text of ``manifest`` (``envcheck export``): CycloneDX 1.6 JSON, the same bytes for the
-    same manifest. Raises ``ManifestError`` for a manifest that does not load, ``UsageError`` without
-    cyclonedx-python-lib (each an ``EnvcheckError``)."""
-    return fmt.export(load(manifest))
+def export(manifest: Path | str | Manifest, *, fmt: ExportFormat = ExportFormat.cyclonedx) -> str:
+    """The SBOM text of ``manifest`` (a file, or a ``Manifest``) as ``envcheck export`` writes it: CycloneDX
+    1.6 JSON, the same bytes for the same manifest. Raises ``ManifestError`` for a file that does not
+    load, ``UsageError`` without cyclonedx-python-lib (each an ``EnvcheckError``)."""
+    return fmt.export(manifest if isinstance(manifest, Manifest) else load(manifest))

@@ -34,7 +34,7 @@ def _ignore(_line: str) -> None:
 
 
 def lock(
-    manifest: Path,
+    manifest: Path | str,
     *,
     hashes: bool = False,
     index_url: str | None = None,
@@ -90,10 +90,10 @@ class LockCheck:
 
 
 def check_lock(
-    lock: Path,
+    lock: Path | str,
     *,
     python: str | None = None,
-    policy: Policy = Policy(),  # noqa: B008 - frozen: the empty policy, shared safely
+    policy: Policy | None = None,
     timeout: float = 600.0,
     progress: Progress | None = None,
     tell: Progress | None = None,
@@ -101,7 +101,8 @@ def check_lock(
     """Compare the environment of ``python`` (default: this interpreter) with the requirements ``lock``
     (``envcheck lock --check``): names, full versions with local labels, nothing missing, nothing extra.
     The lock is read and parsed before the interpreter starts; the snapshot is static (metadata only,
-    nothing imported) and gets ``min(timeout, 120)`` seconds. An interpreter without torch checked against
+    nothing imported) and gets ``min(timeout, 120)`` seconds. ``policy`` (``load_policy``; None: none) is
+    applied to the findings; ``counts`` are taken before it. An interpreter without torch checked against
     a lock with torch (most often envcheck's own, ``python`` forgotten) is noted in the report's title and
     told to ``tell``.
 
@@ -125,7 +126,7 @@ def check_lock(
         has_torch=any(d.name.lower() == "torch" for d in live.packages),
     )
     return LockCheck(
-        report=slipped(flows.finish(title, found, policy, rules=RULE_IDS), slip, tell),
+        report=slipped(flows.finish(title, found, policy or Policy(), rules=RULE_IDS), slip, tell),
         live=live,
         locked=locked,
         reference_torch=reference_torch,

@@ -45,7 +45,7 @@ class Predicted:
 
 
 def predict(
-    manifest: Path,
+    manifest: Path | str,
     *,
     platforms: Sequence[str],
     python_version: str | None = None,
@@ -54,9 +54,9 @@ def predict(
     extra_index_urls: Sequence[str] = (),
     find_links: Sequence[str] = (),
     resolver: str = "auto",
-    save: Path | None = None,
+    save: Path | str | None = None,
     timeout: float = 600.0,
-    policy: Policy = Policy(),  # noqa: B008 - frozen: the empty policy, shared safely
+    policy: Policy | None = None,
     progress: Progress | None = None,
 ) -> Predicted:
     """Predict ``manifest``'s environment for each wheel platform tag of ``platforms`` (``envcheck
@@ -90,11 +90,13 @@ def predict(
     )
     deadline.check("writing the report", done="every target resolved, fetched and scanned")
     predicted = [(p.resolution.target.platform, p.manifest) for p in predictions]
-    saved = _save(save, predicted) if save is not None else ()
+    saved = _save(Path(save), predicted) if save is not None else ()
     shown = ", ".join(t.platform for t in targets)
     title = f"envcheck predict: {name(manifest, source)} → {shown} (Python {version})"
     return Predicted(
-        report=flows.predict(title, source, predicted, policy), predictions=tuple(predictions), saved=saved
+        report=flows.predict(title, source, predicted, policy or Policy()),
+        predictions=tuple(predictions),
+        saved=saved,
     )
 
 
