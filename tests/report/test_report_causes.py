@@ -12,6 +12,7 @@ from pathlib import Path
 
 from junitparser import Failure, JUnitXml
 
+import envcheck.app.catalog  # noqa: F401 - registers every rule, as the run that made the findings would
 from envcheck.core.findings import Finding, Severity
 from envcheck.report import render
 from envcheck.report.interface import groups, summarize

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from junitparser import Failure, JUnitXml
 
+import envcheck.app.catalog  # noqa: F401 - registers every rule, as the run that made the findings would
 from envcheck.core.findings import Finding
 from envcheck.report import FORMATS, render
 from envcheck.report.options import ReportFormatChoice, use_color
