@@ -43,7 +43,7 @@ from envcheck.core.deadline import DeadlineExpired
 from envcheck.core.errors import EnvcheckError, ManifestError
 from envcheck.core.findings import Finding
 from envcheck.diff import engine
-from envcheck.manifest.codec import decode, encode, volatile_paths
+from envcheck.manifest import codec
 from envcheck.manifest.io import MAX_MANIFEST_BYTES, check_counts, check_values, loads, read_text
 from envcheck.manifest.model import SCHEMA_VERSION, Manifest
 
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 
 def _volatile_paths() -> tuple[str, ...]:
-    return (*volatile_paths(Manifest), "meta.label")
+    return (*codec.volatile_paths(Manifest), "meta.label")
 
 
 def volatile_fields() -> tuple[str, ...]:
@@ -208,7 +208,7 @@ def _diff_file(job: tuple[str, str]) -> tuple[Finding, ...] | _Problems:
         enabled = gc.isenabled()
         gc.disable()  # as envcheck.manifest.io.loads: the decoded objects all live until the diff ends
         try:
-            target = decode(Manifest, document, source=path)
+            target = codec.decode(Manifest, document, source=path)
         finally:
             if enabled:
                 gc.enable()
@@ -375,10 +375,10 @@ def _identical(base: Manifest) -> tuple[Finding, ...]:
 def diff_manifests(base: Manifest, targets: Iterable[tuple[str, Manifest]]) -> Fleet:
     """``diff_files`` for manifests already in memory (a library caller's), each distinct one diffed once,
     inline. Fingerprints are taken of the encoded manifests, the base's too."""
-    base_fp = fingerprint(encode(base))
+    base_fp = fingerprint(codec.encode(base))
     groups: dict[str, list[tuple[str, Manifest]]] = {}
     for name, manifest in targets:
-        groups.setdefault(fingerprint(encode(manifest)), []).append((name, manifest))
+        groups.setdefault(fingerprint(codec.encode(manifest)), []).append((name, manifest))
     environments = [
         Environment(
             fingerprint=fp,
@@ -400,4 +400,4 @@ def _ordered(environments: Sequence[Environment]) -> tuple[Environment, ...]:
 def base_document(path: str) -> tuple[Manifest, str]:
     """The base manifest decoded, and its fingerprint. Raises ``ManifestError``."""
     document = read_document(path)
-    return decode(Manifest, document, source=path), fingerprint(document)
+    return codec.decode(Manifest, document, source=path), fingerprint(document)

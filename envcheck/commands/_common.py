@@ -5,21 +5,19 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import typer
 
 from envcheck.api._common import describe_error
-from envcheck.commands.options import current_context, format_given
 from envcheck.core.errors import EnvcheckError
 from envcheck.core.escape import one_line, terminal
 from envcheck.core.findings import at_or_above
 from envcheck.core.outputs import Destination, destination, write
 from envcheck.core.redact import redact_text
 from envcheck.report import write_report
-from envcheck.report.options import ReportOptions, resolve_format
+from envcheck.report.options import ReportOptions
 
 if TYPE_CHECKING:
     from envcheck.report import Report
@@ -66,25 +64,17 @@ def write_output(text: str, output: str | Destination | None) -> None:
     write(output if isinstance(output, Destination) else destination(output), text)
 
 
-def check_outputs(output: str | None, junit: Path | None = None) -> None:
-    """Refuse a bad ``-o`` / ``--junit`` now (a missing folder, a folder, a socket...), and a --format that
-    contradicts ``-o``'s suffix (``envcheck.report.options.resolve_format``), before the seconds of work
-    whose result they would receive. Raises ``OutputError`` or ``UsageError``. (``report_options`` does
-    this too, for a command that builds its ``ReportOptions`` first.)"""
-    ctx = current_context()
-    if ctx is not None and "fmt" in ctx.params:
-        resolve_format(ctx.params["fmt"], output, format_given=format_given())
-    destination(output)
-    if junit is not None:
-        destination(junit)
-
-
-def report_findings(report: Report, options: ReportOptions) -> None:
+def report_findings(report: Report, options: ReportOptions, *, errors: Sequence[str] = ()) -> None:
     """Write ``report`` as ``options`` say (``envcheck.report.write_report``: the report and the JUnit
     file), say on stderr when the policy hid or softened something, and exit 1 when a finding fails the
-    gate (at or above ``options.fail_on``)."""
+    gate (at or above ``options.fail_on``). ``errors``: inputs left out of the report (a fleet's
+    unreadable manifests), named on stderr after it, one line each; then the exit code is 2."""
     if report.policy_changed:
         typer.echo(terminal(report.policy_line), err=True)
     write_report(report, options)
+    for error in errors:
+        say(f"error: {error}", untrusted=True)
+    if errors:
+        raise typer.Exit(EXIT_USAGE)
     if any(at_or_above(f, options.fail_on) for f in report.findings):
         raise typer.Exit(EXIT_FINDINGS)

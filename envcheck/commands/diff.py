@@ -7,11 +7,10 @@ from typing import Annotated
 
 import typer
 
-from envcheck.api._common import name
 from envcheck.api._diff import NO_PROBLEMS, diff_targets
 from envcheck.api._diff import doctor as doctor_of
-from envcheck.api._policy import Policy, load_policy
-from envcheck.commands._common import EXIT_USAGE, handles_errors, report_findings, say
+from envcheck.api._policy import load_policy
+from envcheck.commands._common import handles_errors, report_findings, say
 from envcheck.commands.options import (
     FailOnOption,
     FormatOption,
@@ -89,15 +88,7 @@ def diff(
         )
     for line in told:  # now that the progress line is gone: before the report
         say(line)
-    try:
-        report_findings(found.report, options)
-    except typer.Exit:
-        if not found.unreadable:
-            raise
-    for error in found.unreadable:  # a fleet's unreadable manifests, after the others' report; exit 2
-        say(f"error: {error}", untrusted=True)
-    if found.unreadable:
-        raise typer.Exit(EXIT_USAGE)
+    report_findings(found.report, options, errors=found.unreadable)
 
 
 @handles_errors
@@ -133,13 +124,3 @@ def doctor(
     with progress("doctor", quiet=quiet or manifest is not None) as step:
         report = doctor_of(manifest, policy=rules_policy, python=python, timeout=timeout, progress=step)
     report_findings(report, options)
-
-
-# The names lock, cluster and predict imported from here before they called envcheck.api themselves
-# (``name`` is ``envcheck.api._common.name``).
-__all__ = ["diff", "doctor", "load_rules_policy", "name"]
-
-
-def load_rules_policy(policy: Path | None, no_policy: bool) -> Policy:
-    """``envcheck.api.load_policy`` under its former name."""
-    return load_policy(policy, disabled=no_policy)
