@@ -32,7 +32,7 @@ from envcheck.core.escape import one_line, shell_word
 from envcheck.core.files import NotOpened, read_capped
 from envcheck.core.findings import Finding
 from envcheck.core.redact import redact_text
-from envcheck.lock.compile import _without_userinfo
+from envcheck.lock.compile import without_userinfo
 from envcheck.lock.inputs import INSTALLER_TOOLING, LEFT_OUT_HEADER
 from envcheck.lock.rules import LOCK_EXTRA, LOCK_MISSING, LOCK_SOURCE, LOCK_VERSION
 from envcheck.manifest.io import is_environment_folder, what_else
@@ -474,7 +474,7 @@ def _source_word(value: str, *, windows: bool) -> str:
     """An index or find-links value of the lock as shell words: credentials out, then every literal part
     in single quotes and each ``${VAR}`` as a reference to that variable only (``"${VAR}"`` in a POSIX
     shell, ``$env:VAR`` in PowerShell), so that ``${X}$(cmd)`` pasted runs nothing."""
-    text = redact_text(_without_userinfo(value))
+    text = redact_text(without_userinfo(value))
     parts: list[str] = []
     at = 0
     for match in _PIP_VARIABLE.finditer(text):

@@ -223,7 +223,7 @@ def _torch_index(
         if options.trust_manifest_index:
             return url
         warn(
-            f"the manifest names an index for +{label} builds ({redact_text(_without_userinfo(url))}); "
+            f"the manifest names an index for +{label} builds ({redact_text(without_userinfo(url))}); "
             "a manifest is untrusted input, so it is not used: pass --trust-manifest-index to use it, or "
             "name the index with --extra-index-url"
         )
@@ -427,7 +427,7 @@ def _finish(
     if torch_index is not None:
         lines[-1:] = [
             "#",
-            f"# --extra-index-url {one_line(redact_text(_without_userinfo(torch_index)))}: the index the",
+            f"# --extra-index-url {one_line(redact_text(without_userinfo(torch_index)))}: the index the",
             "# manifest's pip was configured with for the torch build pinned below, used because",
             "# `envcheck lock --trust-manifest-index` was asked to trust it.",
             "#",
@@ -436,8 +436,8 @@ def _finish(
         option = _OPTION_URL.match(raw)
         if option is not None:
             # A lock is shared, credentials are not: pip finds them in its keyring or netrc.
-            url = _without_userinfo(option["url"])
-            if index_value and url.rstrip("/") == _without_userinfo(index_value).rstrip("/"):
+            url = without_userinfo(option["url"])
+            if index_value and url.rstrip("/") == without_userinfo(index_value).rstrip("/"):
                 url = "${" + TORCH_INDEX_VAR + "}"
             lines.append(f"{option['opt']}{option['sep']}{redact_text(url)}")
             continue
@@ -524,7 +524,7 @@ def _source(source: str, shown: str) -> str:
     return f"{shown} (required by nothing else)" if source == f"-r {ROOTS_FILE}" else source
 
 
-def _without_userinfo(url: str) -> str:
+def without_userinfo(url: str) -> str:
     """``https://user:token@host/simple`` → ``https://host/simple``: a lock is shared, credentials are
     not (pip finds them in its keyring or netrc)."""
     from urllib.parse import urlsplit, urlunsplit
@@ -620,7 +620,7 @@ def _unreachable(source: str) -> str | None:
         return None if Path(path).exists() else "no such file or folder"
     if parts.scheme not in ("http", "https"):
         return None
-    request = urllib.request.Request(_without_userinfo(source), method="HEAD")
+    request = urllib.request.Request(without_userinfo(source), method="HEAD")
     try:
         with urllib.request.urlopen(request, timeout=REACH_TIMEOUT):
             return None
