@@ -24,7 +24,7 @@ class SnapshotOptions:
     redact_paths: bool = False
     verify_files: bool = False
     # Every RECORD-listed native file checked against its RECORD sha256 through the hash cache: on in the
-    # live snapshots of gate, doctor and diff (``commands._common.snapshot_this_machine``).
+    # live snapshots of gate, doctor and diff (``envcheck.api._snapshot.snapshot_this_machine``).
     integrity: bool = False
     verify: bool = True
     # The command's deadline for envcheck's own work on the snapshot (hashing, the native walk): set by

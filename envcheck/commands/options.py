@@ -141,6 +141,59 @@ NoImportsOption = Annotated[
     ),
 ]
 
+AgainstOption = Annotated[
+    Path | None,
+    typer.Option("--against", help="Compare with the goldens stored in this manifest.", show_default=False),
+]
+
+# snapshot
+ManifestOutputOption = Annotated[
+    str, typer.Option("-o", "--output", help="Manifest file to write, or - for stdout.")
+]
+LabelOption = Annotated[str | None, typer.Option(help="A name for this environment (dev, prod-eu, ...).")]
+NoProbeOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-probe",
+        help="Static facts only: the target is started but imports nothing (no torch, no smoke suite).",
+    ),
+]
+RedactPathsOption = Annotated[
+    bool, typer.Option("--redact-paths", help="Replace your home folder and user name in every path.")
+]
+VerifyFilesOption = Annotated[
+    bool, typer.Option("--verify-files", help="Re-hash installed native files against their RECORD.")
+]
+GoldenChecksOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--checks",
+        help="A Python file of your own check_* functions whose outputs become goldens too.",
+        envvar="ENVCHECK_CHECKS",
+        show_default=False,
+    ),
+]
+NoVerifyOption = Annotated[
+    bool, typer.Option("--no-verify", help="Do not run the smoke suite (no goldens in the manifest).")
+]
+RecordImportOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--import",
+        help="An entry module of your application (repeatable), recorded in the manifest: verify "
+        "--against and gate import it in the target.",
+        show_default=False,
+    ),
+]
+ForceOption = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Replace the output file even when it holds another environment's manifest (another "
+        "interpreter, host or label) or is not a manifest at all.",
+    ),
+]
+
 
 def current_context() -> Any:
     """The click context of the command running now (``params``, ``get_parameter_source``), or None

@@ -10,64 +10,38 @@ import typer
 from envcheck.api._snapshot import SnapshotOptions
 from envcheck.api._snapshot import snapshot as take
 from envcheck.commands._common import handles_errors, write_output
-from envcheck.commands.options import PythonOption, QuietOption, TimeoutOption
+from envcheck.commands.options import (
+    ForceOption,
+    GoldenChecksOption,
+    LabelOption,
+    ManifestOutputOption,
+    NoProbeOption,
+    NoVerifyOption,
+    PythonOption,
+    QuietOption,
+    RecordImportOption,
+    RedactPathsOption,
+    TimeoutOption,
+    VerifyFilesOption,
+)
 from envcheck.commands.progress import progress
 from envcheck.core.outputs import destination
 
 
 @handles_errors
 def snapshot(
-    output: Annotated[
-        str, typer.Option("-o", "--output", help="Manifest file to write, or - for stdout.")
-    ] = "envcheck.lock.json",
+    output: ManifestOutputOption = "envcheck.lock.json",
     python: PythonOption = None,
-    label: Annotated[
-        str | None, typer.Option(help="A name for this environment (dev, prod-eu, ...).")
-    ] = None,
-    no_probe: Annotated[
-        bool,
-        typer.Option(
-            "--no-probe",
-            help="Static facts only: the target is started but imports nothing (no torch, no smoke suite).",
-        ),
-    ] = False,
-    redact_paths: Annotated[
-        bool, typer.Option("--redact-paths", help="Replace your home folder and user name in every path.")
-    ] = False,
-    verify_files: Annotated[
-        bool, typer.Option("--verify-files", help="Re-hash installed native files against their RECORD.")
-    ] = False,
-    checks: Annotated[
-        Path | None,
-        typer.Option(
-            "--checks",
-            help="A Python file of your own check_* functions whose outputs become goldens too.",
-            envvar="ENVCHECK_CHECKS",
-            show_default=False,
-        ),
-    ] = None,
-    no_verify: Annotated[
-        bool, typer.Option("--no-verify", help="Do not run the smoke suite (no goldens in the manifest).")
-    ] = False,
-    import_: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--import",
-            help="An entry module of your application (repeatable), recorded in the manifest: verify "
-            "--against and gate import it in the target.",
-            show_default=False,
-        ),
-    ] = None,
+    label: LabelOption = None,
+    no_probe: NoProbeOption = False,
+    redact_paths: RedactPathsOption = False,
+    verify_files: VerifyFilesOption = False,
+    checks: GoldenChecksOption = None,
+    no_verify: NoVerifyOption = False,
+    import_: RecordImportOption = None,
     timeout: TimeoutOption = 120.0,
     quiet: QuietOption = False,
-    force: Annotated[
-        bool,
-        typer.Option(
-            "--force",
-            help="Replace the output file even when it holds another environment's manifest (another "
-            "interpreter, host or label) or is not a manifest at all.",
-        ),
-    ] = False,
+    force: ForceOption = False,
 ) -> None:
     """Record this environment (or --python's) into one manifest (default: envcheck.lock.json).
 

@@ -14,6 +14,7 @@ from envcheck.api._verify import gate as run_gate
 from envcheck.api._verify import verify as run_verify
 from envcheck.commands._common import handles_errors, report_findings, say
 from envcheck.commands.options import (
+    AgainstOption,
     ChecksOption,
     CompileOption,
     FailOnOption,
@@ -37,12 +38,7 @@ from envcheck.report.formats import FormatName
 
 @handles_errors
 def verify(
-    against: Annotated[
-        Path | None,
-        typer.Option(
-            "--against", help="Compare with the goldens stored in this manifest.", show_default=False
-        ),
-    ] = None,
+    against: AgainstOption = None,
     checks: ChecksOption = None,
     compile_: CompileOption = False,
     import_: ImportOption = None,
