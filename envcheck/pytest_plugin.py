@@ -270,14 +270,13 @@ class Gate:
 
     def _run(self) -> Outcome:
         # Lazy: pytest loads this plugin in every session; the gate's engines load when its first item runs.
-        from envcheck.api._verify import run_gate
+        from envcheck.api._verify import SuiteOptions, run_gate
 
         # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
         from envcheck.core.findings import at_or_above
 
-        run = run_gate(
-            self.manifest_path, base=self.base, policy=self.policy, python=self.python, timeout=self.timeout
-        )
+        options = SuiteOptions(python=self.python, timeout=self.timeout)
+        run = run_gate(self.manifest_path, base=self.base, options=options, policy=self.policy)
         report, current = run.report, run.suite
         by_item: dict[str, list[Finding]] = {}
         for finding in report.findings:

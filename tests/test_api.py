@@ -155,7 +155,8 @@ def test_describe_error_is_the_cli_s_lines() -> None:
 def test_gate_in_this_interpreter_tells_its_counts() -> None:
     told: list[str] = []
     steps: list[str] = []
-    run = api.run_gate(CPU, python=sys.executable, app_imports=False, progress=steps.append, tell=told.append)
+    options = api.SuiteOptions(python=sys.executable, app_imports=False)
+    run = api.run_gate(CPU, options=options, progress=steps.append, tell=told.append)
     assert run.report.title.startswith(f"envcheck gate: this machine ({sys.executable}")
     assert run.suite.results and run.imports is None
     assert any(line.endswith(" beyond") for line in told)  # the outputs compared with the goldens

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from envcheck.api._predict import predict
     from envcheck.api._scan import scan
     from envcheck.api._snapshot import SnapshotOptions, snapshot, snapshot_this_machine
-    from envcheck.api._verify import GateRun, gate, run_gate, verify
+    from envcheck.api._verify import GateRun, SuiteOptions, gate, run_gate, verify
 
 # Each job's name: the module of envcheck.api that defines it, imported on the name's first use.
 _JOBS = {
@@ -54,6 +54,7 @@ _JOBS = {
     "gate": "_verify",
     "run_gate": "_verify",
     "GateRun": "_verify",
+    "SuiteOptions": "_verify",
     "scan": "_scan",
     "lock": "_lock",
     "check_lock": "_lock",
@@ -71,6 +72,7 @@ __all__ = [
     "Report",
     "ReportOptions",
     "SnapshotOptions",
+    "SuiteOptions",
     "check_lock",
     "cluster_check",
     "describe_error",

@@ -38,39 +38,49 @@ if TYPE_CHECKING:
     from envcheck.manifest.model import Manifest
     from envcheck.manifest.verify import VerifySection
 
-__all__ = ["GateRun", "app_modules", "gate", "run_gate", "verify"]
+__all__ = ["GateRun", "SuiteOptions", "app_modules", "gate", "run_gate", "verify"]
 
 # What the gate's report says when it found nothing.
 NOTHING_FOUND = "No differences that matter, and no problems found."
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SuiteOptions:
+    """How verify and gate run the smoke suite: in ``python`` (default: this interpreter), under one
+    ``timeout`` (seconds: every check, import and rerun; the gate's snapshot and rules too), with your own
+    ``checks`` file and the torch.compile check (``torch_compile``) when asked; unless ``app_imports`` is
+    off, the application's imports beside it (every installed module with native code, then the recorded
+    modules, the policy's ``imports`` and ``imports``); ``strict``: a skipped check is an error."""
+
+    python: str | None = None
+    timeout: float = 120.0
+    checks: Path | None = None
+    torch_compile: bool = False
+    imports: Sequence[str] = ()
+    app_imports: bool = True
+    strict: bool = False
+
+
 def verify(
     *,
     against: Path | str | None = None,
+    options: SuiteOptions = SuiteOptions(),
     policy: Policy | None = None,
-    python: str | None = None,
-    timeout: float = 120.0,
-    checks: Path | None = None,
-    torch_compile: bool = False,
-    imports: Sequence[str] = (),
-    app_imports: bool = True,
-    strict: bool = False,
     progress: Progress | None = None,
     tell: Progress | None = None,
 ) -> Report:
-    """The smoke suite in ``python`` (default: this interpreter), each check in its own process, compared
-    with the goldens ``against`` holds when given; your own ``checks`` file's checks too, the
-    torch.compile check with ``torch_compile``. Unless ``app_imports`` is off, the application's imports
-    run beside it: every installed module with native code, then the modules ``against`` recorded, the
-    policy's ``imports`` and ``imports``. ``strict``: a skipped check is an error.
+    """The smoke suite as ``options`` say (``SuiteOptions``: the interpreter, your checks, the
+    application's imports...), each check in its own process, compared with the goldens ``against`` holds
+    when given (and the modules it recorded imported too).
 
     ``tell`` is told what is said before the report (a probably wrong interpreter, how the checks ended);
     ``progress`` each step. Raises ``UsageError`` for a checks file that does not compile, a bad module
     name, or an ``against`` without goldens."""
     policy = policy if policy is not None else Policy()
+    python, checks = options.python, options.checks
     if checks is not None:
         compile_checks_file(checks)  # a syntax error is an input error before anything runs
-    modules = app_modules(("policy imports", policy.imports), ("--import", imports))
+    modules = app_modules(("policy imports", policy.imports), ("--import", options.imports))
     golden = None
     against_name = None
     reference = None
@@ -86,17 +96,14 @@ def verify(
         if reference.verify is not None:
             recorded = app_modules((f"{against}: verify.imports", reference.verify.imports))
             modules = list(dict.fromkeys([*recorded, *modules]))
-    wanted = (modules, policy.not_imported) if app_imports else None
+    wanted = (modules, policy.not_imported) if options.app_imports else None
     current, found = _run(
-        python,
-        timeout,
-        checks,
-        torch_compile,
+        options,
         progress if wanted is None else prefixed(progress, "smoke suite: "),
         wanted,
         prefixed(progress, "imports: "),
     )
-    report = flows.verify(against_name, golden, current, policy, strict=strict, imports=found)
+    report = flows.verify(against_name, golden, current, policy, strict=options.strict, imports=found)
     executable = interpreter_path(python)
     title = f"envcheck verify: {live_name(executable)}"
     report = dataclasses.replace(report, title=title + (f" against {against_name}" if against_name else ""))
@@ -127,50 +134,26 @@ class GateRun:
 def gate(
     manifest: Path | str,
     *,
+    options: SuiteOptions = SuiteOptions(),
     policy: Policy | None = None,
-    python: str | None = None,
-    timeout: float = 120.0,
-    checks: Path | None = None,
-    torch_compile: bool = False,
-    imports: Sequence[str] = (),
-    app_imports: bool = True,
-    strict: bool = False,
     progress: Progress | None = None,
     tell: Progress | None = None,
 ) -> Report:
     """The deployment gate: this machine (``python``'s environment, default this interpreter) diffed
     against ``manifest`` and its smoke suite compared with the manifest's goldens, with the application's
-    imports (the manifest's recorded modules, the policy's and ``imports``), one report, errors first.
-    The options are ``verify``'s; see ``run_gate`` for the suite's own results."""
-    if checks is not None:
-        compile_checks_file(checks)  # a syntax error is an input error before anything runs
-    return run_gate(
-        manifest,
-        policy=policy,
-        python=python,
-        timeout=timeout,
-        checks=checks,
-        torch_compile=torch_compile,
-        imports=imports,
-        app_imports=app_imports,
-        strict=strict,
-        progress=progress,
-        tell=tell,
-    ).report
+    imports (the manifest's recorded modules, the policy's and ``options.imports``), one report, errors
+    first. The options are ``verify``'s; see ``run_gate`` for the suite's own results."""
+    if options.checks is not None:
+        compile_checks_file(options.checks)  # a syntax error is an input error before anything runs
+    return run_gate(manifest, options=options, policy=policy, progress=progress, tell=tell).report
 
 
 def run_gate(
     manifest: Path | str,
     *,
     base: Manifest | None = None,
+    options: SuiteOptions = SuiteOptions(),
     policy: Policy | None = None,
-    python: str | None = None,
-    timeout: float = 120.0,
-    checks: Path | None = None,
-    torch_compile: bool = False,
-    imports: Sequence[str] = (),
-    app_imports: bool = True,
-    strict: bool = False,
     progress: Progress | None = None,
     tell: Progress | None = None,
 ) -> GateRun:
@@ -186,9 +169,12 @@ def run_gate(
     base = base if base is not None else load(manifest)
     recorded = base.verify.imports if base.verify is not None else None
     modules = app_modules(
-        (f"{manifest}: verify.imports", recorded), ("policy imports", policy.imports), ("--import", imports)
+        (f"{manifest}: verify.imports", recorded),
+        ("policy imports", policy.imports),
+        ("--import", options.imports),
     )
-    wanted = (modules, policy.not_imported) if app_imports else None
+    wanted = (modules, policy.not_imported) if options.app_imports else None
+    python, timeout = options.python, options.timeout
     deadline = Deadline.after(timeout)  # one for the gate's snapshot, suite, imports and rules
     runtime = RuntimeProbe()
     with ThreadPoolExecutor(1) as pool:
@@ -202,10 +188,7 @@ def run_gate(
         )
         try:
             current, found = _run(
-                python,
-                timeout,
-                checks,
-                torch_compile,
+                options,
                 prefixed(progress, "smoke suite: "),
                 wanted,
                 prefixed(progress, "imports: "),
@@ -224,7 +207,7 @@ def run_gate(
         live,
         current,
         policy,
-        strict=strict,
+        strict=options.strict,
         live_name=live_name(live.python.executable),
         imports=found,
         deadline=deadline.for_own_work(),  # the rules after a hang still report it
@@ -235,10 +218,7 @@ def run_gate(
 
 
 def _run(
-    python: str | None,
-    timeout: float,
-    checks: Path | None,
-    torch_compile: bool,
+    options: SuiteOptions,
     progress: Progress | None,
     imports: tuple[Sequence[str], Sequence[str]] | None = None,
     imports_progress: Progress | None = None,
@@ -249,6 +229,7 @@ def _run(
     not_imported)``, ``envcheck.verify.imports``) run beside it (told to ``imports_progress``). Raises
     ``UsageError`` (file:line) when the checks file could not be loaded. ``runtime_probe``: run by the
     suite's process first (``run_suite``). ``deadline``: the caller's, for the suite and the imports."""
+    python, timeout, checks = options.python, options.timeout, options.checks
 
     def suite() -> VerifySection:
         return run_suite(
@@ -256,7 +237,7 @@ def _run(
             timeout=timeout,
             checks_file=checks,
             progress=progress,
-            compile=torch_compile,
+            compile=options.torch_compile,
             runtime_probe=runtime_probe,
             deadline=deadline,
         )

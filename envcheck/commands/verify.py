@@ -9,7 +9,7 @@ import typer
 
 from envcheck.api._diff import NO_PROBLEMS
 from envcheck.api._policy import load_policy
-from envcheck.api._verify import NOTHING_FOUND
+from envcheck.api._verify import NOTHING_FOUND, SuiteOptions
 from envcheck.api._verify import gate as run_gate
 from envcheck.api._verify import verify as run_verify
 from envcheck.commands._common import handles_errors, report_findings, say
@@ -75,20 +75,20 @@ def verify(
     options = report_options(
         fmt, output, fail_on=fail_on, junit=junit, verbose=verbose, nothing_found=NO_PROBLEMS
     )
+    rules_policy = load_policy(policy, disabled=no_policy)
+    suite = SuiteOptions(
+        python=python,
+        timeout=timeout,
+        checks=checks,
+        torch_compile=compile_,
+        imports=import_ or (),
+        app_imports=not no_imports,
+        strict=strict,
+    )
     told: list[str] = []
     with progress("verify", quiet=quiet) as step:
         report = run_verify(
-            against=against,
-            policy=load_policy(policy, disabled=no_policy),
-            python=python,
-            timeout=timeout,
-            checks=checks,
-            torch_compile=compile_,
-            imports=import_ or (),
-            app_imports=not no_imports,
-            strict=strict,
-            progress=step,
-            tell=told.append,
+            against=against, options=suite, policy=rules_policy, progress=step, tell=told.append
         )
     for line in told:  # now that the progress line is gone: before the report
         say(line)
@@ -128,21 +128,19 @@ def gate(
     options = report_options(
         fmt, output, fail_on=fail_on, junit=junit, verbose=verbose, nothing_found=NOTHING_FOUND
     )
+    rules_policy = load_policy(policy, disabled=no_policy)
+    suite = SuiteOptions(
+        python=python,
+        timeout=timeout,
+        checks=checks,
+        torch_compile=compile_,
+        imports=import_ or (),
+        app_imports=not no_imports,
+        strict=strict,
+    )
     told: list[str] = []
     with progress("gate", quiet=quiet) as step:
-        report = run_gate(
-            manifest,
-            policy=load_policy(policy, disabled=no_policy),
-            python=python,
-            timeout=timeout,
-            checks=checks,
-            torch_compile=compile_,
-            imports=import_ or (),
-            app_imports=not no_imports,
-            strict=strict,
-            progress=step,
-            tell=told.append,
-        )
+        report = run_gate(manifest, options=suite, policy=rules_policy, progress=step, tell=told.append)
     for line in told:  # now that the progress line is gone: before the report
         say(line)
     report_findings(report, options)

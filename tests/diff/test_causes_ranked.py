@@ -22,7 +22,7 @@ from remedycheck import assert_no_unset_variable_remedies
 from venvs import HAS_TORCH, clone_site_packages, make_venv, venv_site
 
 import envcheck.inside
-from envcheck.api import run_gate
+from envcheck.api import SuiteOptions, run_gate
 from envcheck.app import flows
 from envcheck.app.flows import Report
 from envcheck.collect.launch import SnapshotOptions
@@ -50,7 +50,8 @@ STARTUP_PROBE = (
 
 
 def gate(python: Path) -> Report:
-    return run_gate(DEV_CPU, base=load(DEV_CPU), policy=Policy(), python=str(python), timeout=120.0).report
+    options = SuiteOptions(python=str(python), timeout=120.0)
+    return run_gate(DEV_CPU, base=load(DEV_CPU), options=options, policy=Policy()).report
 
 
 @pytest.mark.slow

@@ -145,20 +145,13 @@ def test_a_probe_that_dies_after_the_import_leaves_the_suite_a_fresh_process(
 
 
 def test_the_snapshot_never_waits_for_a_suite_that_does_not_start(tmp_path: Path) -> None:
-    from envcheck.api import run_gate
+    from envcheck.api import SuiteOptions, run_gate
     from envcheck.manifest.io import load
 
     missing = tmp_path / "no-such-checks.py"
     with pytest.raises(UsageError, match="checks file not found"):
-        run_gate(
-            EXAMPLE,
-            base=load(EXAMPLE),
-            policy=Policy(),
-            python=sys.executable,
-            timeout=30.0,
-            checks=missing,
-            app_imports=False,
-        )
+        options = SuiteOptions(python=sys.executable, timeout=30.0, checks=missing, app_imports=False)
+        run_gate(EXAMPLE, base=load(EXAMPLE), options=options, policy=Policy())
 
 
 def test_a_runtime_probe_handed_over_once() -> None:
