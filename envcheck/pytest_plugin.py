@@ -31,8 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from envcheck.core.errors import EnvcheckError
+from envcheck.core.escape import one_line, terminal
+from envcheck.core.findings import Finding, Severity, at_or_above
+from envcheck.core.redact import redact_text
+
 if TYPE_CHECKING:
-    from envcheck.core.findings import Finding, Severity
     from envcheck.diff.policy import Policy
     from envcheck.manifest.model import Manifest
     from envcheck.report import Report
@@ -110,14 +114,6 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 def _usage_error(e: Exception) -> pytest.UsageError:
     """One line, as envcheck's CLI says it (redacted, escaped for the terminal)."""
-    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-    from envcheck.core.errors import EnvcheckError
-
-    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-    from envcheck.core.escape import one_line
-
-    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-    from envcheck.core.redact import redact_text
 
     tip = f" ({e.tip})" if isinstance(e, EnvcheckError) and e.tip else ""
     return pytest.UsageError(one_line(redact_text(f"--envcheck: {e}{tip}")))
@@ -196,18 +192,9 @@ class Gate:
     ) -> Gate:
         """The manifest and the policy read, the items' names known. Raises ``pytest.UsageError``."""
         # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-        from envcheck.api._policy import load_policy
-
-        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
+        from envcheck import api
         from envcheck.app import flows
-
-        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
         from envcheck.app.catalog import catalog
-
-        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-        from envcheck.core.errors import EnvcheckError
-
-        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
         from envcheck.manifest.io import load
 
         if timeout < 1:
@@ -216,7 +203,7 @@ class Gate:
             raise _usage_error(FileNotFoundError(f"--envcheck-python: interpreter not found: {python}"))
         try:
             base = load(manifest)
-            rules_policy = load_policy(policy)
+            rules_policy = api.load_policy(policy)
         except EnvcheckError as e:
             raise _usage_error(e) from e
         names = sorted({r.family for r in catalog() if r.kind in ("difference", "single")})
@@ -256,13 +243,7 @@ class Gate:
                 if os.environ.get("ENVCHECK_DEBUG"):  # as the CLI: the traceback, for a bug report
                     raise
                 # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-                from envcheck.api._common import error_message
-
-                # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-                from envcheck.core.escape import one_line
-
-                # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-                from envcheck.core.redact import redact_text
+                from envcheck.api import error_message
 
                 self.error = one_line(redact_text(f"envcheck gate could not run: {error_message(e)}"))
                 raise GateCouldNotRun(self.error) from e
@@ -270,13 +251,10 @@ class Gate:
 
     def _run(self) -> Outcome:
         # Lazy: pytest loads this plugin in every session; the gate's engines load when its first item runs.
-        from envcheck.api._verify import SuiteOptions, run_gate
+        from envcheck import api
 
-        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-        from envcheck.core.findings import at_or_above
-
-        options = SuiteOptions(python=self.python, timeout=self.timeout)
-        run = run_gate(self.manifest_path, base=self.base, options=options, policy=self.policy)
+        options = api.SuiteOptions(python=self.python, timeout=self.timeout)
+        run = api.run_gate(self.manifest_path, base=self.base, options=options, policy=self.policy)
         report, current = run.report, run.suite
         by_item: dict[str, list[Finding]] = {}
         for finding in report.findings:
@@ -305,8 +283,6 @@ class Gate:
 
 
 def _summary_line(report: Report, failing: int, fail_on: Severity) -> str:
-    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-    from envcheck.core.escape import one_line
 
     # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
     from envcheck.report.interface import severity_counts
@@ -333,8 +309,6 @@ class EnvcheckItem(pytest.Item):
         self.owner = owner
 
     def runtest(self) -> None:
-        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-        from envcheck.core.findings import at_or_above
 
         outcome = self.gate.outcome()
         mine = outcome.by_item.get(self.owner, [])
@@ -366,13 +340,9 @@ class EnvcheckItem(pytest.Item):
 def _describe(findings: Sequence[Finding]) -> str:
     """Each finding as the text report says it, redacted: severity, rule, subject, message, remedy, cause; a
     root cause before the findings it causes (``envcheck.report.interface.groups``), never after them."""
-    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-    from envcheck.core.escape import terminal
 
     # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
     from envcheck.report import redacted
-
-    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
     from envcheck.report.interface import groups
 
     blocks = []
@@ -391,8 +361,6 @@ def _describe(findings: Sequence[Finding]) -> str:
 
 
 def _one_line(text: str) -> str:
-    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-    from envcheck.core.escape import one_line
 
     return one_line(text)
 
@@ -422,8 +390,6 @@ def _check_of(subject: str, checks: Sequence[str]) -> str | None:
 def _node_name(check: str) -> str:
     """A check name (from the manifest: untrusted) inside a node id, which pytest prints raw: control
     characters shown as ``\\xNN``; ``::`` separates nodes, and ``[`` starts a parameter id."""
-    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-    from envcheck.core.escape import one_line
 
     return one_line(check).replace("::", "__").replace("[", "(").replace("]", ")")
 

@@ -362,14 +362,32 @@ def _internal_imports() -> list[tuple[str, Path, Import]]:
 
 
 def test_imports_inside_functions_say_why() -> None:
+    # The reason stands on the line above the import, or above the block of imports it opens (one reason
+    # for the imports a function makes together, a blank line between them allowed).
     missing = set()
     for _, path, i in _internal_imports():
         if i.in_function:
-            above = path.read_text(encoding="utf-8").splitlines()[i.line - 2].strip()
-            if not above.startswith(LAZY_COMMENT):
+            lines = path.read_text(encoding="utf-8").splitlines()
+            taken = _import_lines(path)
+            above = i.line - 1  # 1-based: the line above the statement's first
+            while above >= 1 and (above in taken or not lines[above - 1].strip()):
+                above -= 1
+            if above < 1 or not lines[above - 1].strip().startswith(LAZY_COMMENT):
                 missing.add(f"{path.relative_to(PACKAGE.parent)}:{i.line} imports {i.module}")
     assert not missing, f"imports inside a function without a `{LAZY_COMMENT}` line above:\n" + "\n".join(
         sorted(missing)
+    )
+
+
+@cache
+def _import_lines(path: Path) -> frozenset[int]:
+    """The lines of ``path`` that an import statement spans (1-based)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return frozenset(
+        line
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for line in range(node.lineno, (node.end_lineno or node.lineno) + 1)
     )
 
 

@@ -24,15 +24,15 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from envcheck.api._common import Progress, describe_error
+from envcheck.api._common import Progress, describe_error, error_message
 from envcheck.report import Report, render_report, write_report
 from envcheck.report.formats import FormatName
 from envcheck.report.options import ReportOptions
 
 if TYPE_CHECKING:
     from envcheck.api._cluster import cluster_check
-    from envcheck.api._diff import FleetReport, diff, doctor, expand_targets, fleet_diff
-    from envcheck.api._export import export
+    from envcheck.api._diff import FleetReport, diff, diff_targets, doctor, expand_targets, fleet_diff
+    from envcheck.api._export import ExportFormat, export
     from envcheck.api._lock import check_lock, lock
     from envcheck.api._policy import load_policy
     from envcheck.api._predict import predict
@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from envcheck.api._snapshot import SnapshotOptions, snapshot, snapshot_this_machine
     from envcheck.api._verify import GateRun, SuiteOptions, gate, run_gate, verify
 
-# Each job's name: the module of envcheck.api that defines it, imported on the name's first use.
+# Each name a job's module defines (its functions, their options and results): the module of envcheck.api
+# that defines it, imported on the name's first use.
 _JOBS = {
     "snapshot": "_snapshot",
     "snapshot_this_machine": "_snapshot",
@@ -49,6 +50,7 @@ _JOBS = {
     "doctor": "_diff",
     "fleet_diff": "_diff",
     "expand_targets": "_diff",
+    "diff_targets": "_diff",
     "FleetReport": "_diff",
     "verify": "_verify",
     "gate": "_verify",
@@ -60,11 +62,13 @@ _JOBS = {
     "check_lock": "_lock",
     "predict": "_predict",
     "export": "_export",
+    "ExportFormat": "_export",
     "cluster_check": "_cluster",
     "load_policy": "_policy",
 }
 
 __all__ = [
+    "ExportFormat",
     "FleetReport",
     "FormatName",
     "GateRun",
@@ -77,7 +81,9 @@ __all__ = [
     "cluster_check",
     "describe_error",
     "diff",
+    "diff_targets",
     "doctor",
+    "error_message",
     "expand_targets",
     "export",
     "fleet_diff",

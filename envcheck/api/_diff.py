@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_FLEET_FILES",
-    "NO_PROBLEMS",
     "FleetReport",
     "diff",
     "diff_targets",
@@ -35,8 +34,6 @@ __all__ = [
     "fleet_diff",
 ]
 
-# What a report about one environment says when it found nothing (a diff says "No differences that matter").
-NO_PROBLEMS = "No problems found."
 # A TARGET that is no file but holds one of these is a pattern (quoted, so that the shell left it alone).
 _GLOB_CHARS = frozenset("*?[")
 # The manifests one fleet diff reads (docs/guarantees.md): a folder or a pattern is listed up to one past

@@ -40,9 +40,6 @@ if TYPE_CHECKING:
 
 __all__ = ["GateRun", "SuiteOptions", "app_modules", "gate", "run_gate", "verify"]
 
-# What the gate's report says when it found nothing.
-NOTHING_FOUND = "No differences that matter, and no problems found."
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SuiteOptions:

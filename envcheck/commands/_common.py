@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import typer
 
-from envcheck.api._common import describe_error
+from envcheck import api
 from envcheck.core.errors import EnvcheckError
 from envcheck.core.escape import one_line, terminal
 from envcheck.core.findings import at_or_above
@@ -45,7 +45,7 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
         except Exception as e:
             if not isinstance(e, EnvcheckError) and os.environ.get("ENVCHECK_DEBUG"):
                 raise
-            for line in describe_error(e):
+            for line in api.describe_error(e):
                 typer.echo(line, err=True)
             raise typer.Exit(EXIT_USAGE) from e
 

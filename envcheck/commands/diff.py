@@ -7,11 +7,10 @@ from typing import Annotated
 
 import typer
 
-from envcheck.api._diff import NO_PROBLEMS, diff_targets
-from envcheck.api._diff import doctor as doctor_of
-from envcheck.api._policy import load_policy
+from envcheck import api
 from envcheck.commands._common import handles_errors, report_findings, say
 from envcheck.commands.options import (
+    NO_PROBLEMS,
     FailOnOption,
     FormatOption,
     JunitOption,
@@ -74,10 +73,10 @@ def diff(
     none. Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     """
     options = report_options(fmt, output, fail_on=fail_on, junit=junit, verbose=verbose)
-    rules_policy = load_policy(policy, disabled=no_policy)
+    rules_policy = api.load_policy(policy, disabled=no_policy)
     told: list[str] = []
     with progress("diff", quiet=quiet or bool(targets)) as step:
-        found = diff_targets(
+        found = api.diff_targets(
             base,
             targets or [],
             policy=rules_policy,
@@ -120,7 +119,7 @@ def doctor(
     options = report_options(
         fmt, output, fail_on=fail_on, junit=junit, verbose=verbose, nothing_found=NO_PROBLEMS
     )
-    rules_policy = load_policy(policy, disabled=no_policy)
+    rules_policy = api.load_policy(policy, disabled=no_policy)
     with progress("doctor", quiet=quiet or manifest is not None) as step:
-        report = doctor_of(manifest, policy=rules_policy, python=python, timeout=timeout, progress=step)
+        report = api.doctor(manifest, policy=rules_policy, python=python, timeout=timeout, progress=step)
     report_findings(report, options)

@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from envcheck import api
-from envcheck.api._export import ExportFormat
 from envcheck.commands._common import handles_errors, write_output
 from envcheck.core.outputs import destination
 
@@ -17,8 +16,8 @@ from envcheck.core.outputs import destination
 def export(
     manifest: Annotated[Path, typer.Argument(help="A manifest written by `envcheck snapshot`.")],
     fmt: Annotated[
-        ExportFormat, typer.Option("--format", "-f", help="SBOM format.", case_sensitive=False)
-    ] = ExportFormat.cyclonedx,
+        api.ExportFormat, typer.Option("--format", "-f", help="SBOM format.", case_sensitive=False)
+    ] = api.ExportFormat.cyclonedx,
     output: Annotated[
         str | None,
         typer.Option(

@@ -195,6 +195,12 @@ ForceOption = Annotated[
 ]
 
 
+# What an empty report says: about one environment (doctor, verify), and the gate's, which is both a diff
+# and a doctor (a diff alone says "No differences that matter", the report layer's default).
+NO_PROBLEMS = "No problems found."
+NOTHING_FOUND = "No differences that matter, and no problems found."
+
+
 def current_context() -> Any:
     """The click context of the command running now (``params``, ``get_parameter_source``), or None
     (called outside a command line)."""

@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from envcheck.api._snapshot import SnapshotOptions
-from envcheck.api._snapshot import snapshot as take
+from envcheck import api
 from envcheck.commands._common import handles_errors, write_output
 from envcheck.commands.options import (
     ForceOption,
@@ -50,7 +49,7 @@ def snapshot(
     manifest, or a file that is not a manifest, is kept unless --force is given (exit 2).
     """
     target = destination(output)  # a bad -o fails now, not after the snapshot's seconds of work
-    options = SnapshotOptions(
+    options = api.SnapshotOptions(
         python=python,
         label=label,
         probe=not no_probe,
@@ -62,7 +61,9 @@ def snapshot(
     )
     replaces = None if force else output
     with progress("snapshot", quiet=quiet) as step:
-        manifest = take(options, checks=checks, imports=import_ or (), replaces=replaces, progress=step)
+        manifest = api.snapshot(
+            options, checks=checks, imports=import_ or (), replaces=replaces, progress=step
+        )
     # Lazy: the target starts before the manifest writer loads (0.05 s of imports).
     from envcheck.manifest.io import dumps
 

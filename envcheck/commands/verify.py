@@ -7,13 +7,11 @@ from typing import Annotated
 
 import typer
 
-from envcheck.api._diff import NO_PROBLEMS
-from envcheck.api._policy import load_policy
-from envcheck.api._verify import NOTHING_FOUND, SuiteOptions
-from envcheck.api._verify import gate as run_gate
-from envcheck.api._verify import verify as run_verify
+from envcheck import api
 from envcheck.commands._common import handles_errors, report_findings, say
 from envcheck.commands.options import (
+    NO_PROBLEMS,
+    NOTHING_FOUND,
     AgainstOption,
     ChecksOption,
     CompileOption,
@@ -75,8 +73,8 @@ def verify(
     options = report_options(
         fmt, output, fail_on=fail_on, junit=junit, verbose=verbose, nothing_found=NO_PROBLEMS
     )
-    rules_policy = load_policy(policy, disabled=no_policy)
-    suite = SuiteOptions(
+    rules_policy = api.load_policy(policy, disabled=no_policy)
+    suite = api.SuiteOptions(
         python=python,
         timeout=timeout,
         checks=checks,
@@ -87,7 +85,7 @@ def verify(
     )
     told: list[str] = []
     with progress("verify", quiet=quiet) as step:
-        report = run_verify(
+        report = api.verify(
             against=against, options=suite, policy=rules_policy, progress=step, tell=told.append
         )
     for line in told:  # now that the progress line is gone: before the report
@@ -128,8 +126,8 @@ def gate(
     options = report_options(
         fmt, output, fail_on=fail_on, junit=junit, verbose=verbose, nothing_found=NOTHING_FOUND
     )
-    rules_policy = load_policy(policy, disabled=no_policy)
-    suite = SuiteOptions(
+    rules_policy = api.load_policy(policy, disabled=no_policy)
+    suite = api.SuiteOptions(
         python=python,
         timeout=timeout,
         checks=checks,
@@ -140,7 +138,7 @@ def gate(
     )
     told: list[str] = []
     with progress("gate", quiet=quiet) as step:
-        report = run_gate(manifest, options=suite, policy=rules_policy, progress=step, tell=told.append)
+        report = api.gate(manifest, options=suite, policy=rules_policy, progress=step, tell=told.append)
     for line in told:  # now that the progress line is gone: before the report
         say(line)
     report_findings(report, options)
