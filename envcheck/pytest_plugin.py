@@ -31,12 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from envcheck.core.errors import EnvcheckError
-from envcheck.core.escape import one_line, terminal
-from envcheck.core.findings import Finding, Severity, at_or_above
-from envcheck.core.redact import redact_text
-
 if TYPE_CHECKING:
+    from envcheck.core.findings import Finding, Severity
     from envcheck.diff.policy import Policy
     from envcheck.manifest.model import Manifest
     from envcheck.report import Report
@@ -114,6 +110,14 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 def _usage_error(e: Exception) -> pytest.UsageError:
     """One line, as envcheck's CLI says it (redacted, escaped for the terminal)."""
+    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
+    from envcheck.core.errors import EnvcheckError
+
+    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
+    from envcheck.core.escape import one_line
+
+    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
+    from envcheck.core.redact import redact_text
 
     tip = f" ({e.tip})" if isinstance(e, EnvcheckError) and e.tip else ""
     return pytest.UsageError(one_line(redact_text(f"--envcheck: {e}{tip}")))
@@ -193,8 +197,17 @@ class Gate:
         """The manifest and the policy read, the items' names known. Raises ``pytest.UsageError``."""
         # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
         from envcheck import api
+
+        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
         from envcheck.app import flows
+
+        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
         from envcheck.app.catalog import catalog
+
+        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
+        from envcheck.core.errors import EnvcheckError
+
+        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
         from envcheck.manifest.io import load
 
         if timeout < 1:
@@ -245,6 +258,12 @@ class Gate:
                 # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
                 from envcheck.api import error_message
 
+                # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
+                from envcheck.core.escape import one_line
+
+                # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
+                from envcheck.core.redact import redact_text
+
                 self.error = one_line(redact_text(f"envcheck gate could not run: {error_message(e)}"))
                 raise GateCouldNotRun(self.error) from e
         return self.outcome_
@@ -252,6 +271,9 @@ class Gate:
     def _run(self) -> Outcome:
         # Lazy: pytest loads this plugin in every session; the gate's engines load when its first item runs.
         from envcheck import api
+
+        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
+        from envcheck.core.findings import at_or_above
 
         options = api.SuiteOptions(python=self.python, timeout=self.timeout)
         run = api.run_gate(self.manifest_path, base=self.base, options=options, policy=self.policy)
@@ -283,6 +305,8 @@ class Gate:
 
 
 def _summary_line(report: Report, failing: int, fail_on: Severity) -> str:
+    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
+    from envcheck.core.escape import one_line
 
     # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
     from envcheck.report.interface import severity_counts
@@ -309,6 +333,8 @@ class EnvcheckItem(pytest.Item):
         self.owner = owner
 
     def runtest(self) -> None:
+        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
+        from envcheck.core.findings import at_or_above
 
         outcome = self.gate.outcome()
         mine = outcome.by_item.get(self.owner, [])
@@ -340,9 +366,13 @@ class EnvcheckItem(pytest.Item):
 def _describe(findings: Sequence[Finding]) -> str:
     """Each finding as the text report says it, redacted: severity, rule, subject, message, remedy, cause; a
     root cause before the findings it causes (``envcheck.report.interface.groups``), never after them."""
+    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
+    from envcheck.core.escape import terminal
 
     # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
     from envcheck.report import redacted
+
+    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
     from envcheck.report.interface import groups
 
     blocks = []
@@ -361,6 +391,8 @@ def _describe(findings: Sequence[Finding]) -> str:
 
 
 def _one_line(text: str) -> str:
+    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
+    from envcheck.core.escape import one_line
 
     return one_line(text)
 
@@ -390,6 +422,8 @@ def _check_of(subject: str, checks: Sequence[str]) -> str | None:
 def _node_name(check: str) -> str:
     """A check name (from the manifest: untrusted) inside a node id, which pytest prints raw: control
     characters shown as ``\\xNN``; ``::`` separates nodes, and ``[`` starts a parameter id."""
+    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
+    from envcheck.core.escape import one_line
 
     return one_line(check).replace("::", "__").replace("[", "(").replace("]", ")")
 
