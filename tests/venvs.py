@@ -63,8 +63,43 @@ def venv_site(python: Path) -> Path:
     return Path(out.stdout.strip())
 
 
+def write_scripts(python: Path, site: Path) -> None:
+    """The console and GUI scripts the distributions in ``site`` declare (``entry_points.txt``), written
+    into the scripts folder of ``python``'s venv as pip writes them: a real install has them, and a clone
+    without them breaks the invariant that every declared entry point exists (ENV-SCRIPT-BROKEN)."""
+    import configparser
+
+    scripts = python.parent
+    for entry_points in site.glob("*.dist-info/entry_points.txt"):
+        parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+        parser.optionxform = str  # type: ignore[assignment,method-assign]
+        try:
+            parser.read_string(entry_points.read_text(encoding="utf-8"))
+        except (configparser.Error, UnicodeDecodeError):
+            continue
+        for section in ("console_scripts", "gui_scripts"):
+            if not parser.has_section(section):
+                continue
+            for name, value in parser.items(section):
+                module, _, attr = value.strip().partition(":")
+                target = scripts / name
+                if target.exists() or not module or not attr:
+                    continue
+                top = attr.strip().split(".", 1)[0]
+                target.write_text(
+                    f"#!{python}\n# -*- coding: utf-8 -*-\nimport re\nimport sys\n"
+                    f"from {module.strip()} import {top}\n"
+                    "if __name__ == '__main__':\n"
+                    "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
+                    f"    sys.exit({attr.strip()}())\n",
+                    encoding="utf-8",
+                )
+                target.chmod(0o755)
+
+
 def clone_site_packages(python: Path, *, skip: Callable[[Path], bool] = lambda p: False) -> Path:
-    """Hard-link the test environment's site-packages into the venv of ``python`` (minus ``skip``)."""
+    """Hard-link the test environment's site-packages into the venv of ``python`` (minus ``skip``), and
+    write the console scripts its distributions declare, as pip would have."""
     src = site_packages()
     dst = venv_site(python)
     for entry in src.iterdir():
@@ -81,6 +116,7 @@ def clone_site_packages(python: Path, *, skip: Callable[[Path], bool] = lambda p
             )
         elif not skip(entry):
             _link_or_copy(str(entry), str(target))
+    write_scripts(python, dst)
     return dst
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from envcheck.app.catalog import rule_ids
 from envcheck.core.findings import Finding, MachineGroup
 from envcheck.diff import engine
-from envcheck.diff.causes import link
+from envcheck.diff.causes import escalate, link
 from envcheck.diff.policy import policy_line
 from envcheck.report import Report
 
@@ -37,6 +37,10 @@ def finish(
         findings = [
             dataclasses.replace(f, severity="error") if f.rule == "VERIFY-SKIPPED" else f for f in findings
         ]
+    # A root cause is as severe as what it causes (an import that fails under a variable's change): raised
+    # before the policy, so a policy's own severity for it still has the last word.
+    raised = {f.key: f.severity for f in escalate(link(list(dict.fromkeys(findings))))}
+    findings = [dataclasses.replace(f, severity=raised.get(f.key, f.severity)) for f in findings]
     outcome = policy.apply_counted(findings)
     linked = link(list(dict.fromkeys(outcome.findings)))
     return Report(

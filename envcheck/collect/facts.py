@@ -19,8 +19,10 @@ from typing import Any, TypeVar
 from envcheck.core.errors import ManifestError
 from envcheck.manifest.codec import decode, json_kind
 from envcheck.manifest.model import (
+    ConfigCheck,
     Distribution,
     GpuDriver,
+    InstallFacts,
     LoadedLibrary,
     PlatformInfo,
     PythonInfo,
@@ -51,6 +53,8 @@ class StaticFacts:
     torch: TorchInfo
     env: dict[str, str]
     windows: WindowsInfo | None = None
+    install: InstallFacts | None = None
+    config_checks: list[ConfigCheck] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -134,6 +138,20 @@ def static_facts(data: Mapping[str, Any]) -> StaticFacts:
         if raw_windows is not None
         else None
     )
+    raw_install = data.get("install")
+    install = (
+        problems.section(lambda: decode(InstallFacts, raw_install, source=SOURCE, location="install"))
+        if raw_install is not None
+        else None
+    )
+    raw_checks = data.get("config_checks")
+    config_checks = (
+        problems.section(
+            lambda: decode(list[ConfigCheck], raw_checks, source=SOURCE, location="config_checks")
+        )
+        if raw_checks is not None
+        else None
+    )
     problems.raise_any()
     assert platform is not None and python is not None and torch is not None and env is not None
     return StaticFacts(
@@ -144,6 +162,8 @@ def static_facts(data: Mapping[str, Any]) -> StaticFacts:
         torch=torch,
         env=dict(sorted(env.items())),
         windows=windows,
+        install=install,
+        config_checks=config_checks,
     )
 
 

@@ -112,6 +112,8 @@ def take_snapshot(
         env=found.env,
         env_caller=_caller_shell(options.python, python, found.env),
         windows=found.windows,
+        install=found.install,
+        config_checks=found.config_checks,
     )
     # The native tree is static: it is walked while the runtime probe imports torch.
     if native is not None:

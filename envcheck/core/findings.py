@@ -63,13 +63,18 @@ class Finding:
 
 
 # Rules whose findings explain why ``import torch`` takes another tree or fails, in the order a report
-# leads with them (within a severity): the wrong torch first, then a library its import cannot load, then
-# the failed import itself. Findings that are consequences of these are linked to them by
+# leads with them (within a severity): an installation broken by an interrupted or doubled install, the
+# wrong torch, then a library its import cannot load, then the failed import itself. Findings that are consequences of these are linked to them by
 # ``envcheck.diff.causes``; this order ranks the roots.
 FIRST_CAUSES: dict[str, int] = {
     rule: rank
     for rank, rule in enumerate(
         (
+            # An installation that disagrees with its own metadata: whatever else fails follows from it.
+            "ENV-INSTALL-INTERRUPTED",
+            "ENV-DIST-DUPLICATE",
+            "ENV-FILE-SHARED",
+            "ENV-VERSION-FILE",
             "ENV-TORCH-TREES",
             "ENV-TORCH-SHADOWED",
             "ENV-WIN-DLL-NOT-FOUND",

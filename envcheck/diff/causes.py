@@ -32,10 +32,13 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from collections.abc import Sequence
 
-from envcheck.core.findings import FIRST_CAUSES, Finding
+from envcheck.core.findings import FIRST_CAUSES, SEVERITY_RANK, Finding, Severity
 from envcheck.diff.rules.windows import VC_RUNTIME_DLL
+from envcheck.manifest.native import build_kind_of_library, links_torch
+from envcheck.manifest.query import canon
 
 # echo rule -> the rules whose finding on the same subject says all it says. Order does not matter: a
 # finding is dropped when any of its betters is present.
@@ -51,6 +54,9 @@ ECHOES: dict[str, tuple[str, ...]] = {
         "ENV-PYTHON-LIBPYTHON",
     ),
     "ENV-NATIVE-REQUIRES": ("ENV-NATIVE-SHADOWED", "ENV-NATIVE-RESOLVED-ELSEWHERE"),
+    # Two dist-info folders of one project in one folder: the installation invariant says it, with its
+    # remedy; the older "metadata folders" warning of the same project is its echo.
+    "ENV-TORCH-SHADOWED": ("ENV-DIST-DUPLICATE",),
 }
 
 # Variables whose value is a list of folders (or files) that move libraries; a finding caused by one must
@@ -62,6 +68,10 @@ def link(findings: Sequence[Finding]) -> list[Finding]:
     """``findings`` without their echoes, each consequence naming its root cause (see the module's
     docstring). Order is kept; nothing but echoes is dropped."""
     kept, redirect = _drop_echoes(findings)
+    kept = _interpreter_causes(kept)
+    kept = _install_causes(kept)
+    kept = _requirement_causes(kept)
+    kept = built_for_causes(kept)
     kept = _import_causes(kept)
     kept = _loader_causes(kept)
     by_key = {f.key: f for f in kept}
@@ -78,6 +88,172 @@ def link(findings: Sequence[Finding]) -> list[Finding]:
     return out
 
 
+# The installation invariants (``envcheck/diff/rules/install.py``): a project installed twice, an install
+# interrupted, files no RECORD owns or two RECORDs claim. A failed import or check that names the module
+# they are about is their consequence (``_install_causes``).
+INSTALL_ROOTS = frozenset(
+    {
+        "ENV-DIST-DUPLICATE",
+        "ENV-INSTALL-INTERRUPTED",
+        "ENV-FILE-ORPHAN",
+        "ENV-FILE-SHARED",
+        "ENV-VERSION-FILE",
+    }
+)
+# What fails when an installation is broken: an import (the probe's, the suite's, the application's) or a
+# smoke check.
+_INSTALL_CONSEQUENCES = frozenset(
+    {
+        "ENV-PROBE-FAILED",
+        "VERIFY-IMPORT",
+        "VERIFY-ERROR",
+        "VERIFY-CRASH",
+        "VERIFY-TIMEOUT",
+        "VERIFY-FAILED",
+        # A console script its distribution declares, gone with the files of the interrupted install.
+        "ENV-SCRIPT-BROKEN",
+    }
+)
+
+
+# What a broken installation of a project shows about that project (the finding's subject names it): its
+# metadata missing or another version, its files failing their RECORD or missing, a library it needs.
+_INSTALL_SUBJECTS = frozenset(
+    {
+        "ENV-TORCH-NO-METADATA",
+        "ENV-TORCH-MISSING",
+        "ENV-TORCH-VERSION",
+        "ENV-TORCH-VARIANT",
+        "ENV-TORCH-BUILD",
+        "ENV-PKG-MISSING",
+        "ENV-PKG-VERSION",
+        "ENV-NUMPY-MAJOR",
+        "ENV-NATIVE-TAMPERED",
+        "ENV-NATIVE-FILE-MISSING",
+        "ENV-NATIVE-MISSING",
+        "ENV-NATIVE-ADDED",
+        "ENV-VERSION-FILE",
+    }
+)
+
+
+def _install_modules(root: Finding) -> set[str]:
+    """The module names an installation finding is about: the project's (``opencv-python``: ``opencv_python``,
+    ``cv2`` from the files' folder), lower-case."""
+    names: set[str] = set()
+    if root.rule == "ENV-FILE-ORPHAN" and ("/" in root.subject or "\\" in root.subject):
+        names.add(root.subject.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1])
+    else:
+        for part in root.subject.split(","):
+            names.add(part.strip().replace("-", "_").replace(".", "_"))
+    if root.rule == "ENV-FILE-SHARED" and root.target:
+        names.update(_TOP_IN_MESSAGE.findall(root.message))
+    return {n.lower() for n in names if n}
+
+
+_TOP_IN_MESSAGE = re.compile(r"\(([A-Za-z_][\w]*)/")
+
+
+def _install_causes(findings: list[Finding]) -> list[Finding]:
+    """``findings`` with a failed import or smoke check linked to the installation invariant whose module it
+    names (a word of its subject or message); a finding that already names a cause keeps it."""
+    roots = [f for f in findings if f.rule in INSTALL_ROOTS and f.severity == "error"]
+    if not roots:
+        return findings
+    wanted = [(root, _install_modules(root)) for root in roots]
+    out = []
+    for f in findings:
+        cause = None
+        if f.caused_by is None and (f.rule in _INSTALL_CONSEQUENCES or f.rule in _INSTALL_SUBJECTS):
+            text = f"{f.subject} {f.message}" if f.rule in _INSTALL_CONSEQUENCES else f.subject
+            words = {w.lower() for w in _WORD.findall(text)}
+            cause = next(
+                (root.key for root, names in wanted if root.machine == f.machine and names & words), None
+            )
+        out.append(f if cause is None else dataclasses.replace(f, caused_by=cause))
+    return out
+
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+# A distribution's native code built for another torch (``envcheck/diff/rules/builtfor.py``; the release it
+# was built for is ENV-COMPANION-PIN's): the roots of what that makes fail, in the order they explain it.
+BUILT_FOR_ROOTS = ("ENV-BUILT-FOR-VARIANT", "ENV-BUILT-FOR-ABI", "ENV-COMPANION-PIN")
+# How an import fails when its native code was built for another torch: a library of the other build is
+# missing, a symbol it calls is not defined, an operator it registers is not there.
+_BUILD_MISMATCH_ERROR = re.compile(
+    r"undefined symbol|cannot open shared object file|DLL load failed|Symbol not found|Library not loaded|"
+    r"operator \S+ does not exist",
+    re.IGNORECASE,
+)
+# ``import visionops`` (visionops 0.3.0+cu130): the distribution a VERIFY-IMPORT names (ImportResult.who).
+_IMPORTED_DIST = re.compile(r"^`import [\w.]+` \(([^ )]+) ")
+
+
+def built_for_causes(findings: list[Finding]) -> list[Finding]:
+    """``findings`` with the consequences of a distribution built for another torch linked to that root
+    (``BUILT_FOR_ROOTS``, same distribution and machine): the ENV-NATIVE-MISSING of its module when every
+    library missing is one a torch build or its CUDA / ROCm wheels ship (``libc10_cuda.so``,
+    ``libcudart.so.13``), ENV-COMPANION-VARIANT of its label (the same variant, seen from the name), and its
+    VERIFY-IMPORT when the error is a native load failure. A finding that already names a cause keeps it."""
+    roots: dict[tuple[str, str, str | None], str] = {}
+    for f in findings:
+        if f.rule in BUILT_FOR_ROOTS and f.severity == "error":
+            roots.setdefault((f.rule, canon(f.subject), f.machine), f.key)
+    if not roots:
+        return findings
+
+    def root(dist: str, machine: str | None, rules: Sequence[str]) -> str | None:
+        return next((k for r in rules if (k := roots.get((r, canon(dist), machine))) is not None), None)
+
+    out = []
+    for f in findings:
+        cause = None
+        if f.caused_by is not None:
+            pass
+        elif f.rule == "ENV-NATIVE-MISSING" and ":" in (f.base or ""):
+            names = [n for n in (f.target or "").removeprefix("missing: ").split(", ") if n]
+            if names and all(links_torch(n) or build_kind_of_library(n) for n in names):
+                cause = root((f.base or "").split(":", 1)[0], f.machine, BUILT_FOR_ROOTS[:1])
+        elif f.rule == "ENV-COMPANION-VARIANT":
+            cause = root(f.subject, f.machine, BUILT_FOR_ROOTS[:1])
+        elif f.rule == "VERIFY-IMPORT" and _BUILD_MISMATCH_ERROR.search(f.message):
+            named = _IMPORTED_DIST.match(f.message)
+            cause = root(named.group(1), f.machine, BUILT_FOR_ROOTS) if named else None
+        out.append(f if cause is None else dataclasses.replace(f, caused_by=cause))
+    return out
+
+
+def _requirement_causes(findings: list[Finding]) -> list[Finding]:
+    """``findings`` with what an unmet requirement (``ENV-PKG-UNMET``, an error) explains linked to it: an
+    import or a check that failed naming the unmet distribution's module (``cannot import name 'TypeIs'
+    from 'typing_extensions'``), and the change of that distribution's version on this side. A finding
+    that already names a cause keeps it; ``import torch`` itself is ``_import_causes``' to link."""
+    roots = [f for f in findings if f.rule == "ENV-PKG-UNMET" and f.severity == "error"]
+    if not roots:
+        return findings
+    present = {f.key for f in findings}
+    out = []
+    for f in findings:
+        cause = None
+        # A cause that is not in the report (the policy ignored it, or it was never found) is none.
+        if (f.caused_by is None or f.caused_by not in present) and (f.rule, f.subject) != PROBE_IMPORT:
+            for root in roots:
+                if root.machine != f.machine:
+                    continue
+                module = root.subject.lower().replace("-", "_").replace(".", "_")
+                if f.rule == "ENV-PKG-VERSION" and f.subject.lower().replace("-", "_") == module:
+                    cause = root.key
+                elif f.rule in _INSTALL_CONSEQUENCES and f.subject not in ("import_torch", SUITE_IMPORT[1]):
+                    words = {w.lower() for w in _WORD.findall(f"{f.subject} {f.message}")}
+                    cause = root.key if module in words else None
+                if cause is not None:
+                    break
+        out.append(f if cause is None else dataclasses.replace(f, caused_by=cause))
+    return out
+
+
 # The smoke suite's findings for an ``import_torch`` that did not import, and the probe's.
 _SUITE_IMPORT_FAILED = frozenset({"VERIFY-ERROR", "VERIFY-CRASH", "VERIFY-TIMEOUT"})
 PROBE_IMPORT = ("ENV-PROBE-FAILED", "import torch")
@@ -90,6 +266,8 @@ SUITE_IMPORT = ("VERIFY-IMPORT", "import torch")
 # ``_explains_import``.
 IMPORT_CAUSES: tuple[str, ...] = (
     *(rule for rule in FIRST_CAUSES if rule != PROBE_IMPORT[0]),
+    # A requirement torch declares, unmet (an old typing_extensions: "cannot import name 'TypeIs'").
+    "ENV-PKG-UNMET",
     "ENV-NATIVE-SHADOWED",
     "ENV-CUDA-LIB-SHADOWED",
     "ENV-NATIVE-LOADED-FROM",
@@ -124,6 +302,49 @@ def _import_causes(findings: list[Finding]) -> list[Finding]:
                 ),
                 None,
             )
+        out.append(f if cause is None else dataclasses.replace(f, caused_by=cause))
+    return out
+
+
+# The installation on another interpreter (``envcheck/diff/rules/interpreter.py``): an extension module
+# whose file suffix the interpreter never imports (``ENV-EXT-SUFFIX``, its ``target`` the RECORD paths of
+# the files), and a venv run by another Python minor than it was made with (``ENV-VENV-INTERPRETER`` with
+# ``base`` / ``target`` the two versions): its site-packages is off ``sys.path``.
+WRONG_SUFFIX_RULE = "ENV-EXT-SUFFIX"
+VENV_RULE = "ENV-VENV-INTERPRETER"
+# What a venv's packages vanishing from sys.path looks like beside a base.
+_VANISHED = frozenset({"ENV-PKG-MISSING", "ENV-TORCH-MISSING"})
+
+
+def _interpreter_causes(findings: list[Finding]) -> list[Finding]:
+    """``findings`` with each failed import (``VERIFY-IMPORT`` of a module, the probe's ``import torch``)
+    linked to the ``ENV-EXT-SUFFIX`` finding, of the same machine, that names a file of that module's
+    top-level package (the file has another interpreter's suffix), and the packages a diff finds missing
+    linked to an ``ENV-VENV-INTERPRETER`` of another minor (they are installed under the other minor's
+    lib folder). A finding that already names a cause keeps it."""
+    suffix_roots = [f for f in findings if f.rule == WRONG_SUFFIX_RULE]
+    venv_roots = [
+        f
+        for f in findings
+        if f.rule == VENV_RULE and f.base and f.target and f.base.split(".")[:2] != f.target.split(".")[:2]
+    ]
+    if not suffix_roots and not venv_roots:
+        return findings
+
+    def packages(f: Finding) -> set[str]:
+        return {p.split("/", 1)[0].split(".", 1)[0] for p in (f.target or "").split(", ") if p}
+
+    tops = [(root, packages(root)) for root in suffix_roots]
+    out = []
+    for f in findings:
+        cause = None
+        if f.caused_by is not None:
+            pass
+        elif f.rule in ("VERIFY-IMPORT", PROBE_IMPORT[0]) and f.subject.startswith("import "):
+            top = f.subject.removeprefix("import ").split(".", 1)[0]
+            cause = next((r.key for r, tops_of in tops if r.machine == f.machine and top in tops_of), None)
+        elif f.rule in _VANISHED:
+            cause = next((r.key for r in venv_roots if r.machine == f.machine), None)
         out.append(f if cause is None else dataclasses.replace(f, caused_by=cause))
     return out
 
@@ -204,10 +425,49 @@ def _explains_import(cause: Finding, error: str) -> bool:
     if cause.rule == OLD_RUNTIME_RULE:
         # What an old msvcp140 does to DLLs built with a newer toolset: their start-up code faults.
         return any(sign in error for sign in _START_UP_FAULTS)
+    if (
+        cause.rule in _REPLACED_LIBRARY
+        and (cause.base or "").startswith("torch:")
+        and "undefined symbol" in error
+    ):
+        # A library of torch's own (``torch:torch/lib/libc10.so``) that loads from elsewhere: the other
+        # build lacks what torch's libraries link against, and the import dies on the first symbol.
+        return True
+    if cause.rule == "ENV-PKG-UNMET":
+        module = cause.subject.lower().replace("-", "_").replace(".", "_")
+        return bool(module) and module in {w.lower() for w in _WORD.findall(error)}
     if cause.rule == "ENV-NATIVE-MISSING":
         missing = (cause.target or "").removeprefix("missing: ").split(", ")
         return any(name and name in error for name in missing) or (cause.base or "").startswith("torch:")
     return bool(cause.subject) and cause.subject in error
+
+
+# Findings that say a library loads (or would load) from another file than the environment's own.
+_REPLACED_LIBRARY = frozenset({"ENV-NATIVE-SHADOWED", "ENV-NATIVE-LOADED-FROM", "ENV-CUDA-LIB-SHADOWED"})
+
+
+def escalate(findings: Sequence[Finding]) -> list[Finding]:
+    """``findings`` (linked) with each root cause at least as severe as its worst consequence: a variable
+    change that makes ``import torch`` fail is an error, whatever its rule's default. Intended findings are
+    left as the policy declared them."""
+    worst: dict[str, int] = {}
+    for f in findings:
+        if f.caused_by is not None:
+            rank = SEVERITY_RANK[f.severity]
+            worst[f.caused_by] = min(worst.get(f.caused_by, rank), rank)
+    out = []
+    for f in findings:
+        rank = worst.get(f.key)
+        raise_it = f.caused_by is None and f.intended is None and rank is not None
+        out.append(
+            dataclasses.replace(f, severity=_SEVERITIES[rank])
+            if raise_it and rank is not None and rank < SEVERITY_RANK[f.severity]
+            else f
+        )
+    return out
+
+
+_SEVERITIES: dict[int, Severity] = {rank: severity for severity, rank in SEVERITY_RANK.items()}
 
 
 def _drop_echoes(findings: Sequence[Finding]) -> tuple[list[Finding], dict[str, str]]:

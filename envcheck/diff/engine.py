@@ -15,9 +15,12 @@ from typing import TYPE_CHECKING
 
 from envcheck.core.findings import Finding, registered_rules
 from envcheck.diff.rules import (
+    builtfor,
     cuda,
     envvars,
     fpmode,
+    install,
+    interpreter,
     native,
     numerics,
     openmp,
@@ -40,8 +43,11 @@ if TYPE_CHECKING:
 # The diff rule families, in the catalog's family order (``envcheck.app.catalog`` adds the other kinds).
 FAMILIES: tuple[ModuleType, ...] = (
     platform,
+    install,
+    interpreter,
     packages,
     torch,
+    builtfor,
     cuda,
     native,
     windows,

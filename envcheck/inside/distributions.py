@@ -69,6 +69,10 @@ def distributions():
     out = []
     for dist in metadata.distributions():
         mdir = dist_path(dist)
+        if mdir and os.path.basename(mdir).startswith("~"):
+            # pip's uninstall stash (``~orch-2.12.0.dist-info``): the old install, renamed until the new
+            # one commits. Never the live distribution; ``install_facts`` names it as an interrupted install.
+            continue
         if mdir:
             real = real_metadata_dir(mdir, real_folders)
             if real in seen_dirs:

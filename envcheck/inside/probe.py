@@ -38,12 +38,15 @@ class Probe(object):
             emit(self.out, {"stage": name, "done": False, "python_version": self.result["python_version"]})
 
     def facts(self):
+        from .config_checks import config_checks
         from .distributions import distributions
         from .environment import collect_env
         from .host import platform_facts
+        from .install_facts import install_facts
         from .interpreter import libpython_facts, python_facts
         from .startup import startup_facts
         from .torch_static import torch_static
+        from .venv_facts import venv_facts
 
         self.stage("python", keep=False)
         self.result["python"] = python_facts()
@@ -53,11 +56,17 @@ class Probe(object):
         self.result["packages"], self.result["packages_error"] = distributions()
         self.stage("interpreter library", keep=False)
         self.result["python"].update(libpython_facts())
+        self.stage("interpreter fit", keep=False)
+        self.result["python"].update(venv_facts(self.result["packages"]))
         self.stage("torch version file", keep=False)
         self.result["torch"] = torch_static()
         self.result["env"] = collect_env()
         self.stage("start-up files", keep=False)
         self.result["python"]["startup"] = startup_facts()
+        self.stage("installation records", keep=False)
+        self.result["install"] = install_facts(self.result["packages"])
+        self.stage("configuration", keep=False)
+        self.result["config_checks"] = config_checks(self.result["env"])
         if os.name == "nt":
             from .windows_facts import env_dll_names, windows_facts
 

@@ -124,6 +124,76 @@ class Startup:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class UnsupportedWheel:
+    """A distribution installed from a wheel none of whose ``Tag:`` lines this interpreter supports (a
+    ``cp312`` wheel under Python 3.11): ``tags`` its first few tags."""
+
+    name: str
+    version: str
+    metadata_dir: str
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WheelSupport:
+    """The WHEEL tags of every distribution against ``sys_tags()``, evaluated in the target: ``checked``
+    distributions with tags, ``count`` of them unsupported, the first ones in ``unsupported``; ``source``:
+    the ``packaging`` that answered (``packaging.tags`` or pip's vendored copy)."""
+
+    source: str
+    checked: int
+    count: int = 0
+    unsupported: list[UnsupportedWheel] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class VenvConfig:
+    """The venv's ``pyvenv.cfg`` (PEP 405): ``home`` (the base interpreter's folder), whether it exists and
+    the python found in it, the ``version`` it was made with (``version_info`` for uv), whether it sees
+    the base's site-packages, uv's ``relocatable`` and the tool that wrote it. ``read`` False: unreadable."""
+
+    path: str
+    read: bool = True
+    home: str | None = None
+    home_exists: bool = False
+    home_python: str | None = None
+    version: str | None = None
+    include_system_site_packages: bool = False
+    relocatable: bool = False
+    creator: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BrokenScript:
+    """A console or GUI script an ``entry_points.txt`` declares that would not run: ``problem`` is
+    ``missing`` (no file), ``interpreter-missing`` (its ``#!`` names no file), ``foreign-interpreter``
+    (another environment's python), ``no-interpreter-line``, ``not-executable`` or ``unreadable``."""
+
+    name: str
+    kind: Literal["console", "gui"]
+    distribution: str
+    version: str
+    path: str
+    problem: str
+    interpreter: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScriptsCheck:
+    """The declared scripts of the environment's own distributions in ``folder``: ``declared``,
+    ``checked``, ``skipped`` (links out of the folder, not files), ``count`` broken, the first ones in
+    ``broken``; ``truncated``: more than the probe's bound were declared."""
+
+    folder: str
+    declared: int = 0
+    checked: int = 0
+    skipped: int = 0
+    count: int = 0
+    broken: list[BrokenScript] = field(default_factory=list)
+    truncated: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class PythonInfo:
     """The target interpreter: version, where it lives, what kind of environment, which wheels it takes."""
 
@@ -159,6 +229,14 @@ class PythonInfo:
     path_origins: list[PathEntry] | None = omitted_when_default(None)  # noqa: RUF009
     # What runs before the application (``envcheck/inside/startup.py``); None: not recorded.
     startup: Startup | None = omitted_when_default(None)  # noqa: RUF009
+    # Whether the installation can run on this interpreter (``envcheck/inside/venv_facts.py``); None: not
+    # recorded. ``extension_suffixes``: ``importlib.machinery.EXTENSION_SUFFIXES``; ``wheel_support``: the
+    # distributions whose WHEEL tags this interpreter does not take; ``venv_config``: its ``pyvenv.cfg``;
+    # ``scripts``: the declared console and GUI scripts that would not run.
+    extension_suffixes: list[str] | None = omitted_when_default(None)  # noqa: RUF009
+    wheel_support: WheelSupport | None = omitted_when_default(None)  # noqa: RUF009
+    venv_config: VenvConfig | None = omitted_when_default(None)  # noqa: RUF009
+    scripts: ScriptsCheck | None = omitted_when_default(None)  # noqa: RUF009
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -471,6 +549,77 @@ class WindowsInfo:
     openmp: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Stash:
+    """An entry pip's uninstall left beside the live tree (``~orch``, ``~orch-2.12.0.dist-info``): pip
+    renames the old tree so while it installs the new one, and removes it when the install commits, so
+    one that remains means an install was interrupted. ``kind``: ``dist-info`` (a stashed metadata folder:
+    ``name`` and ``version`` from its METADATA) or ``package`` (a stashed package folder: ``name`` is the
+    project it belongs to, as far as a stashed RECORD or its own name tells). ``files``: how many files it
+    holds (bounded by the walk)."""
+
+    path: str
+    kind: Literal["dist-info", "package"]
+    name: str | None = None
+    version: str | None = None
+    files: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OrphanFiles:
+    """Files under one top-level package folder that no RECORD lists. ``count`` is all of them,
+    ``examples`` the first few (compiled code first), ``modules`` how many are code the interpreter or the loader takes
+    (``.py``, an extension module, a shared library), ``likely`` where they most likely came from:
+    ``stash <project>`` (a stash of that project's install stands for the folder: an interrupted install), ``dist-info <name> <version>`` (another distribution's RECORD elsewhere on
+    ``sys.path`` lists them) or ``unknown``."""
+
+    folder: str
+    count: int
+    examples: list[str] = field(default_factory=list)
+    modules: int = 0
+    likely: str = "unknown"
+    # The distributions whose RECORD lists files under ``folder`` (name and version): what a clean
+    # reinstall of the folder takes.
+    owners: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SharedFiles:
+    """Files that the RECORDs of two distributions (or more) both list, in one folder: ``owners`` their
+    metadata folders, ``count`` how many files, ``examples`` the first few."""
+
+    owners: list[str]
+    count: int
+    examples: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InstallFacts:
+    """How the installation agrees with its own metadata (``envcheck/inside/install_facts.py``): pip's
+    stashes left behind, files no RECORD owns, files two RECORDs claim. ``walked``: how many files under
+    the distributions' top-level folders were looked at; ``truncated``: the walk stopped at its bound, so
+    what it did not reach is unknown (never reported as fine or broken)."""
+
+    stashes: list[Stash] = field(default_factory=list)
+    orphans: list[OrphanFiles] = field(default_factory=list)
+    shared: list[SharedFiles] = field(default_factory=list)
+    walked: int = 0
+    truncated: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConfigCheck:
+    """What a configuration variable of torch's names, checked live where cheap
+    (``envcheck/inside/config_checks.py``): a compiler exists and answers ``--version``, a folder exists
+    and is writable. Nothing is compiled. ``ok`` false with ``detail`` saying what failed."""
+
+    variable: str
+    value: str
+    kind: Literal["compiler", "folder"]
+    ok: bool
+    detail: str | None = None
+
+
 ManifestKind = Literal["snapshot", "predicted"]
 
 
@@ -589,6 +738,11 @@ class Manifest:
     # Windows only: the machine's version, VC++ runtime, PATH DLLs and where the loader stopped; None
     # elsewhere and in a manifest from before.
     windows: WindowsInfo | None = omitted_when_default(None)  # noqa: RUF009
+    # How the installation agrees with its metadata (stashes, orphans, files two RECORDs claim); None: not
+    # recorded (a manifest from before, or a predicted one).
+    install: InstallFacts | None = omitted_when_default(None)  # noqa: RUF009
+    # What the configuration variables torch reads point at, checked live; None: not recorded.
+    config_checks: list[ConfigCheck] | None = omitted_when_default(None)  # noqa: RUF009
 
     @property
     def is_predicted(self) -> bool:
@@ -617,6 +771,8 @@ def canonical(name: str) -> str:
 __all__ = [
     "SCHEMA_VERSION",
     "Backends",
+    "BrokenScript",
+    "ConfigCheck",
     "Cpu",
     "Distribution",
     "DllChainLink",
@@ -626,6 +782,7 @@ __all__ = [
     "FpControl",
     "Gpu",
     "GpuDriver",
+    "InstallFacts",
     "LeftOut",
     "Libc",
     "LoadedLibrary",
@@ -634,6 +791,7 @@ __all__ = [
     "Meta",
     "NativeFile",
     "Numerics",
+    "OrphanFiles",
     "PathDll",
     "PathEntry",
     "PlatformInfo",
@@ -641,14 +799,20 @@ __all__ = [
     "ProbeOutcome",
     "PythonInfo",
     "Runtimes",
+    "ScriptsCheck",
+    "SharedFiles",
+    "Stash",
     "ThreadPool",
     "TorchDevice",
     "TorchInfo",
     "TorchRuntime",
     "TorchStatic",
     "Unavailable",
+    "UnsupportedWheel",
     "VcRuntime",
     "VcRuntimeRegistry",
+    "VenvConfig",
+    "WheelSupport",
     "WindowsInfo",
     "WindowsVersion",
     "canonical",

@@ -16,6 +16,7 @@ Every list is sorted, so two snapshots of the same environment give byte-identic
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -122,6 +123,10 @@ class NativeNode:
     version_provides: dict[str, str] | None = None
     dependencies: list[NativeDependency] | None = None
     error: str | None = None
+    # ELF only, for torch's libc10 and for every file of another owner that needs libc10 / libtorch: the
+    # C++ ABI (``_GLIBCXX_USE_CXX11_ABI``) it was compiled with, read from the names of its dynamic string
+    # table that mangle torch's functions (``envcheck.native.elf.cxx11_abi``); None when they do not say.
+    cxx11_abi: bool | None = omitted_when_default(None)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -230,3 +235,75 @@ class NativeSection:
     refused: list[RefusedFile] | None = None
     skipped: str | None = None
     hwcaps: list[str] | None = omitted_when_default(None)  # noqa: RUF009
+
+
+# ------------------------------------------------------------------------------ libraries of a torch build
+
+# What a build is for: torch's own variants, by kind (``cu130`` and ``cu126`` are both ``cuda``).
+BuildKind = Literal["cpu", "cuda", "rocm"]
+
+# torch's own libraries (``libc10.so``, ``libtorch_cpu.so``, ``c10_cuda.dll``, ``libtorch_python.dylib``):
+# a file that needs one was built against torch. ``libtorchvision.so`` / ``libtorchaudio.so`` are not.
+_TORCH_LIBRARY = re.compile(r"^(lib)?(c10|torch)(_[a-z0-9_]+)?\.(so|dll|dylib)(\.[\w.]+)?$", re.I)
+# The libraries only a CUDA build of torch needs and ships (or pins from nvidia-* wheels), and a ROCm
+# build's. Driver libraries (``libcuda.so``) are not here: they are the machine's.
+_CUDA_BUILD = re.compile(
+    r"^((lib)?(c10_cuda|torch_cuda\w*)\.(so|dll)"
+    r"|lib(cudart|cublas(Lt)?|cudnn\w*|cufft\w*|curand|cusparse\w*|cusolver\w*|nvrtc\w*|nccl|nvJitLink"
+    r"|nvToolsExt|cupti|cufile\w*|nvshmem\w*|cudss)\.so(\.[\w.]+)?"
+    r"|(cudart|cublas(Lt)?|cudnn\w*|cufft|curand|cusparse|cusolver|nvrtc\w*|nvJitLink\w*)64_[\w.]*\.dll)$",
+    re.I,
+)
+_ROCM_BUILD = re.compile(
+    r"^((lib)?(c10_hip|torch_hip\w*)\.so"
+    r"|lib(amdhip64|hipblas\w*|rocblas|MIOpen|hiprtc\w*|rccl|hipfft|hiprand|hipsparse\w*|hipsolver\w*"
+    r"|roctracer64|roctx64|hsa-runtime64|rocsolver|rocfft|rocrand|rocsparse)\.so(\.[\w.]+)?)$",
+    re.I,
+)
+
+
+def links_torch(name: str) -> bool:
+    """Whether a needed library ``name`` is one of torch's own (libc10, libtorch*, c10_cuda...)."""
+    return bool(_TORCH_LIBRARY.match(name))
+
+
+def build_kind_of_library(name: str) -> BuildKind | None:
+    """``cuda`` / ``rocm`` when a file that needs ``name`` was built for that GPU variant of torch (it
+    needs torch's GPU library or the toolkit's runtime); None for any other name (needing libc10 alone
+    says nothing about the variant)."""
+    if _CUDA_BUILD.match(name):
+        return "cuda"
+    if _ROCM_BUILD.match(name):
+        return "rocm"
+    return None
+
+
+def build_kind_of_label(label: str | None) -> BuildKind | None:
+    """The variant a local version label names: ``cpu``, ``cu130`` -> ``cuda``, ``rocm6.4`` -> ``rocm``;
+    None for any other label (or none)."""
+    if not label:
+        return None
+    label = label.lower()
+    if label == "cpu" or label.startswith("cpu."):
+        return "cpu"
+    if re.match(r"^cu\d+", label):
+        return "cuda"
+    if label.startswith("rocm"):
+        return "rocm"
+    return None
+
+
+def shipped_by_python(name: str) -> str | None:
+    """What kind of Python distribution ships a library named ``name`` (never an OS package): a torch
+    build (``libc10_cuda.so``, ``libtorch_hip.so``), an nvidia-* CUDA wheel (``libcudart.so.13``,
+    ``libcudnn.so.9``), a ROCm wheel; None for any other name."""
+    kind = build_kind_of_library(name)
+    if links_torch(name):
+        return {"cuda": "a CUDA build of torch", "rocm": "a ROCm build of torch"}.get(
+            kind or "", "torch's wheel"
+        )
+    if kind == "cuda":
+        return "the nvidia-* wheels a CUDA build of torch pins"
+    if kind == "rocm":
+        return "a ROCm build of torch"
+    return None

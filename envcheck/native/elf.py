@@ -429,3 +429,161 @@ def _read_reference(f: BinaryIO) -> BinaryInfo:
         build_id=build_id,
         nodeflib=nodeflib,
     )
+
+
+# ------------------------------------------------------------------------------------- the C++ ABI
+
+# Names of the dynamic string table that mangle a function of torch's C++ namespaces (``c10::``, ``at::``,
+# ``torch::``, ``caffe2::``): what a file built against libtorch defines or leaves for libc10 to define.
+_TORCH_SYMBOL = re.compile(rb"_ZNK?(?:3c10|2at|5torch|6caffe2)[0-9][\x21-\x7e]{0,4096}")
+# A hostile file may hold a million such names: the scan reads at most this many bytes of its dynamic
+# string table and looks at this many names, then says "unknown".
+MAX_ABI_SCAN_BYTES = 32 * 2**20
+MAX_ABI_NAMES = 100_000
+# Names that hold ``Ss`` are parsed in Python (``_without_identifiers``): at most this many per file.
+MAX_ABI_PARSED = 2_000
+
+
+def mangled_cxx11_abi(name: bytes) -> bool | None:
+    """The ``_GLIBCXX_USE_CXX11_ABI`` a mangled name was compiled with: True when it names a type of
+    libstdc++'s ``std::__cxx11`` namespace (``NSt7__cxx1112basic_string…``: the new ``std::string``),
+    False when it names the old ``std::string`` (the abbreviation ``Ss``, outside any identifier), None
+    when it names no string (Itanium C++ ABI, "Mangling")."""
+    if b"__cxx11" in name:
+        return True
+    return False if b"Ss" in _without_identifiers(name) else None
+
+
+def _without_identifiers(name: bytes) -> bytes:
+    """The mangled name without its source names (``3c10``, ``14torchCheckFail``), substitutions
+    (``S0_``, ``T1_``) and literals (``Li5E``): what remains are the grammar's own codes, where ``Ss``
+    can only mean ``std::string``."""
+    out = bytearray()
+    i, n = 0, len(name)
+    while i < n:
+        c = name[i]
+        if (
+            c in b"ST"
+            and i + 1 < n
+            and (name[i + 1] == 0x5F or 0x30 <= name[i + 1] <= 0x39 or 0x41 <= name[i + 1] <= 0x5A)
+        ):
+            j = i + 1
+            while j < n and (0x30 <= name[j] <= 0x39 or 0x41 <= name[j] <= 0x5A):
+                j += 1
+            if j < n and name[j] == 0x5F:  # a substitution or template parameter: S_, S0_, T1_
+                out += name[i : i + 1]
+                i = j + 1
+                continue
+        if c == 0x4C and i + 1 < n and 0x61 <= name[i + 1] <= 0x7A:  # a literal: L <type> <value> E
+            end = name.find(b"E", i)
+            i = n if end < 0 else end + 1
+            continue
+        if 0x30 <= c <= 0x39:  # a source name: its length, then that many bytes
+            j = i
+            while j < n and 0x30 <= name[j] <= 0x39:
+                j += 1
+            i = j + int(name[i:j])
+            continue
+        out.append(c)
+        i += 1
+    return bytes(out)
+
+
+def cxx11_abi(path: str, *, undefined: bool = True, inside: tuple[str, ...] | None = None) -> bool | None:
+    """The C++ ABI ``path`` was built with, from the dynamic symbols whose mangled names are functions of
+    torch's namespaces: True (``_GLIBCXX_USE_CXX11_ABI=1``), False (``=0``), None when none says (or the
+    file cannot be read). ``undefined``: only the symbols the file leaves for torch's libraries to define
+    (what an extension calls); otherwise any (libc10's own exports). The first symbol that tells decides.
+
+    Bounded for hostile files: at most ``MAX_ABI_SCAN_BYTES`` of the dynamic string table, ``MAX_ABI_NAMES``
+    names, ``MAX_ABI_PARSED`` of them parsed in Python, ``MAX_ABI_SYMBOLS`` symbol table entries."""
+    try:
+        with os.fdopen(open_regular(path, inside=inside), "rb") as f:
+            try:
+                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except ValueError:
+                return None
+            try:
+                return _cxx11_abi(mm, undefined)
+            finally:
+                mm.close()
+    except (OSError, ValueError, struct.error, BinaryError):
+        return None
+
+
+# Entries of a dynamic symbol table read at most (24 bytes each for ELF64): beyond, "unknown".
+MAX_ABI_SYMBOLS = 1_000_000
+_SHT_DYNSYM = 11
+
+
+def _cxx11_abi(mm: mmap.mmap, undefined: bool) -> bool | None:
+    table = _dynamic_symbols(mm)
+    if table is None:
+        return None
+    sym_off, sym_size, entsize, str_off, str_size, fmt, shndx_at = table
+    stop = min(str_off + str_size, str_off + MAX_ABI_SCAN_BYTES, len(mm))
+    telling: dict[int, bool] = {}  # string table offset of a telling name -> its ABI
+    parsed = 0
+    for count, match in enumerate(_TORCH_SYMBOL.finditer(mm, str_off, stop)):
+        if count >= MAX_ABI_NAMES or parsed >= MAX_ABI_PARSED:
+            break
+        name = match.group()
+        abi: bool | None = None
+        if b"__cxx11" in name:
+            abi = True
+        elif b"Ss" in name:
+            parsed += 1
+            abi = mangled_cxx11_abi(name)
+        if abi is None:
+            continue
+        if not undefined:
+            return abi
+        telling.setdefault(match.start() - str_off, abi)
+    if not telling:
+        return None
+    count = min(sym_size // entsize, MAX_ABI_SYMBOLS)
+    if entsize == struct.calcsize(fmt):
+        entries = struct.iter_unpack(fmt, mm[sym_off : sym_off + count * entsize])
+    else:
+        entries = (struct.unpack_from(fmt, mm, sym_off + i * entsize) for i in range(count))
+    for entry in entries:
+        if entry[shndx_at] == 0 and entry[0] in telling:  # SHN_UNDEF: another library defines it
+            return telling[entry[0]]
+    return None
+
+
+def _dynamic_symbols(mm: mmap.mmap) -> tuple[int, int, int, int, int, str, int] | None:
+    """The dynamic symbol table through the section headers: ``(offset, size, entry size, string table
+    offset, string table size, struct format of an entry, index of st_shndx in it)``; None when the file
+    has none (or its headers do not fit in it)."""
+    size = len(mm)
+    if size < 64 or mm[:4] != b"\x7fELF":
+        return None
+    bits = {1: 32, 2: 64}.get(mm[4])
+    end = {1: "<", 2: ">"}.get(mm[5])
+    if bits is None or end is None:
+        return None
+    if bits == 64:
+        shoff = struct.unpack_from(end + "Q", mm, 40)[0]
+        shentsize, shnum = struct.unpack_from(end + "HH", mm, 58)
+        sh_fmt, sym_fmt, shndx_at = end + "IIQQQQIIQQ", end + "IBBHQQ", 3
+    else:
+        shoff = struct.unpack_from(end + "I", mm, 32)[0]
+        shentsize, shnum = struct.unpack_from(end + "HH", mm, 46)
+        sh_fmt, sym_fmt, shndx_at = end + "IIIIIIIIII", end + "IIIBBH", 5
+    if shoff == 0 or shentsize != struct.calcsize(sh_fmt) or shoff + shnum * shentsize > size:
+        return None
+    for i in range(shnum):
+        _name, sh_type, _flags, _addr, offset, length, link, _info, _align, entsize = struct.unpack_from(
+            sh_fmt, mm, shoff + i * shentsize
+        )
+        if sh_type != _SHT_DYNSYM:
+            continue
+        if entsize < struct.calcsize(sym_fmt) or offset + length > size or link >= shnum:
+            return None
+        strings = struct.unpack_from(sh_fmt, mm, shoff + link * shentsize)
+        str_off, str_size = strings[4], strings[5]
+        if str_off + str_size > size:
+            return None
+        return offset, length, entsize, str_off, str_size, sym_fmt, shndx_at
+    return None

@@ -31,9 +31,10 @@ from envcheck.manifest.native import (
     RefusalKind,
     RefusedFile,
     Requirement,
+    links_torch,
 )
 from envcheck.native.binary import BinaryError, BinaryInfo, read_binary
-from envcheck.native.elf import version_key
+from envcheck.native.elf import cxx11_abi, version_key
 from envcheck.native.hashing import MAX_RECORD_HASH_BYTES, MAX_RECORD_HASH_TOTAL, Hasher
 from envcheck.native.interface import Found, Image, Resolver
 from envcheck.native.oslibs import classify_name, openmp_family
@@ -523,6 +524,7 @@ class Walker:
                     version_provides=dict(sorted(info.version_provides.items())) or None if info else None,
                     dependencies=sorted(n.deps, key=lambda d: (d.name.lower(), d.name)) or None,
                     error=n.error,
+                    cxx11_abi=self._cxx11_abi(n),
                 )
             )
         refused = self.refused + [
@@ -555,6 +557,26 @@ class Walker:
             ),
             refused=sorted(refused, key=lambda r: (r.path, r.kind)) or None,
         )
+
+    def _cxx11_abi(self, node: _Node) -> bool | None:
+        """The C++ ABI (``NativeNode.cxx11_abi``) of torch's libc10 (its own exports) and of every C++ ELF
+        file of another owner (a distribution's, or unowned in site-packages) that calls torch's functions:
+        one that needs torch's libraries, or libstdc++ (the linker drops a DT_NEEDED libc10.so none of
+        whose symbols resolved: an extension of the other ABI may call torch and not need it). None for
+        the rest, unread: torch's other libraries are torch's ABI by definition, system files are no
+        build against torch."""
+        info = node.info
+        if info is None or info.format != "elf" or node.refused is not None:
+            return None
+        if node.owner == "torch":
+            if not (info.soname or "").startswith("libc10.so"):
+                return None
+            return cxx11_abi(node.path, undefined=False, inside=self.inside)
+        if node.owner in ("system", "interpreter") or not any(
+            links_torch(d.name) or d.name.startswith("libstdc++.so") for d in info.needed
+        ):
+            return None
+        return cxx11_abi(node.path, inside=self.inside)
 
     def _identities(
         self, nodes: Iterable[_Node]

@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 from diffdata import Edit, dist_entry, manifest
+from test_built_for_torch import cuda_build, old_abi_build
+from test_interpreter_invariants import cp312_suffix_only, cp312_torch_in_311, venv_moved, venv_of_312
 from test_windows_loader import old_runtime, windows
 
 from envcheck.app.catalog import catalog, get_rule
@@ -241,13 +243,93 @@ def sitecustomize(d: dict[str, Any]) -> None:
     }
 
 
+def failed_config_check(variable: str, value: str, kind: str, detail: str) -> Edit:
+    """What the probe's live check of a configuration variable records when it fails."""
+
+    def edit(d: dict[str, Any]) -> None:
+        d["config_checks"] = [
+            {"variable": variable, "value": value, "kind": kind, "ok": False, "detail": detail}
+        ]
+
+    return edit
+
+
+SITE = "/root/venvs/dev/lib/python3.11/site-packages"
+
+
+def numpy_twice(d: dict[str, Any]) -> None:
+    old = dict(dist_entry(d, "numpy"), version="1.26.4", metadata_dir=f"{SITE}/numpy-1.26.4.dist-info")
+    d["packages"].append(dict(old, shadowed=True))
+
+
+def install_facts(**facts: Any) -> Edit:
+    def edit(d: dict[str, Any]) -> None:
+        d["install"] = {
+            "stashes": [],
+            "orphans": [],
+            "shared": [],
+            "walked": 20000,
+            "truncated": False,
+            **facts,
+        }
+
+    return edit
+
+
+interrupted_torch = install_facts(
+    stashes=[
+        {"path": f"{SITE}/~orch", "kind": "package", "name": "torch", "files": 15000},
+        {
+            "path": f"{SITE}/~orch-2.13.0+cpu.dist-info",
+            "kind": "dist-info",
+            "name": "torch",
+            "version": "2.13.0+cpu",
+        },
+    ]
+)
+numpy_orphans = install_facts(
+    orphans=[
+        {
+            "folder": f"{SITE}/numpy",
+            "count": 7,
+            "examples": ["numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so"],
+            "modules": 7,
+            "likely": "unknown",
+            "owners": ["numpy==2.4.6"],
+        }
+    ]
+)
+shared_by_a_fork = install_facts(
+    shared=[
+        {
+            "owners": [f"{SITE}/numpy-2.4.6.dist-info", f"{SITE}/filelock-4.3.1.dist-info"],
+            "count": 2,
+            "examples": ["numpy/__init__.py", "numpy/version.py"],
+        }
+    ]
+)
+
+
+def other_version_file(d: dict[str, Any]) -> None:
+    d["torch"]["static"]["version"] = "2.12.1+cpu"
+
+
 # rule id -> (manifest, edits, expected severity, expected subject)
 TRIGGERS: dict[str, tuple[str, tuple[Edit, ...], Severity, str]] = {
+    # Real venvs broken for real: tests/diff/test_install_invariants.py.
+    "ENV-DIST-DUPLICATE": ("dev-cpu", (numpy_twice,), "error", "numpy"),
+    "ENV-INSTALL-INTERRUPTED": ("dev-cpu", (interrupted_torch,), "error", "torch"),
+    "ENV-FILE-ORPHAN": ("dev-cpu", (numpy_orphans,), "error", "numpy"),
+    "ENV-FILE-SHARED": ("dev-cpu", (shared_by_a_fork,), "error", "filelock, numpy"),
+    "ENV-VERSION-FILE": ("dev-cpu", (other_version_file,), "error", "torch"),
     "ENV-TORCH-TREES": ("dev-cpu", (second_torch_tree,), "error", "torch"),
     "ENV-TORCH-SHADOWED": ("dev-cpu", (shadowed_torch,), "error", "torch"),
     "ENV-TORCH-NO-METADATA": ("dev-cpu", (torch_without_metadata,), "warning", "torch"),
     "ENV-GPU-UNUSED": ("dev-cpu", (gpu("8.9"),), "error", "torch"),
     "ENV-NUMPY-TORCH-ABI": ("dev-cpu", (old_torch_with_numpy2,), "error", "numpy"),
+    # Real binaries for both: tests/diff/test_built_for_torch.py.
+    "ENV-BUILT-FOR-ABI": ("dev-cpu", (old_abi_build,), "error", "abiops"),
+    "ENV-BUILT-FOR-VARIANT": ("dev-cpu", (cuda_build,), "error", "visionops"),
     "ENV-COMPANION-PIN": ("dev-cpu", (companion("0.27.0+cpu", "torch==2.12.0"),), "error", "torchvision"),
     "ENV-COMPANION-VARIANT": (
         "dev-cpu",
@@ -287,9 +369,26 @@ TRIGGERS: dict[str, tuple[str, tuple[Edit, ...], Severity, str]] = {
     ),
     "ENV-DETERMINISM-CUBLAS": ("cuda", (deterministic_on_gpu,), "error", "CUBLAS_WORKSPACE_CONFIG"),
     "ENV-THREADS-OVER-QUOTA": ("dev-cpu", (cpu_quota,), "warning", "torch.get_num_threads()"),
+    # The installation runs on its interpreter (FM-28): tests/diff/test_interpreter_invariants.py.
+    "ENV-WHEEL-TAG": ("dev-cpu", (cp312_torch_in_311,), "error", "torch"),
+    "ENV-EXT-SUFFIX": ("dev-cpu", (cp312_suffix_only,), "error", "torch"),
+    "ENV-VENV-INTERPRETER": ("dev-cpu", (venv_of_312,), "error", "pyvenv.cfg"),
+    "ENV-SCRIPT-BROKEN": ("dev-cpu", (venv_moved,), "error", "#!/build/.venv/bin/python"),
     "ENV-PROBE-FAILED": ("dev-cpu", (probe_crashed,), "error", "import torch"),
     "ENV-SHM-SMALL": ("dev-cpu", (docker_shm,), "warning", "/dev/shm"),
     "ENV-SITECUSTOMIZE": ("dev-cpu", (sitecustomize,), "warning", "sitecustomize"),
+    "ENV-CONFIG-TOOL": (
+        "dev-cpu",
+        (failed_config_check("CXX", "/opt/missing/g++", "compiler", "/opt/missing/g++ does not exist"),),
+        "error",
+        "CXX",
+    ),
+    "ENV-CONFIG-FOLDER": (
+        "dev-cpu",
+        (failed_config_check("TORCHINDUCTOR_CACHE_DIR", "/etc/hosts/cache", "folder", "cannot be created"),),
+        "error",
+        "TORCHINDUCTOR_CACHE_DIR",
+    ),
     # A Windows customer machine's facts (the probe's answer after import torch failed), as
     # tests/diff/test_windows_loader.py builds them; tests/windows records them for real under Wine.
     "ENV-WIN-DLL-NOT-FOUND": ("dev-cpu", (windows(),), "error", "MSVCP140.dll"),

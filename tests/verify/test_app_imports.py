@@ -8,11 +8,7 @@ download --no-deps``, ~75 MB); without a registry the tests that need them skip,
 
 from __future__ import annotations
 
-import functools
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -20,6 +16,7 @@ import pytest
 from conftest import needs_torch
 from typer.testing import CliRunner
 from venvs import clone_site_packages, make_venv, process_alive
+from wheels import pip_install, wheel
 
 from envcheck.cli import app
 from envcheck.core.errors import UsageError
@@ -41,51 +38,6 @@ INTEL_OPENMP = "intel-openmp==2026.2.0"  # libiomp5.so, installed into the venv'
 
 
 # ------------------------------------------------------------------------------------------- helpers
-
-
-def _cache() -> Path:
-    given = os.environ.get("ENVCHECK_TEST_WHEELS")
-    if given:
-        return Path(given)
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".cache"
-    return root / "envcheck" / "test-wheels"
-
-
-@functools.cache
-def _wheel(requirement: str) -> Path | str:
-    """The wheel of ``requirement`` for this interpreter from the cache, downloaded there first when
-    missing; a string saying why when it cannot be had."""
-    name, version = requirement.split("==")
-    stem = f"{name.replace('-', '_')}-{version}-"
-    folder = _cache()
-    found = sorted(folder.glob(f"{stem}*.whl")) if folder.is_dir() else []
-    if found:
-        return found[0]
-    folder.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", requirement]
-    argv += ["-d", str(folder), "--retries", "0", "--timeout", "30"]
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
-    except subprocess.TimeoutExpired:
-        return f"pip download {requirement} did not finish within 600 s"
-    found = sorted(folder.glob(f"{stem}*.whl"))
-    if out.returncode != 0 or not found:
-        return f"pip download {requirement} failed: {out.stderr.strip()[-200:]}"
-    return found[0]
-
-
-def wheel(requirement: str) -> Path:
-    got = _wheel(requirement)
-    if isinstance(got, str):
-        pytest.skip(f"registry not reachable: {got}")
-    return got
-
-
-def pip_install(python: Path, *wheels: Path) -> None:
-    """A real pip install of local wheels into the venv of ``python`` (which has no pip of its own)."""
-    argv = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index"]
-    subprocess.run([*argv, *map(str, wheels)], check=True, capture_output=True)
 
 
 def invoke(args: list[str]) -> tuple[int, dict, str]:  # type: ignore[type-arg]

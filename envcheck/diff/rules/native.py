@@ -13,8 +13,9 @@ from dataclasses import dataclass, replace
 from envcheck.core.findings import Finding, Rule, Severity
 from envcheck.diff.rules.base import difference_rule, single_rule
 from envcheck.manifest.identity import Aliases, aliases, canonical, folder_entries, foreign_libpython
+from envcheck.manifest.installation import install_cause
 from envcheck.manifest.model import Distribution, LoadedLibrary, Manifest, NativeFile
-from envcheck.manifest.native import RECORD_FILE_ABSENT, NativeNode
+from envcheck.manifest.native import RECORD_FILE_ABSENT, NativeNode, shipped_by_python
 from envcheck.manifest.query import VENDORED_HASH, canon, library_key, pkg
 from envcheck.manifest.remedy import pip_install, shell_word
 
@@ -592,9 +593,10 @@ def native_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
         texts.setdefault(chain.root, chain.text)
         if chain.from_extension:
             imported.add(chain.root)
+    subjects = _missing_subjects(list(by_root))
     for root, missing in sorted(by_root.items()):
         names = sorted(set(missing))
-        short = root.rsplit("/", 1)[-1]
+        short = subjects[root]
         if root in imported:
             shippers = _shipped_by(m, names)
             if shippers:
@@ -602,16 +604,7 @@ def native_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
                 # the build its other files were linked against; an OS package would be another build.
                 remedy = f"Reinstall what ships {', '.join(names)}: {reinstall(m, shippers)}."
             else:
-                provider = (
-                    " (for Windows runtimes the current VC++ 2015-2022 x64 redistributable; never a "
-                    "DLL-download site)"
-                    if _is_windows(m)
-                    else " (from the operating system's packages)"
-                )
-                remedy = (
-                    f"Install what provides {', '.join(names)}{provider}, or reinstall the package that "
-                    "should bundle it."
-                )
+                remedy = _missing_remedy(m, root, names)
             yield rule.finding(
                 short,
                 f"Importing {root} fails: {', '.join(names)} cannot be found ({texts[root]}).",
@@ -636,7 +629,7 @@ def native_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
             # The same file missing from an import's closure is that import's failure: reported there.
             cause = next(
                 (
-                    f"{rule.id}:{other.rsplit('/', 1)[-1]}"
+                    f"{rule.id}:{subjects[other]}"
                     for other in sorted(imported)
                     if set(names) <= set(by_root[other])
                 ),
@@ -655,6 +648,60 @@ def native_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
                 severity="info",
                 caused_by=cause,
             )
+
+
+def _missing_subjects(roots: list[str]) -> dict[str, str]:
+    """The subject of each root's finding: its file name (``_C.cpython-311-x86_64-linux-gnu.so``), or, where
+    two roots share one (every package's ``_C``), its path after the owner (``visionops/_C.cpython-…``), so
+    that each finding keeps a key of its own."""
+    short = {root: root.rsplit("/", 1)[-1] for root in roots}
+    counts: dict[str, int] = {}
+    for name in short.values():
+        counts[name] = counts.get(name, 0) + 1
+    return {root: name if counts[name] == 1 else root.split(":", 1)[-1] for root, name in short.items()}
+
+
+def _missing_remedy(m: Manifest, root: str, names: list[str]) -> str:
+    """What to do about ``names`` that no installed distribution ships, missing from the import of
+    ``root``: a library only a Python distribution ships (a torch build's ``libc10_cuda.so``, an nvidia-*
+    wheel's ``libcudart.so.13``) comes from that distribution, never from the operating system; others
+    from the OS's packages (Windows: the VC++ redistributable)."""
+    wheel = {n: what for n in names if (what := shipped_by_python(n)) is not None}
+    rest = [n for n in names if n not in wheel]
+    parts = []
+    if wheel:
+        owner = root.split(":", 1)[0] if ":" in root else None
+        dist = pkg(m, owner) if owner else None
+        torch = pkg(m, "torch")
+        whats = sorted(set(wheel.values()))
+        head = (
+            f"only {' or '.join(whats)} ships {', '.join(wheel)} (Python distributions, never an operating "
+            "system's package)"
+        )
+        if dist is not None and canon(dist.name) != "torch" and torch is not None:
+            parts.append(
+                f"{head}: {dist.name} {dist.version} was built for a torch build that ships "
+                f"{'it' if len(wheel) == 1 else 'them'}, and torch {torch.version} is installed. Install the "
+                f"{dist.name} build made for torch {torch.version} from the index that serves it (or "
+                "rebuild it against the installed torch), or the torch build it was made for"
+            )
+        else:
+            parts.append(
+                f"{head}: reinstall torch and the wheels it pins in one command from the index of its build"
+            )
+    if rest:
+        provider = (
+            " (for Windows runtimes the current VC++ 2015-2022 x64 redistributable; never a "
+            "DLL-download site)"
+            if _is_windows(m)
+            else " (from the operating system's packages)"
+        )
+        parts.append(
+            f"install what provides {', '.join(rest)}{provider}, or reinstall the package that should "
+            "bundle it"
+        )
+    text = "; ".join(parts) + "."
+    return text[:1].upper() + text[1:]
 
 
 def _shipped_by(m: Manifest, names: list[str]) -> list[Distribution]:
@@ -1002,6 +1049,7 @@ def native_tampered(rule: Rule, m: Manifest) -> Iterator[Finding]:
                 "download sites).",
                 base="RECORD",
                 target=node.identity or (f"{node.size} bytes" if node.size is not None else "modified"),
+                caused_by=install_cause(m, node.owner, _relative(node)),
             )
         elif node.owner == "unowned":
             yield rule.finding(
@@ -1012,7 +1060,13 @@ def native_tampered(rule: Rule, m: Manifest) -> Iterator[Finding]:
                 base="no owner",
                 target=node.path,
                 severity="warning",
+                caused_by=install_cause(m, node.owner, _relative(node)),
             )
+
+
+def _relative(node: NativeNode) -> str | None:
+    """The path of ``node`` relative to its site folder, from its ``owner:relative/path`` key."""
+    return node.key.split(":", 1)[1] if ":" in node.key else None
 
 
 def _record_entry(m: Manifest, node: NativeNode) -> NativeFile | None:

@@ -1,0 +1,292 @@
+"""How the installation agrees with its own metadata (PEP 376, 427, 491; how pip and uv install).
+
+Three facts, read from files (nothing is imported):
+
+- **stashes**: entries of a site folder whose name starts with ``~``. pip's uninstall renames the old tree
+  beside the new one (``torch`` -> ``~orch``, ``torch-2.12.0.dist-info`` -> ``~orch-2.12.0.dist-info``,
+  ``pip/_internal/utils/temp_dir.py``: ``AdjacentTempDirectory``) and removes it once the install commits,
+  so one that remains means an install was interrupted. ``distributions.distributions`` never reads one as
+  a live distribution.
+- **orphans**: files under a distribution's top-level package folders that no RECORD lists. Byte-code
+  (``__pycache__``, ``.pyc``) is left out: the interpreter writes it at run time.
+- **shared**: files that the RECORDs of two distributions both list with different content (two builds that
+  overwrote each other: ``opencv-python`` beside ``opencv-python-headless``). The same bytes in both (the
+  ``__init__.py`` of a pkgutil-style namespace package) is legal and left out.
+
+Everything is bounded: files walked, RECORD bytes read, examples kept.
+"""
+
+import csv
+import os
+
+# A torch tree holds ~15,000 files, a large ML venv ~150,000; past this the walk stops and says so.
+MAX_WALKED = 400000
+MAX_RECORD_BYTES = 64 << 20
+MAX_EXAMPLES = 5
+MAX_GROUPS = 200
+# What the interpreter or a loader takes as code: an orphan of these can be imported or loaded.
+CODE_SUFFIXES = (".py", ".so", ".pyd", ".dll", ".dylib")
+
+
+def _read(path, limit):
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except (OSError, ValueError):
+        return None
+    if len(data) > limit:
+        return None
+    return data.decode("utf-8", "replace")
+
+
+def record_rows(metadata_dir):
+    """``{relative path: sha256 field}`` of the RECORD in ``metadata_dir`` (paths relative to its folder,
+    ``/``-separated, normalised; entries outside the folder, such as scripts, left out), or None when it has
+    no RECORD."""
+    text = _read(os.path.join(metadata_dir, "RECORD"), MAX_RECORD_BYTES)
+    if text is None:
+        return None
+    rows = {}
+    for line in text.splitlines():
+        if not line:
+            continue
+        if line.startswith('"'):  # a path holding a comma or a quote: csv's job
+            parsed = next(csv.reader([line]), None)
+            if not parsed:
+                continue
+            path, digest = parsed[0], parsed[1] if len(parsed) > 1 else ""
+        else:
+            path, _, rest = line.partition(",")
+            digest = rest.partition(",")[0]
+        if not path:
+            continue
+        if "\\" in path:
+            path = path.replace("\\", "/")
+        if path.startswith("/") or ":" in path[:3]:
+            continue
+        if "./" in path or "//" in path or path.endswith("/."):
+            path = os.path.normpath(path).replace(os.sep, "/")
+            if path.startswith("../") or path == "..":
+                continue
+        rows[path] = digest
+    return rows
+
+
+def _skipped(relative):
+    """Byte-code the interpreter writes at run time, and the metadata folders themselves."""
+    return "__pycache__" in relative.split("/") or relative.endswith((".pyc", ".pyo"))
+
+
+def _top(relative):
+    head = relative.partition("/")[0]
+    if head.endswith((".dist-info", ".egg-info", ".data")) or head in ("..", "__pycache__", "."):
+        return None
+    return head
+
+
+def _metadata_text(folder, name):
+    for file in ("METADATA", "PKG-INFO"):
+        text = _read(os.path.join(folder, name, file), 1 << 20)
+        if text:
+            return text
+    return None
+
+
+def _name_version(text):
+    name = version = None
+    for line in (text or "").split("\n\n", 1)[0].splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip().lower()
+        if key == "name" and name is None:
+            name = value.strip()
+        elif key == "version" and version is None:
+            version = value.strip()
+    return name, version
+
+
+class _Walk(object):
+    def __init__(self):
+        self.walked = 0
+        self.truncated = False
+
+    def files(self, root, prefix):
+        """Relative paths (``prefix/...``) of the regular files under ``root``, links not followed."""
+        stack = [(root, prefix)]
+        while stack:
+            folder, rel = stack.pop()
+            try:
+                entries = list(os.scandir(folder))
+            except OSError:
+                continue
+            for entry in entries:
+                if self.walked >= MAX_WALKED:
+                    self.truncated = True
+                    return
+                name = entry.name
+                relative = rel + "/" + name
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if name != "__pycache__":
+                            stack.append((entry.path, relative))
+                        continue
+                except OSError:
+                    continue
+                self.walked += 1
+                if not relative.endswith((".pyc", ".pyo")):
+                    yield relative
+
+
+def _compiled(relative):
+    return relative.endswith((".so", ".pyd", ".dll", ".dylib")) or ".so." in relative
+
+
+def _is_dir(path):
+    return os.path.isdir(path) and not os.path.islink(path)
+
+
+def _stash_of(stash_name, live_names):
+    """The live name a ``~`` stash stands for: pip replaces the name's first characters with ``~`` and
+    filler (``-~.=%0123456789``), keeping the rest."""
+    rest = stash_name.lstrip("~-.=%0123456789")
+    for live in sorted(live_names):
+        if rest and live.endswith(rest) and len(live) == len(stash_name):
+            return live
+    return None
+
+
+def _folders(packages):
+    """The site folders that hold distributions, in ``sys.path`` order, each once."""
+    seen = []
+    for dist in packages:
+        location = dist.get("location") or ""
+        if location and location not in seen:
+            seen.append(location)
+    return seen
+
+
+def install_facts(packages):
+    # type: (list) -> dict
+    """The installation facts of the folders that hold ``packages`` (the probe's distributions)."""
+    walk = _Walk()
+    out = {"stashes": [], "orphans": [], "shared": []}
+    by_folder = {}
+    for dist in packages:
+        by_folder.setdefault(dist.get("location") or "", []).append(dist)
+    records_elsewhere = []  # the RECORD paths of the folders already read: {relative path: claims}
+    for folder in _folders(packages):
+        _one_folder(folder, by_folder.get(folder, []), walk, out, records_elsewhere)
+        if len(out["orphans"]) >= MAX_GROUPS or walk.truncated:
+            break
+    out["walked"] = walk.walked
+    out["truncated"] = walk.truncated
+    return out
+
+
+def _one_folder(folder, dists, walk, out, records_elsewhere):
+    def where(relative):
+        """``dist-info NAME`` of a distribution in an earlier folder whose RECORD lists ``relative``."""
+        for earlier in records_elsewhere:
+            claims = earlier.get(relative)
+            if claims:
+                return "dist-info " + claims[0][0]
+        return None
+
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return
+    owners = {}  # relative path -> [(metadata dir, hash field)]
+    tops = set()
+    top_owners = {}  # top-level folder -> ["name==version"] of the distributions whose RECORD lists it
+    unknown_tops = set()  # claimed by a distribution without a RECORD: its files cannot be judged
+    for dist in dists:
+        mdir = dist.get("metadata_dir") or ""
+        rows = record_rows(mdir) if mdir else None
+        if rows is None:
+            text = _read(os.path.join(mdir, "top_level.txt"), 1 << 16) if mdir else None
+            unknown_tops.update(line.strip() for line in (text or "").splitlines() if line.strip())
+            continue
+        heads = set()
+        label = "%s==%s" % (dist.get("name"), dist.get("version"))
+        for path, digest in rows.items():
+            claims = owners.get(path)
+            if claims is None:
+                owners[path] = [(mdir, digest)]
+            else:
+                claims.append((mdir, digest))
+            head, slash, _ = path.partition("/")
+            if slash:
+                heads.add(head)
+        for top in map(_top, heads):
+            if top is not None:
+                tops.add(top)
+                top_owners.setdefault(top, []).append(label)
+    # pip's stashes: never live, named as an interrupted install. Metadata stashes first: their RECORDs
+    # say which project a stashed package folder (``~orchgen``: torchgen) belongs to.
+    stash_tops = {}  # top-level folder -> project whose stash (dist-info or package) stands for it
+    stash_dirs = [n for n in names if n.startswith("~") and _is_dir(os.path.join(folder, n))]
+    for name in stash_dirs:
+        if not name.endswith(".dist-info"):
+            continue
+        path = os.path.join(folder, name)
+        project, version = _name_version(_metadata_text(folder, name))
+        rows = record_rows(path) or {}
+        for relative in rows:
+            head, slash, _ = relative.partition("/")
+            top = _top(relative) if slash else None
+            if top is not None and project:
+                stash_tops.setdefault(top, project)
+        out["stashes"].append(
+            {"path": path, "kind": "dist-info", "name": project, "version": version, "files": len(rows)}
+        )
+    live_names = [n for n in names if not n.startswith("~")]
+    for name in stash_dirs:
+        if name.endswith(".dist-info"):
+            continue
+        path = os.path.join(folder, name)
+        count = sum(1 for _ in _Walk().files(path, name)) if not walk.truncated else 0
+        live = _stash_of(name, sorted(set(live_names) | set(stash_tops) | tops))
+        project = stash_tops.get(live, live) if live is not None else None
+        out["stashes"].append(
+            {"path": path, "kind": "package", "name": project, "version": None, "files": count}
+        )
+        if live is not None:
+            stash_tops.setdefault(live, project)
+    # Files two RECORDs list with different content.
+    shared = {}
+    for path, claims in owners.items():
+        if len(claims) < 2 or _skipped(path):
+            continue
+        dirs = sorted({mdir for mdir, _ in claims})
+        if len(dirs) < 2 or len({digest for _, digest in claims}) < 2:
+            continue  # one distribution twice, or the same bytes (a shared namespace __init__.py)
+        shared.setdefault(tuple(dirs), []).append(path)
+    for dirs, paths in sorted(shared.items()):
+        paths.sort()
+        out["shared"].append({"owners": list(dirs), "count": len(paths), "examples": paths[:MAX_EXAMPLES]})
+    # Files no RECORD lists, under the top-level folders some RECORD (or a stash) names.
+    for top in sorted((tops | set(stash_tops)) - unknown_tops):
+        root = os.path.join(folder, top)
+        if os.path.islink(root) or not os.path.isdir(root):
+            continue
+        orphans = [rel for rel in walk.files(root, top) if rel not in owners]
+        if orphans:
+            # Compiled code first: an extension module or a library left behind is what loads by mistake.
+            orphans.sort(key=lambda rel: (not _compiled(rel), not rel.endswith(".py"), rel))
+            if top in stash_tops:
+                likely = "stash " + stash_tops[top]  # the project whose install was interrupted
+            else:
+                likely = next((where(rel) for rel in orphans if where(rel)), "unknown")
+            out["orphans"].append(
+                {
+                    "folder": root,
+                    "count": len(orphans),
+                    "examples": orphans[:MAX_EXAMPLES],
+                    "modules": sum(1 for rel in orphans if rel.endswith(CODE_SUFFIXES) or ".so." in rel),
+                    "likely": likely,
+                    "owners": sorted(set(top_owners.get(top, []))),
+                }
+            )
+        if walk.truncated:
+            break
+    records_elsewhere.append(owners)
