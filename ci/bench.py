@@ -20,6 +20,8 @@ in the target environment, prints the median wall time of each, and the ratios t
         peak memory of its whole process tree < 300 MB
     RECORD check of the live snapshot (gate, doctor): with a warm hash cache, the native walk's extra time
         <= 0.05 x  import torch (cold, no cache, and doctor's end-to-end times: reported)
+    invariant checks (the installation's, the interpreter's, what is built against torch, the configuration:
+        their facts in the target and their rules), warm  <= 0.10 x  import torch
 
 Absolute times are noisy on shared machines; quote the ratios. ``--check`` exits 1 when a budget is missed.
 The target interpreter needs torch; envcheck runs from the interpreter running this script.
@@ -211,6 +213,58 @@ def integrity_walk(py: str, work: Path, n: int) -> dict[str, float]:
         else:
             os.environ["ENVCHECK_CACHE_DIR"] = saved
     return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+# The installation and configuration invariants' own facts, timed in the target interpreter itself: what the
+# facts probe does for them beyond reading the distributions (every RECORD read and the package folders
+# walked; wheel tags, pyvenv.cfg and the console scripts; the compilers and folders torch's variables name).
+INVARIANT_FACTS = r"""
+import json, statistics, sys, time
+sys.path.insert(0, sys.argv[1])
+from envcheck.inside.config_checks import config_checks
+from envcheck.inside.distributions import distributions
+from envcheck.inside.environment import collect_env
+from envcheck.inside.install_facts import install_facts
+from envcheck.inside.venv_facts import venv_facts
+packages, _ = distributions()
+env = collect_env()
+steps = {"install facts": lambda: install_facts(packages), "venv facts": lambda: venv_facts(packages),
+         "config checks": lambda: config_checks(env)}
+times = {name: [] for name in steps}
+for rep in range(int(sys.argv[2]) + 1):
+    for name, step in steps.items():
+        start = time.perf_counter()
+        step()
+        if rep:
+            times[name].append(time.perf_counter() - start)
+print(json.dumps({name: statistics.median(ts) for name, ts in times.items()}))
+"""
+
+# The rule families of the invariants, run over the live snapshot's manifest in this process.
+INVARIANT_FAMILIES = ("installation", "interpreter", "built against torch", "environment variables")
+
+
+def invariant_checks(py: str, work: Path, n: int) -> dict[str, float]:
+    """Median seconds of each invariant fact in the target (``INVARIANT_FACTS``) and of their rules over
+    the live snapshot (warm: the second run on)."""
+    from envcheck.app.catalog import catalog
+    from envcheck.collect.launch import SnapshotOptions
+    from envcheck.collect.snapshot import take_snapshot
+    from envcheck.diff.engine import doctor
+
+    argv = [py, "-c", INVARIANT_FACTS, str(HERE.parent), str(n)]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True, env=ENV, cwd=work)
+    medians: dict[str, float] = json.loads(out.stdout)
+    manifest = take_snapshot(SnapshotOptions(python=py, probe=False, verify=False))
+    rules = [r for r in catalog() if r.family in INVARIANT_FAMILIES and r.single is not None]
+    times = []
+    for rep in range(n + 1):
+        start = time.perf_counter()
+        doctor(manifest, rules=rules)
+        if rep:
+            times.append(time.perf_counter() - start)
+    medians["their rules"] = statistics.median(times)
+    return medians
 
 
 def _cpu_now() -> float:
@@ -492,6 +546,14 @@ def main() -> int:
         ):
             extra = walk[name] - walk["walk"]
             budgets.append((label, extra / medians["import torch"], limit, "x"))
+
+    if "import torch" in medians and "invariants" not in args.skip:
+        # The invariants (installation, interpreter, built against torch, configuration), warm: their facts
+        # in the target and their rules add <= 0.1 x import torch to the gate.
+        invariants = invariant_checks(py, work, args.n)
+        print("\ninvariants: " + ", ".join(f"{name} {seconds:.3f} s" for name, seconds in invariants.items()))
+        total = sum(invariants.values())
+        budgets.append(("invariant checks / import torch", total / medians["import torch"], 0.10, "x"))
 
     if "predict (cold)" not in args.skip:
         for resolver in ("pip", "uv"):

@@ -155,7 +155,10 @@ NoProbeOption = Annotated[
     bool,
     typer.Option(
         "--no-probe",
-        help="Static facts only: the target is started but imports nothing (no torch, no smoke suite).",
+        help=(
+            "Static facts only: the target is started but imports nothing (no torch, no smoke suite); a "
+            "compiler that CC, CXX or CUDACXX names answers --version (2 s each, never compiles)."
+        ),
     ),
 ]
 RedactPathsOption = Annotated[

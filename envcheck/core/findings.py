@@ -64,8 +64,8 @@ class Finding:
 
 # Rules whose findings explain why ``import torch`` takes another tree or fails, in the order a report
 # leads with them (within a severity): an installation broken by an interrupted or doubled install, the
-# wrong torch, then a library its import cannot load, then the failed import itself. Findings that are consequences of these are linked to them by
-# ``envcheck.diff.causes``; this order ranks the roots.
+# wrong torch, then a library its import cannot load, then the failed import itself. Findings that are
+# consequences of these are linked to them by ``envcheck.diff.causes``; this order ranks the roots.
 FIRST_CAUSES: dict[str, int] = {
     rule: rank
     for rank, rule in enumerate(

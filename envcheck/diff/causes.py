@@ -39,6 +39,7 @@ from envcheck.core.findings import FIRST_CAUSES, SEVERITY_RANK, Finding, Severit
 from envcheck.diff.rules.windows import VC_RUNTIME_DLL
 from envcheck.manifest.native import build_kind_of_library, links_torch
 from envcheck.manifest.query import canon
+from envcheck.manifest.runtime_config import consequence
 
 # echo rule -> the rules whose finding on the same subject says all it says. Order does not matter: a
 # finding is dropped when any of its betters is present.
@@ -71,6 +72,7 @@ def link(findings: Sequence[Finding]) -> list[Finding]:
     kept = _interpreter_causes(kept)
     kept = _install_causes(kept)
     kept = _requirement_causes(kept)
+    kept = _numerics_causes(kept)
     kept = built_for_causes(kept)
     kept = _import_causes(kept)
     kept = _loader_causes(kept)
@@ -252,6 +254,62 @@ def _requirement_causes(findings: list[Finding]) -> list[Finding]:
                     break
         out.append(f if cause is None else dataclasses.replace(f, caused_by=cause))
     return out
+
+
+# The smoke suite's findings of numbers that moved, kernels that changed and speed, which a variable whose
+# documented consequence is numerics or what runs (``envcheck/data/runtime_config.json``) explains.
+_NUMERIC_CONSEQUENCES = frozenset(
+    {"VERIFY-NUMERICS", "VERIFY-WITHIN-TOLERANCE", "VERIFY-SPEED", "VERIFY-INFO", "ENV-CPU-CAPABILITY"}
+)
+# Differences that move numbers by themselves: with one of them in the report, the variable is not the only
+# explanation and nothing is linked to it.
+_OTHER_NUMERIC_CAUSES = frozenset(
+    {
+        "ENV-TORCH-VERSION",
+        "ENV-TORCH-VARIANT",
+        "ENV-TORCH-BUILD",
+        "ENV-NUMERICS-SWITCH",
+        "ENV-CPU-ISA",
+        "ENV-SITECUSTOMIZE",
+        "VERIFY-FP-MODE",
+        "ENV-FTZ-DAZ",
+    }
+)
+
+
+def _numerics_causes(findings: list[Finding]) -> list[Finding]:
+    """``findings`` with the smoke suite's moved numbers (and the CPU capability, the speed and the import
+    notes that go with them) linked to the variable that explains them: an ``ENV-VAR-CHANGED`` of a
+    variable the runtime-configuration catalog documents as changing numerics (``ATEN_CPU_CAPABILITY``,
+    ``ONEDNN_DEFAULT_FPMATH_MODE``), or what runs when none does; only when no other difference in the
+    report moves numbers by itself. A finding that already names a cause keeps it."""
+    if any(f.rule in _OTHER_NUMERIC_CAUSES for f in findings):
+        return findings
+    variables = [f for f in findings if f.rule == "ENV-VAR-CHANGED" and f.caused_by is None]
+    ranked = sorted(
+        ((_NUMERIC_RANK.get(_consequence(f.subject) or "", 9), f) for f in variables),
+        key=lambda pair: pair[0],
+    )
+    by_machine: dict[str | None, Finding] = {}
+    for rank, f in ranked:
+        if rank < 9:
+            by_machine.setdefault(f.machine, f)
+    if not by_machine:
+        return findings
+    out = []
+    for f in findings:
+        cause = by_machine.get(f.machine)
+        linked = cause is not None and f.caused_by is None and f.rule in _NUMERIC_CONSEQUENCES
+        out.append(dataclasses.replace(f, caused_by=cause.key) if linked and cause is not None else f)
+    return out
+
+
+_NUMERIC_RANK = {"numerics": 0, "what-runs": 1}
+
+
+def _consequence(name: str) -> str | None:
+    entry = consequence(name)
+    return entry.consequence if entry is not None else None
 
 
 # The smoke suite's findings for an ``import_torch`` that did not import, and the probe's.
@@ -457,13 +515,9 @@ def escalate(findings: Sequence[Finding]) -> list[Finding]:
             worst[f.caused_by] = min(worst.get(f.caused_by, rank), rank)
     out = []
     for f in findings:
-        rank = worst.get(f.key)
-        raise_it = f.caused_by is None and f.intended is None and rank is not None
-        out.append(
-            dataclasses.replace(f, severity=_SEVERITIES[rank])
-            if raise_it and rank is not None and rank < SEVERITY_RANK[f.severity]
-            else f
-        )
+        worse = worst.get(f.key, SEVERITY_RANK[f.severity])
+        raise_it = f.caused_by is None and f.intended is None and worse < SEVERITY_RANK[f.severity]
+        out.append(dataclasses.replace(f, severity=_SEVERITIES[worse]) if raise_it else f)
     return out
 
 

@@ -27,6 +27,7 @@ ENV_PREFIXES = (
     "TORCH_",
     "PYTORCH_",
     "TORCHINDUCTOR_",
+    "TORCHDYNAMO_",
     "TRITON_",
     "HIP_",
     "ROCM_",
@@ -59,6 +60,14 @@ ENV_NAMES = (
     "CC",
     "CXX",
     "NUMEXPR_MAX_THREADS",
+    # The tools and build settings torch.compile, torch.utils.cpp_extension and setuptools read
+    # (envcheck/data/runtime_config.json).
+    "CUDACXX",
+    "CFLAGS",
+    "CPPFLAGS",
+    "LDFLAGS",
+    "LDSHARED",
+    "MAX_JOBS",
 )
 
 # Variables that describe the shell envcheck was started from, not the environment: where it stands, how

@@ -568,10 +568,11 @@ class Stash:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class OrphanFiles:
     """Files under one top-level package folder that no RECORD lists. ``count`` is all of them,
-    ``examples`` the first few (compiled code first), ``modules`` how many are code the interpreter or the loader takes
-    (``.py``, an extension module, a shared library), ``likely`` where they most likely came from:
-    ``stash <project>`` (a stash of that project's install stands for the folder: an interrupted install), ``dist-info <name> <version>`` (another distribution's RECORD elsewhere on
-    ``sys.path`` lists them) or ``unknown``."""
+    ``examples`` the first few (compiled code first), ``modules`` how many are code the interpreter or the
+    loader takes (``.py``, an extension module, a shared library), ``likely`` where they most likely came
+    from: ``stash <project>`` (a stash of that project's install stands for the folder: an interrupted
+    install), ``dist-info <path>`` (the RECORD of a distribution in an earlier ``sys.path`` folder lists
+    them) or ``unknown``."""
 
     folder: str
     count: int

@@ -103,3 +103,28 @@ def test_a_folder_on_ld_library_path_with_nothing_torch_loads_is_no_error(
     assert code == 0, [(f["rule"], f["subject"]) for f in report["findings"] if f["severity"] == "error"]
     (var,) = [f for f in report["findings"] if f["subject"] == "LD_LIBRARY_PATH"]
     assert var["severity"] != "error"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("ATEN_CPU_CAPABILITY", "default"), ("ONEDNN_DEFAULT_FPMATH_MODE", "BF16")],
+)
+def test_numbers_a_variable_moves_fold_under_it(venv: tuple[Path, Path], variable: str, value: str) -> None:
+    """A variable the runtime-configuration catalog documents as changing numerics: what moved in the
+    smoke suite is its consequence. Whether it moves anything depends on the CPU (oneDNN keeps f32 kernels
+    under BF16 fpmath on some CPUs; ``default`` is the best capability on a CPU without AVX2), so the test
+    reads what moved and asserts the links, whatever moved."""
+    python, ref = venv
+    code, report = envcheck("gate", str(ref), "--python", str(python), env={variable: value})
+    moved = [f for f in report["findings"] if f["rule"] in ("VERIFY-NUMERICS", "VERIFY-WITHIN-TOLERANCE")]
+    if not moved:
+        pytest.skip(f"{variable}={value} moves no smoke-suite number on this CPU")
+    key = f"ENV-VAR-CHANGED:{variable}"
+    assert all(f["caused_by"] == key for f in moved), [(f["subject"], f["caused_by"]) for f in moved]
+    (var,) = [f for f in report["findings"] if f["rule"] == "ENV-VAR-CHANGED" and f["subject"] == variable]
+    assert var["caused_by"] is None
+    if any(f["rule"] == "VERIFY-NUMERICS" and f["severity"] == "error" for f in moved):
+        # Numbers beyond tolerance fail the gate, and the variable that moved them leads, as an error.
+        assert code == 1
+        assert (roots(report)[0]["rule"], roots(report)[0]["subject"]) == ("ENV-VAR-CHANGED", variable)
+        assert var["severity"] == "error"

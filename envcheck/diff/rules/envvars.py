@@ -1,20 +1,31 @@
 """Environment variables that steer torch, its runtimes and the loader (only the allowlisted ones are
-collected; credentials are redacted by the snapshot)."""
+collected; credentials are redacted by the snapshot).
+
+The catalog of what torch reads (``envcheck/data/runtime_config.json``, ``envcheck.manifest.runtime_config``)
+decides what a difference is worth: a variable that makes a documented call or a load fail is an error, one
+that changes numbers or what runs a warning, speed and logging info. A variable outside the catalog keeps
+the prefix list below. The probe's live checks of the compilers and folders those variables name
+(``Manifest.config_checks``) are ``ENV-CONFIG-TOOL`` and ``ENV-CONFIG-FOLDER``."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from envcheck.core.findings import Finding, Rule, Severity
 from envcheck.core.redact import REDACTED, is_secret_name
-from envcheck.diff.rules.base import difference_rule
+from envcheck.diff.rules.base import difference_rule, single_rule
 from envcheck.inside.environment import CALLER_SHELL
 from envcheck.manifest.model import Manifest
+from envcheck.manifest.query import windows
+from envcheck.manifest.remedy import shell_word
+from envcheck.manifest.runtime_config import Entry, consequence
 
 FAMILY = "environment variables"
 
 # Prefixes whose change alters what loads or how numbers come out: a warning. Anything else collected
-# (PATH, PIP_*, LANG) is info: it matters to installers and tools, not to the running model.
+# (PATH, PIP_*, LANG) is info: it matters to installers and tools, not to the running model. Used only for
+# variables the catalog does not list.
 _WARN_PREFIXES = (
     "OMP_",
     "MKL_",
@@ -49,8 +60,12 @@ def _severity(name: str) -> Severity:
     severity="warning",
     title="an environment variable that steers torch differs",
     why=(
-        "OMP_/MKL_/KMP_ thread and affinity settings, ATEN_CPU_CAPABILITY, CUBLAS_WORKSPACE_CONFIG, "
-        "CUDA_VISIBLE_DEVICES, LD_LIBRARY_PATH and TORCH_* flags change what loads and what runs."
+        "The variables torch and its runtimes read change what a call does. The catalog of them "
+        "(docs/runtime-config.md) grades a difference by its consequence: a documented call or load that "
+        "fails (TORCH_FORCE_WEIGHTS_ONLY_LOAD, PYTORCH_JIT=0, TORCH_DEVICE_BACKEND_AUTOLOAD) is an error; "
+        "changed numerics or kernels, threads and devices (ATEN_CPU_CAPABILITY, OMP_NUM_THREADS, "
+        "CUDA_VISIBLE_DEVICES) a warning; speed and logging info. Others: OMP_/MKL_/KMP_, CUDA_, "
+        "LD_LIBRARY_PATH and TORCH_* are warnings, the rest info."
     ),
     fm=("FM-11", "FM-14", "FM-19", "FM-23", "FM-09"),
     evidence=("pytorch/pytorch#149422", "pytorch/pytorch#37377"),
@@ -72,6 +87,10 @@ def var_changed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
             bv, tv = (None if v is None else REDACTED for v in (bv, tv))
         if name == "PATH" and bv and tv and _same_path(base, target, bv, tv):
             continue
+        entry = None if is_secret_name(name) else consequence(name)
+        if entry is not None:
+            yield _cataloged(rule, entry, name, bv, tv, target)
+            continue
         yield rule.finding(
             name,
             f"{name} is {_show(bv)} on the base and {_show(tv)} on the target.",
@@ -80,6 +99,64 @@ def var_changed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
             target=_show(tv),
             severity=_severity(name),
         )
+
+
+def _what(entry: Entry) -> str:
+    # "(1) makes ..." names the value that does it; the message names the value itself.
+    return re.sub(r"^\([^)]*\)\s*", "", entry.what)
+
+
+def _cataloged(
+    rule: Rule, entry: Entry, name: str, bv: str | None, tv: str | None, target: Manifest
+) -> Finding:
+    """A difference in a variable the catalog knows: graded by its consequence, saying what it changes."""
+    b_state, t_state = entry.state(bv), entry.state(tv)
+    severity: Severity = entry.severity
+    what = _what(entry)
+    t_active = t_state not in (None, False)
+    if b_state == t_state:
+        severity = "info"
+        message = (
+            f"{name} is {_show(bv)} on the base and {_show(tv)} on the target, which torch reads the same "
+            "way: no effect."
+        )
+    elif not entry.fails_on(t_active):
+        # The failing side is the base's (it would fail there, not here): what runs differs, nothing breaks.
+        severity = "warning"
+        state = f"{name}={_show(tv)}" if t_active else f"{name} {'unset' if tv is None else _show(tv)}"
+        message = (
+            f"{state} on the target, {_show(bv)} on the base: {name} {what} ({entry.consequence} on the "
+            "side that lacks it; here it changes what runs)."
+        )
+    elif t_active:
+        where = "where the base leaves it unset" if bv is None else f"where the base has {_show(bv)}"
+        message = f"{name}={_show(tv)} on the target {what}, {where} ({entry.consequence})."
+    else:
+        now = "unset" if tv is None else _show(tv)
+        message = (
+            f"{name} is {now} on the target, where on the base {name}={_show(bv)} {what}: the target runs "
+            f"without that ({entry.consequence})."
+        )
+    return rule.finding(
+        name,
+        message,
+        _set_like(name, bv, target),
+        base=_show(bv),
+        target=_show(tv),
+        severity=severity,
+    )
+
+
+def _set_like(name: str, base_value: str | None, target: Manifest) -> str:
+    """A command, pasteable on the target's shell, that gives the target the base's setting."""
+    on_windows = windows(target)
+    note = "  # in the target's service environment, as on the base (or change both)"
+    if base_value is None:
+        return (f"Remove-Item Env:{name}" if on_windows else f"unset {name}") + note
+    if REDACTED in base_value:
+        return f"Set {name} on the target as on the base (the manifest holds its value redacted)."
+    word = shell_word(base_value, target)
+    return (f"$env:{name} = {word}" if on_windows else f"export {name}={word}") + note
 
 
 # Search paths: a value the target does not set is nothing to change there; what the base's value made
@@ -111,3 +188,77 @@ def _same_path(base: Manifest, target: Manifest, b: str, t: str) -> bool:
     """PATH entries compared with each side's venv prefix replaced (an activated venv puts its bin first)."""
     bp, tp = base.python.prefix.rstrip("/"), target.python.prefix.rstrip("/")
     return b.replace(bp, "{prefix}") == t.replace(tp, "{prefix}")
+
+
+# --- what the configuration names, checked live in the target ----------------------------------------------
+
+
+def _config_severity(entry: Entry | None) -> Severity:
+    # A tool or folder a documented call runs or writes to: that call fails. Otherwise only what the
+    # variable steers (debug output, a GPU-only path) is lost.
+    return "error" if entry is not None and entry.used_by else "warning"
+
+
+def _unset_or_fix(name: str, m: Manifest) -> str:
+    return f"Remove-Item Env:{name}" if windows(m) else f"unset {name}"
+
+
+@single_rule(
+    "ENV-CONFIG-TOOL",
+    family=FAMILY,
+    severity="error",
+    title="a compiler a configuration variable names is missing or does not run",
+    why=(
+        "torch.compile's C++ kernels on the CPU run the compiler CXX names, torch.utils.cpp_extension runs "
+        "CXX and (for CUDA sources) CC, Triton runs TRITON_PTXAS_PATH: a compiler that is not there or does "
+        "not answer --version makes those calls fail at their first compile, long after start-up. An error "
+        "where the catalog (docs/runtime-config.md) names the call that runs it, a warning otherwise."
+    ),
+)
+def config_tool(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    for check in m.config_checks or ():
+        if check.kind != "compiler" or check.ok:
+            continue
+        entry = consequence(check.variable)
+        used = f" {entry.used_by} runs it, so that call fails." if entry is not None and entry.used_by else ""
+        yield rule.finding(
+            check.variable,
+            f"{check.variable}={_show(check.value)} names a compiler: {check.detail or 'it fails'}.{used}",
+            f"{_unset_or_fix(check.variable, m)}  # torch then uses its default compiler; or install the "
+            f"compiler, or point {check.variable} at one that answers --version",
+            target=_show(check.value),
+            severity=_config_severity(entry),
+        )
+
+
+@single_rule(
+    "ENV-CONFIG-FOLDER",
+    family=FAMILY,
+    severity="error",
+    title="a folder a configuration variable names cannot be written",
+    why=(
+        "torch.compile writes its kernels under TORCHINDUCTOR_CACHE_DIR (Triton's under TRITON_CACHE_DIR), "
+        "torch.utils.cpp_extension builds under TORCH_EXTENSIONS_DIR, torch.hub downloads under TORCH_HOME, "
+        "and import torch opens TORCH_LOGS_OUT: a folder that does not exist and cannot be created, or "
+        "cannot be written, makes that call fail. An error where the catalog (docs/runtime-config.md) names "
+        "the call, a warning otherwise."
+    ),
+)
+def config_folder(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    for check in m.config_checks or ():
+        if check.kind != "folder" or check.ok:
+            continue
+        entry = consequence(check.variable)
+        used = (
+            f" {entry.used_by} writes there, so that call fails."
+            if entry is not None and entry.used_by
+            else ""
+        )
+        yield rule.finding(
+            check.variable,
+            f"{check.variable}={_show(check.value)}: {check.detail or 'cannot be written'}.{used}",
+            f"{_unset_or_fix(check.variable, m)}  # torch then uses its default; or point {check.variable} "
+            "at a folder the service can write",
+            target=_show(check.value),
+            severity=_config_severity(entry),
+        )
