@@ -71,9 +71,9 @@ def link(findings: Sequence[Finding]) -> list[Finding]:
     kept, redirect = _drop_echoes(findings)
     kept = _interpreter_causes(kept)
     kept = _install_causes(kept)
+    kept = built_for_causes(kept)
     kept = _requirement_causes(kept)
     kept = _numerics_causes(kept)
-    kept = built_for_causes(kept)
     kept = _import_causes(kept)
     kept = _loader_causes(kept)
     by_key = {f.key: f for f in kept}
@@ -177,6 +177,8 @@ def _install_causes(findings: list[Finding]) -> list[Finding]:
 
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# "NAME VERSION requires ..." in an ENV-PKG-UNMET message: the distributions that need what is unmet.
+_REQUIRER = re.compile(r"(?:^|; )([A-Za-z0-9][A-Za-z0-9._-]*) \S+ requires ")
 
 
 # A distribution's native code built for another torch (``envcheck/diff/rules/builtfor.py``; the release it
@@ -220,6 +222,10 @@ def built_for_causes(findings: list[Finding]) -> list[Finding]:
                 cause = root((f.base or "").split(":", 1)[0], f.machine, BUILT_FOR_ROOTS[:1])
         elif f.rule == "ENV-COMPANION-VARIANT":
             cause = root(f.subject, f.machine, BUILT_FOR_ROOTS[:1])
+        elif f.rule in ("ENV-NATIVE-SHADOWED", "ENV-CUDA-LIB-SHADOWED") and ":" in (f.base or ""):
+            # A CUDA or ROCm library the mismatched build bundles or needs, found elsewhere: the build's.
+            if build_kind_of_library(f.subject):
+                cause = root((f.base or "").split(":", 1)[0], f.machine, BUILT_FOR_ROOTS[:1])
         elif f.rule == "VERIFY-IMPORT" and _BUILD_MISMATCH_ERROR.search(f.message):
             named = _IMPORTED_DIST.match(f.message)
             cause = root(named.group(1), f.machine, BUILT_FOR_ROOTS) if named else None
@@ -249,7 +255,17 @@ def _requirement_causes(findings: list[Finding]) -> list[Finding]:
                     cause = root.key
                 elif f.rule in _INSTALL_CONSEQUENCES and f.subject not in ("import_torch", SUITE_IMPORT[1]):
                     words = {w.lower() for w in _WORD.findall(f"{f.subject} {f.message}")}
-                    cause = root.key if module in words else None
+                    # The import names the unmet distribution's module, or is the requirer's own import
+                    # ("import cyclonedx" under "cyclonedx-python-lib 11.12.0 requires ...").
+                    imported = f.subject.removeprefix("import ").split(".", 1)[0].lower()
+                    requirers = {
+                        name.lower().replace("-", "_").replace(".", "_")
+                        for name in _REQUIRER.findall(root.message)
+                    }
+                    by_requirer = f.rule == "VERIFY-IMPORT" and any(
+                        imported == r or r.startswith(imported + "_") for r in requirers
+                    )
+                    cause = root.key if module in words or by_requirer else None
                 if cause is not None:
                     break
         out.append(f if cause is None else dataclasses.replace(f, caused_by=cause))

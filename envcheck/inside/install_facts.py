@@ -136,6 +136,25 @@ class _Walk(object):
                     yield relative
 
 
+def _package_folders(folder, names):
+    """The entries of ``folder`` that are importable package folders (an identifier holding an
+    ``__init__.py`` or an extension module at its top), not metadata, caches or stashes."""
+    out = []
+    for name in names:
+        if not name.isidentifier() or name == "__pycache__":
+            continue
+        path = os.path.join(folder, name)
+        if not _is_dir(path):
+            continue
+        try:
+            entries = os.listdir(path)
+        except OSError:
+            continue
+        if any(e == "__init__.py" or _compiled(e) for e in entries):
+            out.append(name)
+    return out
+
+
 def _compiled(relative):
     return relative.endswith((".so", ".pyd", ".dll", ".dylib")) or ".so." in relative
 
@@ -199,10 +218,12 @@ def _one_folder(folder, dists, walk, out, records_elsewhere):
     tops = set()
     top_owners = {}  # top-level folder -> ["name==version"] of the distributions whose RECORD lists it
     unknown_tops = set()  # claimed by a distribution without a RECORD: its files cannot be judged
+    recordless = False  # a distribution here has no RECORD (an egg-info, a distributor's package)
     for dist in dists:
         mdir = dist.get("metadata_dir") or ""
         rows = record_rows(mdir) if mdir else None
         if rows is None:
+            recordless = True
             text = _read(os.path.join(mdir, "top_level.txt"), 1 << 16) if mdir else None
             unknown_tops.update(line.strip() for line in (text or "").splitlines() if line.strip())
             continue
@@ -264,8 +285,14 @@ def _one_folder(folder, dists, walk, out, records_elsewhere):
     for dirs, paths in sorted(shared.items()):
         paths.sort()
         out["shared"].append({"owners": list(dirs), "count": len(paths), "examples": paths[:MAX_EXAMPLES]})
-    # Files no RECORD lists, under the top-level folders some RECORD (or a stash) names.
-    for top in sorted((tops | set(stash_tops)) - unknown_tops):
+    # Files no RECORD lists, under the top-level folders some RECORD (or a stash) names, and, in a folder
+    # whose every distribution has a RECORD (one pip or uv manages), a package folder no RECORD names at all:
+    # a package copied in without its metadata, its dist-info deleted, an install killed before its
+    # dist-info was written.
+    walked_tops = (tops | set(stash_tops)) - unknown_tops
+    if not recordless:
+        walked_tops |= {n for n in _package_folders(folder, names) if n not in tops and n not in stash_tops}
+    for top in sorted(walked_tops):
         root = os.path.join(folder, top)
         if os.path.islink(root) or not os.path.isdir(root):
             continue
@@ -275,6 +302,8 @@ def _one_folder(folder, dists, walk, out, records_elsewhere):
             orphans.sort(key=lambda rel: (not _compiled(rel), not rel.endswith(".py"), rel))
             if top in stash_tops:
                 likely = "stash " + stash_tops[top]  # the project whose install was interrupted
+            elif top not in tops:
+                likely = "no distribution"
             else:
                 likely = next((where(rel) for rel in orphans if where(rel)), "unknown")
             out["orphans"].append(

@@ -572,7 +572,8 @@ class OrphanFiles:
     loader takes (``.py``, an extension module, a shared library), ``likely`` where they most likely came
     from: ``stash <project>`` (a stash of that project's install stands for the folder: an interrupted
     install), ``dist-info <path>`` (the RECORD of a distribution in an earlier ``sys.path`` folder lists
-    them) or ``unknown``."""
+    them), ``no distribution`` (no RECORD names the folder at all: a package folder in a site folder whose
+    every distribution has a RECORD) or ``unknown``."""
 
     folder: str
     count: int

@@ -70,10 +70,9 @@ def pip_install(
 
     A labelled torch build (``+cpu``, ``+cu130``) is only on the PyTorch index for that label, so the
     command names it: the URL ``source``'s pip was configured with when it was recorded, the
-    ``direct_url.json`` wheel, or else ``"$TORCH_INDEX_URL"`` followed by a note saying which index to set
-    it to (envcheck writes no index's host name). ``on`` is the machine the command runs on (its shell's
-    quoting); plain versions come from the default index and need no option. ``options`` go right after
-    ``pip install`` (``--force-reinstall --no-deps``).
+    ``direct_url.json`` wheel, or else PyTorch's public index for that label (``pytorch_index``). ``on`` is
+    the machine the command runs on (its shell's quoting); plain versions come from the default index and
+    need no option. ``options`` go right after ``pip install`` (``--force-reinstall --no-deps``).
     """
     pins = list(pins)
     on_windows = on is not None and windows(on)
@@ -99,12 +98,19 @@ def pip_install(
                 "running)"
             )
         else:
-            command += " --index-url " + ("$env:TORCH_INDEX_URL" if on_windows else '"$TORCH_INDEX_URL"')
-            note = (
-                f" (set TORCH_INDEX_URL to the PyTorch wheel index for {label} builds: its URL ends in "
-                f"/{label})"
-            )
+            command += f" --index-url {_quote(pytorch_index(label), on_windows)}"
     return f"`{command}`{note}"
+
+
+# PyTorch's own wheel indexes, one per build label (cpu, cu126, cu130, rocm6.4, xpu): the public URLs its
+# install selector gives. A remedy names the one that serves its build: a placeholder the user must look up
+# is not a remedy.
+PYTORCH_INDEX = "https://download.pytorch.org/whl/"
+
+
+def pytorch_index(label: str) -> str:
+    """The public URL of PyTorch's wheel index for builds labelled ``label`` (``cpu``, ``cu130``)."""
+    return PYTORCH_INDEX + label
 
 
 def pip_requirement(requirement: str, *, on: Manifest | None = None) -> str:

@@ -110,8 +110,11 @@ def run_remedy(command: str, python: Path) -> None:
 # ------------------------------------------------------------------------------ built wheels (setuptools)
 
 
-def build_wheel(tmp: Path, name: str, version: str, files: dict[str, str]) -> Path:
-    """A real wheel built by setuptools from a source tree of ``files`` (paths relative to the project)."""
+def build_wheel(
+    tmp: Path, name: str, version: str, files: dict[str, str], requires: tuple[str, ...] = ()
+) -> Path:
+    """A real wheel built by setuptools from a source tree of ``files`` (paths relative to the project),
+    declaring ``requires``."""
     src = tmp / f"src-{name}-{version}"
     for relative, text in files.items():
         path = src / relative
@@ -119,7 +122,9 @@ def build_wheel(tmp: Path, name: str, version: str, files: dict[str, str]) -> Pa
         path.write_text(textwrap.dedent(text), encoding="utf-8")
     packages = sorted({r.rsplit("/", 1)[0].replace("/", ".") for r in files if "/" in r})
     (src / "setup.py").write_text(
-        f"from setuptools import setup\nsetup(name={name!r}, version={version!r}, packages={packages!r})\n",
+        "from setuptools import setup\n"
+        f"setup(name={name!r}, version={version!r}, packages={packages!r},"
+        f" install_requires={list(requires)!r})\n",
         encoding="utf-8",
     )
     out = tmp / "wheels"
@@ -387,3 +392,46 @@ def test_a_version_file_of_another_release_is_named(reference: Path, tmp_path: P
     # The reference's torch and this version file differ too: that is the same fact, under it.
     assert ("ENV-TORCH-VERSION", "torch") in {(f["rule"], f["subject"]) for f in under(report, first)}
     assert venv_site(python) == site
+
+
+def test_an_application_import_that_fails_for_want_of_its_requirement_folds_under_it(
+    reference: Path, tmp_path: Path
+) -> None:
+    """The application's own package requires idna>=99 (none is installed: 3.x is) and refuses to start
+    without it, in words that never name idna: the unmet requirement is the root, the import under it."""
+    app_wheel = build_wheel(
+        tmp_path,
+        "needs-new-codec",
+        "1.0",
+        {"needs_new_codec/__init__.py": "raise RuntimeError('this release needs the new codec tables')\n"},
+        requires=("idna>=99",),
+    )
+    python, _ = new_venv(tmp_path / "venv")
+    pip(python, "install", "-q", "--no-deps", "--no-index", str(app_wheel))
+    code, report = envcheck("gate", str(reference), "--python", str(python), "--import", "needs_new_codec")
+    assert code == 1
+    first = roots(report)[0]
+    assert (first["rule"], first["subject"]) == ("ENV-PKG-UNMET", "idna")
+    folded = [f for f in under(report, first) if f["rule"] == "VERIFY-IMPORT"]
+    assert [f["subject"] for f in folded] == ["import needs_new_codec"]
+
+
+def test_a_package_whose_dist_info_was_deleted_is_code_no_record_owns(
+    reference: Path, tmp_path: Path
+) -> None:
+    """Images are slimmed by deleting ``*.dist-info``; the package still imports, nothing says what it is:
+    its folder is code no RECORD names, the root, and the distribution the reference had folds under it."""
+    python, site = new_venv(tmp_path / "venv")
+    for dist_info in site.glob("idna-*.dist-info"):
+        shutil.rmtree(dist_info)
+    subprocess.run([str(python), "-c", "import idna"], check=True)
+    code, report = gate(reference, python)
+    assert code == 1
+    first = roots(report)[0]
+    assert (first["rule"], first["subject"], first["severity"]) == (
+        "ENV-FILE-ORPHAN",
+        str(site / "idna"),
+        "error",
+    )
+    assert "no distribution" in first["message"]
+    assert ("ENV-PKG-MISSING", "idna") in {(f["rule"], f["subject"]) for f in under(report, first)}

@@ -196,7 +196,6 @@ _OURS = {
     "--index-url",
     "--force-reinstall",
     "--no-deps",
-    "$env:TORCH_INDEX_URL",
 }
 
 

@@ -535,14 +535,13 @@ def _deleted(data: dict[str, Any]) -> None:
     [
         (
             "2.13.0+cpu",
-            "`pip install --force-reinstall --no-deps 'torch==2.13.0+cpu' --index-url \"$TORCH_INDEX_URL\"` "
-            "(set TORCH_INDEX_URL to the PyTorch wheel index for cpu builds: its URL ends in /cpu)",
+            "`pip install --force-reinstall --no-deps 'torch==2.13.0+cpu' "
+            "--index-url 'https://download.pytorch.org/whl/cpu'`,",
         ),
         (
             "2.13.0+cu130",
             "`pip install --force-reinstall --no-deps 'torch==2.13.0+cu130' "
-            '--index-url "$TORCH_INDEX_URL"` '
-            "(set TORCH_INDEX_URL to the PyTorch wheel index for cu130 builds: its URL ends in /cu130)",
+            "--index-url 'https://download.pytorch.org/whl/cu130'`,",
         ),
         ("2.13.0", "`pip install --force-reinstall --no-deps 'torch==2.13.0'`,"),
     ],

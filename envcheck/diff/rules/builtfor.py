@@ -192,8 +192,13 @@ def _capital(text: str) -> str:
 
 def _local(b: Built) -> bool:
     """A build made here (a checkout, a folder, a VCS commit, a wheel file from a local path): no index
-    serves another build of it."""
-    return b.dist is not None and not source(b.dist).released
+    serves another build of it. A torch companion's wheel file (torchvision downloaded, then installed from
+    the file) is one of PyTorch's builds: its index serves the others."""
+    if b.dist is None or source(b.dist).released:
+        return False
+    url = b.dist.direct_url.get("url") if isinstance(b.dist.direct_url, dict) else None
+    wheel = isinstance(url, str) and url.lower().endswith(".whl")
+    return not (wheel and canon(b.dist.name) in COMPANIONS)
 
 
 def _variant_flags(kind: BuildKind | None, major: int | None) -> str:
@@ -257,7 +262,10 @@ def _variant_remedy(m: Manifest, b: Built, kind: BuildKind, major: int | None) -
     if b.dist is None or _local(b):
         return _capital(_rebuild(m, b, flags))
     label = torch_index_label(b.dist.version)
-    if label and torch_label and torch_index_label(f"0+{torch_label}"):
+    # PyTorch's index serves every companion in every build torch has (torchvision 0.28.0+cpu beside torch
+    # 2.13.0+cpu), whatever label the installed one carries (none, from the default index).
+    companion = canon(b.dist.name) in COMPANIONS
+    if (label or companion) and torch_label and torch_index_label(f"0+{torch_label}"):
         pins = [(b.dist.name, f"{public(b.dist.version)}+{torch_label}")]
         return (
             f"Install its {_KIND_WORDS[kind]} build for torch {public(torch_version)} from the index that "

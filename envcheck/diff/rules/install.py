@@ -177,6 +177,9 @@ def file_orphan(rule: Rule, m: Manifest) -> Iterator[Finding]:
             if project is not None
             else "another release, a half-done install or a hand copy"
             if group[0].likely == "unknown"
+            else "no distribution: a package copied in without its metadata, its dist-info deleted, or an "
+            "install killed before it wrote its dist-info"
+            if group[0].likely == "no distribution"
             else group[0].likely
         )
         remove = "rm -rf " + " ".join(shell_word(f, m) for f in folders)
@@ -186,6 +189,10 @@ def file_orphan(rule: Rule, m: Manifest) -> Iterator[Finding]:
             "them, so only their RECORDs' files remain: "
             + _after(remove, _reinstall(m, [(n, v) for n, v in owners], "--force-reinstall --no-deps"))
             if owners
+            else f"Reinstall the distribution that ships {' and '.join(folders)} (the reference names "
+            "it) with `pip install --force-reinstall`, which writes its files with their RECORD; or delete "
+            "the folder if nothing needs it."
+            if group[0].likely == "no distribution"
             else f"Remove the files no RECORD lists under {' and '.join(folders)} (such as {examples[0]})."
             if examples
             else f"Remove the files no RECORD lists under {' and '.join(folders)}."
