@@ -77,6 +77,12 @@ FIRST_CAUSES: dict[str, int] = {
             "ENV-VERSION-FILE",
             "ENV-TORCH-TREES",
             "ENV-TORCH-SHADOWED",
+            # The interpreter the installation cannot run on, and builds made for another torch.
+            "ENV-VENV-INTERPRETER",
+            "ENV-WHEEL-TAG",
+            "ENV-EXT-SUFFIX",
+            "ENV-BUILT-FOR-VARIANT",
+            "ENV-BUILT-FOR-ABI",
             "ENV-WIN-DLL-NOT-FOUND",
             "ENV-WIN-VC-RUNTIME-OLD",
             "ENV-NATIVE-MISSING",

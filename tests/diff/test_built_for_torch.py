@@ -33,7 +33,8 @@ import pytest
 from conftest import needs_torch
 from diffdata import Edit, dist_entry
 from typer.testing import CliRunner
-from venvs import clone_site_packages, make_venv
+from venvs import clone_site_packages, installed_torch, make_venv
+from wheels import pip_install, wheel
 
 from envcheck.cli import app
 from envcheck.core.findings import Finding
@@ -418,3 +419,33 @@ def test_a_build_that_does_not_link_torch_or_matches_it_is_silent() -> None:
         built_extension("plain", "1.0", needs=("libgomp.so.1",), abi=None, pin=None),
     )
     assert [f for f in doctor(healthy) if f.rule in BUILT_FOR] == []
+
+
+@pytest.mark.slow
+def test_the_registrys_torchvision_beside_a_cpu_torch_is_named_as_the_build_it_is(tmp_path: Path) -> None:
+    """The case users meet: torchvision from the default index (a CUDA build, no label) beside torch from
+    the CPU index. ``pip check`` is silent and ``import torchvision`` dies; the gate names the mismatched
+    build, with the matching one from PyTorch's CPU index, and the missing CUDA libraries under it."""
+    version, cuda = installed_torch()
+    if cuda is not None or "+cpu" not in version:
+        pytest.skip(f"the test environment's torch is {version}, not a CPU build: nothing mismatches")
+    python = make_venv(tmp_path / "venv")
+    clone_site_packages(python)
+    ref = tmp_path / "ref.json"
+    result = CliRunner().invoke(app, ["snapshot", "--python", str(python), "-o", str(ref), "--quiet"])
+    assert result.exit_code == 0, result.stderr
+    pip_install(python, wheel("torchvision==0.28.0"))
+    result = CliRunner().invoke(
+        app, ["gate", str(ref), "--python", str(python), "--format", "json", "--quiet"]
+    )
+    assert result.exit_code == 1
+    report = json.loads(result.stdout[result.stdout.index("{") :])
+    first = next(f for f in report["findings"] if f["caused_by"] is None)
+    assert (first["rule"], first["subject"]) == ("ENV-BUILT-FOR-VARIANT", "torchvision")
+    assert "torchvision 0.28.0 is a CUDA build" in first["message"]
+    assert "'torchvision==0.28.0+cpu' --index-url 'https://download.pytorch.org/whl/cpu'" in first["remedy"]
+    key = f"{first['rule']}:{first['subject']}"
+    under = {(f["rule"], f["subject"]) for f in report["findings"] if f["caused_by"] == key}
+    assert ("VERIFY-IMPORT", "import torchvision") in under
+    assert any(rule == "ENV-NATIVE-MISSING" for rule, _ in under)
+    assert not any("from the operating system's packages" in f["remedy"] for f in report["findings"])
