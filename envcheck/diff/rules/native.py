@@ -591,7 +591,7 @@ def native_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
     for chain in native.missing:
         by_root.setdefault(chain.root, []).append(chain.missing)
         texts.setdefault(chain.root, chain.text)
-        if chain.from_extension:
+        if chain.from_extension and _optional_extension(chain.root) is None:
             imported.add(chain.root)
     subjects = _missing_subjects(list(by_root))
     for root, missing in sorted(by_root.items()):
@@ -611,6 +611,17 @@ def native_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
                 remedy,
                 base=root,
                 target="missing: " + ", ".join(names),
+            )
+        elif (backend := _optional_extension(root)) is not None:
+            yield rule.finding(
+                short,
+                f"{root} cannot load here ({', '.join(names)} missing): it is {backend}, imported only "
+                "inside `try:` with a fallback, so the package imports and works without it.",
+                f"Nothing to do unless the application needs {backend}: then install what ships "
+                f"{', '.join(names)}.",
+                base=root,
+                target="missing: " + ", ".join(names),
+                severity="info",
             )
         elif set(names) <= drivers:
             yield rule.finding(
@@ -648,6 +659,20 @@ def native_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
                 severity="info",
                 caused_by=cause,
             )
+
+
+# Extension modules that their package imports only inside `try:`, as one backend among others, and whose
+# library comes from a distribution the package does not require: a missing library there is no failed import.
+# numba's TBB threading layer needs libtbb.so.12 from the `tbb` wheel; without it numba uses its OpenMP or
+# workqueue layer (numba docs, "The Threading Layers"). Keys: the root's path inside its distribution, up to
+# the extension's suffix.
+_OPTIONAL_EXTENSIONS = {"numba/np/ufunc/tbbpool.": "numba's optional TBB threading layer"}
+
+
+def _optional_extension(root: str) -> str | None:
+    """What optional backend the extension module ``root`` (``dist:path``) is, or None."""
+    path = root.split(":", 1)[-1].replace("\\", "/")
+    return next((what for key, what in _OPTIONAL_EXTENSIONS.items() if path.startswith(key)), None)
 
 
 def _missing_subjects(roots: list[str]) -> dict[str, str]:

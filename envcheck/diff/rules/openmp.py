@@ -79,7 +79,10 @@ def openmp_multiple(rule: Rule, m: Manifest) -> Iterator[Finding]:
         f"({', '.join(families)}): "
         + ", ".join(sorted(runtimes))
         + (
-            ". Two GNU runtimes each start a thread pool: oversubscription and slowdowns."
+            ". Two GNU runtimes each keep a worker pool, and an idle pool's threads spin on the cores the "
+            "other needs: measured on 2 cores (scikit-learn's copy beside torch's), one more OpenMP thread "
+            "and loops alternating the two 40-100x slower. Import torch first (its libgomp is loaded "
+            "RTLD_GLOBAL, so modules imported after it use its pool) or set OMP_WAIT_POLICY=PASSIVE."
             if only_gnu
             else ". Mixing these initialises OpenMP twice: 'OMP: Error #15', crashes or deadlocks."
         ),
