@@ -133,6 +133,8 @@ def install_cause(m: Manifest, owner: str, relative: str | None) -> str | None:
     top = relative.replace("\\", "/").split("/", 1)[0] if relative else canon(owner).replace("-", "_")
     wanted = canon(owner)
     for duplicate in duplicates(m):
+        if len({d.version for d in duplicate.dists}) == 1:
+            continue  # one release twice: the same files, which explain no file's trouble
         if duplicate.name == wanted:
             return f"{DUPLICATE}:{duplicate.subject}"
         if relative and any(f.path == relative for d in duplicate.dists for f in d.native_files):

@@ -74,7 +74,8 @@ def _uninstall(m: Manifest, names: list[str], times: int = 1) -> str:
         "distribution per name). With two, which version importlib.metadata and pip report is an accident "
         "of directory order, and the files of both (C extensions of the old release among them) stay on "
         "disk and importable. `pip install --ignore-installed`, two installers writing one folder, or a "
-        "copied tree leave it."
+        "copied tree leave it. Two copies of one release (a distributor's .egg-info beside its "
+        ".dist-info) mix nothing: a warning."
     ),
     fm=FM,
     evidence=("python/cpython#100666", "python/importlib_metadata#291", "pypa/pip#3089"),
@@ -86,14 +87,25 @@ def dist_duplicate(rule: Rule, m: Manifest) -> Iterator[Finding]:
         keep = duplicate.newest
         display = duplicate.dists[0].name
         reinstall = _reinstall(m, [(keep.name, keep.version)])
+        # One release twice (a distributor's .egg-info beside its .dist-info, a reinstall with
+        # --ignore-installed of the same version): the same files, so nothing mixes; tools still see the
+        # project twice.
+        same = len(set(versions)) == 1
         yield rule.finding(
             duplicate.subject,
             f"{display} is installed {len(versions)} times in {duplicate.location} "
-            f"({', '.join(versions)}): importlib.metadata reports {versions[0]}, and the files of every "
-            "copy are on disk, so what `import` loads mixes releases.",
+            f"({', '.join(versions)}): "
+            + (
+                "one release, so the files agree, but pip and importlib.metadata see two distributions "
+                "and an uninstall of one removes files the other lists."
+                if same
+                else f"importlib.metadata reports {versions[0]}, and the files of every copy are on disk, so "
+                "what `import` loads mixes releases."
+            ),
             "Remove every copy with their own RECORDs, then install the one you want (the newest here, or "
             f"the reference's): {_after(_uninstall(m, [display], len(versions)), reinstall)}",
             target=", ".join(versions),
+            severity="warning" if same else "error",
         )
 
 
