@@ -100,6 +100,8 @@ INSTALL_ROOTS = frozenset(
         "ENV-FILE-ORPHAN",
         "ENV-FILE-SHARED",
         "ENV-VERSION-FILE",
+        "ENV-FILE-GONE",
+        "ENV-SOURCE-GONE",
     }
 )
 # What fails when an installation is broken: an import (the probe's, the suite's, the application's) or a
@@ -148,18 +150,23 @@ def _install_modules(root: Finding) -> set[str]:
     else:
         for part in root.subject.split(","):
             names.add(part.strip().replace("-", "_").replace(".", "_"))
-    if root.rule == "ENV-FILE-SHARED" and root.target:
+    if root.rule in ("ENV-FILE-SHARED", "ENV-FILE-GONE"):
         names.update(_TOP_IN_MESSAGE.findall(root.message))
     return {n.lower() for n in names if n}
 
 
-_TOP_IN_MESSAGE = re.compile(r"\(([A-Za-z_][\w]*)/")
+_TOP_IN_MESSAGE = re.compile(r"(?:^|[\s(,])([A-Za-z_]\w*)/")
 
 
 def _install_causes(findings: list[Finding]) -> list[Finding]:
     """``findings`` with a failed import or smoke check linked to the installation invariant whose module it
     names (a word of its subject or message); a finding that already names a cause keeps it."""
-    roots = [f for f in findings if f.rule in INSTALL_ROOTS and f.severity == "error"]
+    # Errors, and files gone (a warning until an import fails for want of them).
+    roots = [
+        f
+        for f in findings
+        if f.rule in INSTALL_ROOTS and (f.severity == "error" or f.rule == "ENV-FILE-GONE")
+    ]
     if not roots:
         return findings
     wanted = [(root, _install_modules(root)) for root in roots]

@@ -132,8 +132,7 @@ class _Walk(object):
                 except OSError:
                     continue
                 self.walked += 1
-                if not relative.endswith((".pyc", ".pyo")):
-                    yield relative
+                yield relative
 
 
 def _package_folders(folder, names):
@@ -187,7 +186,7 @@ def install_facts(packages):
     # type: (list) -> dict
     """The installation facts of the folders that hold ``packages`` (the probe's distributions)."""
     walk = _Walk()
-    out = {"stashes": [], "orphans": [], "shared": []}
+    out = {"stashes": [], "orphans": [], "shared": [], "missing": [], "sources_missing": []}
     by_folder = {}
     for dist in packages:
         by_folder.setdefault(dist.get("location") or "", []).append(dist)
@@ -196,9 +195,69 @@ def install_facts(packages):
         _one_folder(folder, by_folder.get(folder, []), walk, out, records_elsewhere)
         if len(out["orphans"]) >= MAX_GROUPS or walk.truncated:
             break
+    _editable_sources(packages, out)
     out["walked"] = walk.walked
     out["truncated"] = walk.truncated
     return out
+
+
+def _missing(top, listed, seen, out):
+    """The files under ``top`` that a RECORD lists and the walk did not find, grouped by distribution.
+    Byte-code (the interpreter rewrites it) and native files (``ENV-NATIVE-FILE-MISSING``'s, with their
+    hashes) are left out."""
+    by_owner = {}
+    for path, claims in listed:
+        if path in seen or _skipped(path) or _compiled(path):
+            continue
+        if path.endswith(".py") and path + "c" in seen:
+            continue  # compiled in place (`compileall -b`) and the source dropped: the module still imports
+        for mdir, _ in claims:
+            by_owner.setdefault(mdir, []).append(path)
+    for mdir, paths in sorted(by_owner.items()):
+        paths.sort(key=lambda rel: (not rel.endswith(".py") or _test_file(rel), rel))
+        found = next((m for m in out["missing"] if m["owner"] == mdir), None)
+        if found is None:
+            if len(out["missing"]) >= MAX_GROUPS:
+                return
+            found = {"owner": mdir, "count": 0, "examples": [], "modules": 0}
+            out["missing"].append(found)
+        found["count"] += len(paths)
+        found["modules"] += sum(1 for rel in paths if rel.endswith(".py") and not _test_file(rel))
+        found["examples"] = (found["examples"] + paths)[:MAX_EXAMPLES]
+
+
+# What slimmed images delete on purpose: a package's own tests, which nothing imports at run time.
+TEST_FOLDERS = frozenset({"tests", "test", "testing"})
+
+
+def _test_file(relative):
+    parts = relative.split("/")
+    name = parts[-1]
+    return bool(TEST_FOLDERS.intersection(parts[:-1])) or name.startswith("test_") or name == "conftest.py"
+
+
+def _editable_sources(packages, out):
+    """Editable installs (PEP 660: ``direct_url.json`` with ``dir_info.editable``) whose source folder is
+    gone: their import fails, whatever the metadata says."""
+    for dist in packages:
+        direct = dist.get("direct_url")
+        if not isinstance(direct, dict) or not (direct.get("dir_info") or {}).get("editable"):
+            continue
+        url = direct.get("url")
+        if not isinstance(url, str) or not url.startswith("file://"):
+            continue
+        try:
+            from urllib.parse import unquote, urlparse
+
+            path = unquote(urlparse(url).path)
+        except (ValueError, TypeError):
+            continue
+        if os.name == "nt" and path[:1] == "/" and path[2:3] == ":":
+            path = path[1:]
+        if path and not os.path.isdir(path):
+            out["sources_missing"].append(
+                {"name": dist.get("name"), "version": dist.get("version"), "path": path}
+            )
 
 
 def _one_folder(folder, dists, walk, out, records_elsewhere):
@@ -289,14 +348,26 @@ def _one_folder(folder, dists, walk, out, records_elsewhere):
     # whose every distribution has a RECORD (one pip or uv manages), a package folder no RECORD names at all:
     # a package copied in without its metadata, its dist-info deleted, an install killed before its
     # dist-info was written.
+    listed = {}  # top-level folder -> [(path, claims)] of the RECORD entries under it
+    for path, claims in owners.items():
+        head, slash, _ = path.partition("/")
+        if slash:
+            listed.setdefault(head, []).append((path, claims))
     walked_tops = (tops | set(stash_tops)) - unknown_tops
     if not recordless:
         walked_tops |= {n for n in _package_folders(folder, names) if n not in tops and n not in stash_tops}
     for top in sorted(walked_tops):
         root = os.path.join(folder, top)
-        if os.path.islink(root) or not os.path.isdir(root):
+        if os.path.islink(root):
             continue
-        orphans = [rel for rel in walk.files(root, top) if rel not in owners]
+        if not os.path.isdir(root):
+            if top in tops and not os.path.lexists(root):
+                _missing(top, listed.get(top, ()), set(), out)  # the whole folder is gone
+            continue
+        seen = set(walk.files(root, top))
+        orphans = [rel for rel in seen if rel not in owners and not _skipped(rel)]
+        if not walk.truncated and top in tops:
+            _missing(top, listed.get(top, ()), seen, out)
         if orphans:
             # Compiled code first: an extension module or a library left behind is what loads by mistake.
             orphans.sort(key=lambda rel: (not _compiled(rel), not rel.endswith(".py"), rel))

@@ -596,6 +596,29 @@ class SharedFiles:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class MissingFiles:
+    """Files one distribution's RECORD lists (``owner``: its metadata folder) that are not on disk, under
+    its package folders: ``count`` of them, ``examples`` the first few (modules first), ``modules`` how many
+    are Python modules outside a package's own tests (``tests/``, ``test_*.py``: what slimmed images drop).
+    Byte-code and native files are left out (native ones are ``ENV-NATIVE-FILE-MISSING``'s, checked with
+    their hashes)."""
+
+    owner: str
+    count: int
+    examples: list[str] = field(default_factory=list)
+    modules: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SourceMissing:
+    """An editable install (PEP 660) whose source folder, as ``direct_url.json`` names it, does not exist."""
+
+    name: str
+    version: str
+    path: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class InstallFacts:
     """How the installation agrees with its own metadata (``envcheck/inside/install_facts.py``): pip's
     stashes left behind, files no RECORD owns, files two RECORDs claim. ``walked``: how many files under
@@ -605,6 +628,8 @@ class InstallFacts:
     stashes: list[Stash] = field(default_factory=list)
     orphans: list[OrphanFiles] = field(default_factory=list)
     shared: list[SharedFiles] = field(default_factory=list)
+    missing: list[MissingFiles] = field(default_factory=list)
+    sources_missing: list[SourceMissing] = field(default_factory=list)
     walked: int = 0
     truncated: bool = False
 
@@ -791,6 +816,7 @@ __all__ = [
     "MachineNeed",
     "Manifest",
     "Meta",
+    "MissingFiles",
     "NativeFile",
     "Numerics",
     "OrphanFiles",
@@ -803,6 +829,7 @@ __all__ = [
     "Runtimes",
     "ScriptsCheck",
     "SharedFiles",
+    "SourceMissing",
     "Stash",
     "ThreadPool",
     "TorchDevice",

@@ -310,6 +310,21 @@ shared_by_a_fork = install_facts(
 )
 
 
+files_gone = install_facts(
+    missing=[
+        {
+            "owner": f"{SITE}/numpy-2.4.6.dist-info",
+            "count": 2,
+            "examples": ["numpy/linalg/linalg.py", "numpy/version.py"],
+            "modules": 2,
+        }
+    ]
+)
+source_gone = install_facts(
+    sources_missing=[{"name": "filelock", "version": "4.3.1", "path": "/src/filelock"}]
+)
+
+
 def other_version_file(d: dict[str, Any]) -> None:
     d["torch"]["static"]["version"] = "2.12.1+cpu"
 
@@ -322,6 +337,8 @@ TRIGGERS: dict[str, tuple[str, tuple[Edit, ...], Severity, str]] = {
     "ENV-FILE-ORPHAN": ("dev-cpu", (numpy_orphans,), "error", "numpy"),
     "ENV-FILE-SHARED": ("dev-cpu", (shared_by_a_fork,), "error", "filelock, numpy"),
     "ENV-VERSION-FILE": ("dev-cpu", (other_version_file,), "error", "torch"),
+    "ENV-FILE-GONE": ("dev-cpu", (files_gone,), "error", "numpy"),
+    "ENV-SOURCE-GONE": ("dev-cpu", (source_gone,), "error", "filelock"),
     "ENV-TORCH-TREES": ("dev-cpu", (second_torch_tree,), "error", "torch"),
     "ENV-TORCH-SHADOWED": ("dev-cpu", (shadowed_torch,), "error", "torch"),
     "ENV-TORCH-NO-METADATA": ("dev-cpu", (torch_without_metadata,), "warning", "torch"),

@@ -435,3 +435,94 @@ def test_a_package_whose_dist_info_was_deleted_is_code_no_record_owns(
     )
     assert "no distribution" in first["message"]
     assert ("ENV-PKG-MISSING", "idna") in {(f["rule"], f["subject"]) for f in under(report, first)}
+
+
+# ------------------------------------------------------------- every file a RECORD lists is on disk
+
+
+def test_modules_a_cleanup_deleted_fail_the_gate(reference: Path, tmp_path: Path) -> None:
+    python, site = new_venv(tmp_path / "venv")
+    for name in ("codec.py", "idnadata.py"):
+        (site / "idna" / name).unlink()
+    code, report = gate(reference, python)
+    assert code == 1
+    first = roots(report)[0]
+    assert (first["rule"], first["subject"], first["severity"]) == ("ENV-FILE-GONE", "idna", "error")
+    assert "idna/idnadata.py" in first["message"]
+    run_remedy(remedy_command(first), python)
+    subprocess.run([str(python), "-c", "import idna"], check=True)
+
+
+def test_uninstalling_one_of_two_claimants_takes_the_others_files(reference: Path, tmp_path: Path) -> None:
+    """``acme-fast`` and ``acme`` both install ``acme/core.py`` (as opencv-python and its headless twin do
+    ``cv2/``); uninstalling the fork deletes the file the original's RECORD lists, and its import fails."""
+    original = build_wheel(tmp_path, "acme", "1.0", {"acme/__init__.py": "", "acme/core.py": "SPEED = 1\n"})
+    fork = build_wheel(tmp_path, "acme-fast", "1.0", {"acme/__init__.py": "", "acme/core.py": "SPEED = 10\n"})
+    python, site = new_venv(tmp_path / "venv")
+    pip(python, "install", "-q", "--no-deps", "--no-index", str(original))
+    pip(python, "install", "-q", "--no-deps", "--no-index", str(fork))
+    pip(python, "uninstall", "-y", "-q", "acme-fast")
+    assert not (site / "acme" / "core.py").exists()
+    code, report = envcheck("gate", str(reference), "--python", str(python), "--import", "acme.core")
+    assert code == 1
+    first = roots(report)[0]
+    assert (first["rule"], first["subject"]) == ("ENV-FILE-GONE", "acme")
+    assert ("VERIFY-IMPORT", "import acme.core") in {(f["rule"], f["subject"]) for f in under(report, first)}
+
+
+def test_tests_dropped_and_sources_compiled_in_place_are_legal(reference: Path, tmp_path: Path) -> None:
+    """What slimmed images do on purpose: a package's own tests deleted (a warning: nothing imports them),
+    and modules compiled in place (``compileall -b``) with their sources dropped (they still import)."""
+    python, site = new_venv(tmp_path / "venv")
+    shutil.rmtree(site / "numpy" / "_core" / "tests")
+    subprocess.run([str(python), "-m", "compileall", "-q", "-b", str(site / "idna")], check=True)
+    for source in (site / "idna").glob("*.py"):
+        source.unlink()
+    subprocess.run([str(python), "-c", "import idna; idna.encode('example.com')"], check=True)
+    code, report = gate(reference, python)
+    gone = [f for f in report["findings"] if f["rule"] == "ENV-FILE-GONE"]
+    assert [(f["subject"], f["severity"]) for f in gone] == [("numpy", "warning")]
+    assert code == 0, [key(f) for f in report["findings"] if f["severity"] == "error"]
+
+
+# ---------------------------------------------------------------- an editable install's source exists
+
+
+@pytest.mark.parametrize("how", ["deleted", "moved"])
+def test_an_editable_install_whose_checkout_is_gone(reference: Path, tmp_path: Path, how: str) -> None:
+    checkout = tmp_path / "checkout"
+    (checkout / "mylib").mkdir(parents=True)
+    (checkout / "mylib" / "__init__.py").write_text("VALUE = 1\n", encoding="utf-8")
+    (checkout / "setup.py").write_text(
+        "from setuptools import setup\nsetup(name='mylib', version='0.1.0', packages=['mylib'])\n",
+        encoding="utf-8",
+    )
+    python, _ = new_venv(tmp_path / "venv")
+    pip(python, "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(checkout))
+    subprocess.run([str(python), "-c", "import mylib"], check=True)
+    if how == "deleted":
+        shutil.rmtree(checkout)
+    else:
+        checkout.rename(tmp_path / "checkout-renamed")
+    code, report = envcheck("gate", str(reference), "--python", str(python), "--import", "mylib")
+    assert code == 1
+    first = roots(report)[0]
+    assert (first["rule"], first["subject"]) == ("ENV-SOURCE-GONE", "mylib")
+    assert ("VERIFY-IMPORT", "import mylib") in {(f["rule"], f["subject"]) for f in under(report, first)}
+
+
+def test_an_editable_checkout_reached_through_a_link_is_legal(reference: Path, tmp_path: Path) -> None:
+    real = tmp_path / "real-checkout"
+    (real / "mylib").mkdir(parents=True)
+    (real / "mylib" / "__init__.py").write_text("VALUE = 1\n", encoding="utf-8")
+    (real / "setup.py").write_text(
+        "from setuptools import setup\nsetup(name='mylib', version='0.1.0', packages=['mylib'])\n",
+        encoding="utf-8",
+    )
+    linked = tmp_path / "src"
+    linked.symlink_to(real, target_is_directory=True)
+    python, _ = new_venv(tmp_path / "venv")
+    pip(python, "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(linked))
+    code, report = envcheck("gate", str(reference), "--python", str(python), "--import", "mylib")
+    assert not [f for f in report["findings"] if f["rule"] in ("ENV-SOURCE-GONE", "ENV-FILE-GONE")]
+    assert code == 0, [key(f) for f in report["findings"] if f["severity"] == "error"]

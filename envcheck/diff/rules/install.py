@@ -306,3 +306,77 @@ def version_file(rule: Rule, m: Manifest) -> Iterator[Finding]:
         + pip_install([("torch", dist.version)], on=m, options="--force-reinstall --no-deps"),
         target=f"{static.version} (dist-info {dist.version})",
     )
+
+
+@single_rule(
+    "ENV-FILE-GONE",
+    family=FAMILY,
+    severity="error",
+    title="files a distribution's RECORD lists are not on disk",
+    why=(
+        "Invariant: every file a RECORD lists is installed (PEP 376: RECORD is the list of what the "
+        "install wrote). A module gone (a cleanup script, a half-done uninstall, a COPY that missed it) "
+        "fails the import that needs it: an error, and the gate's imports that fail for it fold under it. "
+        "Only a package's own tests or data gone (what slimmed images drop on purpose) is a warning. "
+        "Native files are ENV-NATIVE-FILE-MISSING's; byte-code is rewritten."
+    ),
+    fm=FM,
+    evidence=("nautobot/nautobot-docker-compose#126",),
+)
+def file_gone(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    if m.install is None:
+        return
+    by_dir = {d.metadata_dir: d for d in m.packages}
+    for gone in m.install.missing:
+        dist = by_dir.get(gone.owner)
+        if dist is None:
+            continue
+        shown = ", ".join(gone.examples) + (" …" if gone.count > len(gone.examples) else "")
+        modules = (
+            f"{gone.modules:,} of them modules" if gone.modules else "no module outside its tests among them"
+        )
+        yield rule.finding(
+            dist.name,
+            f"{gone.count:,} files that {dist.name} {dist.version}'s RECORD lists are not on disk "
+            f"({modules}): {shown}. An import that needs one of them fails.",
+            "Reinstall it, so that every file its RECORD lists is there again: "
+            + _reinstall(m, [(dist.name, dist.version)], "--force-reinstall --no-deps"),
+            base="installed",
+            target=f"{gone.count} missing",
+            severity="error" if gone.modules else "warning",
+        )
+
+
+@single_rule(
+    "ENV-SOURCE-GONE",
+    family=FAMILY,
+    severity="error",
+    title="an editable install's source folder does not exist",
+    why=(
+        "Invariant: an editable install (PEP 660) imports its code from the folder its direct_url.json "
+        "names; the metadata stays when that checkout is moved or deleted (an image that installed with "
+        "`pip install -e` and then copied only site-packages), and the import fails while pip still lists "
+        "the distribution."
+    ),
+    fm=FM,
+)
+def source_gone(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    if m.install is None:
+        return
+    for gone in m.install.sources_missing:
+        yield rule.finding(
+            gone.name,
+            f"{gone.name} {gone.version} is installed editable from {gone.path}, which does not exist here: "
+            f"`import` of it fails, while pip and importlib.metadata still list {gone.name} {gone.version}.",
+            f"Put the checkout back at {gone.path} (or reinstall it editable from where it is: "
+            f"`pip install -e <its folder>`), or install a built release: "
+            + _reinstall_released(m, gone.name, gone.version),
+            base="editable source",
+            target=f"{gone.path} missing",
+        )
+
+
+def _reinstall_released(m: Manifest, name: str, version: str) -> str:
+    """``pip install`` of the released ``name==version`` from the index (an editable's own checkout is
+    gone: its release is the nearest thing that exists)."""
+    return pip_install([(name, version)], on=m)
