@@ -6,8 +6,25 @@ else ``~/.cache/envcheck``. It maps a path to ``[stamp, digest]``; the stamp is 
 size, mtime and ctime, so a file that changed in any way is hashed again. A byte flip with its mtime put back
 (``os.utime``) still changes the ctime, which no user can set, and a file replaced by a rename changes the
 inode (on Windows before Python 3.12, ``st_ctime`` is the creation time: there only the mtime, size and
-inode tell). A file whose ctime is less than ``RACY_NS`` old is neither served from nor stored in the
-cache: file times tick coarsely (a clock tick), and a change in the same tick as the stamp would keep it.
+inode tell).
+
+Two changes keep a stamp while the bytes change, and neither may leave a digest in the cache:
+
+- *Racily clean* (git's rule): file times tick coarsely (the kernel's coarse clock, a jiffy of up to 10 ms;
+  1 s on ext3 and HFS+, 2 s on FAT; another machine's clock on NFS), so a change in the same tick as the
+  stamp keeps it. An entry holds the time it was hashed (``hashed_at``, taken after the read) and is
+  trusted only while the file's mtime and ctime are more than ``RACY_NS`` (2 s, past every tick above)
+  older than that; a file changed later than that is hashed again every time, and stored only once its
+  times are that old.
+- *A writer holding the file open* (Linux): a process that maps the file ``MAP_SHARED`` and writes to it
+  stamps mtime and ctime at its first write fault only; later writes through the same mapping change the
+  bytes and no stamp for as long as the page stays dirty (on tmpfs, for as long as the mapping lives).
+  No wait is long enough for that, so a file that anyone has open for writing is neither served from nor
+  stored in the cache. The kernel answers that question: a read lease (``F_SETLEASE``, taken and dropped
+  at once) is refused with ``EAGAIN`` while the file is open for writing, a shared writable mapping
+  included. Only the file's owner (or root) may take one: a file of another user that someone besides
+  root could write is not cached; where leases are not available (macOS, Windows, a file system without
+  them) only the stamp and the racy rule apply.
 
 The cache is untrusted input: read only when it is a regular file owned by this user and writable by no one
 else (never through a link, a FIFO or a device: ``O_NOFOLLOW`` and ``fstat`` of the opened descriptor), at
@@ -32,10 +49,12 @@ walk cold (0.30 x ``import torch``) and nothing measurable warm (``ci/bench.py``
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import re
+import signal
 import stat
 import tempfile
 import time
@@ -45,6 +64,11 @@ from pathlib import Path
 
 from envcheck.core.deadline import Deadline, DeadlineExpired
 from envcheck.core.files import NotOpened, open_regular
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
 
 # Hashing a file that RECORD does not cover is bounded: a multi-GB library must not stall a snapshot.
 MAX_HASH_BYTES = 512 * 1024 * 1024
@@ -56,11 +80,19 @@ MAX_RECORD_HASH_BYTES = 4 * 1024**3
 MAX_RECORD_HASH_TOTAL = 32 * 1024**3
 MAX_CACHE_ENTRIES = 20_000
 MAX_CACHE_BYTES = 8 * 1024 * 1024
+# Git's "racily clean" margin: an entry is trusted only while the file's mtime and ctime are older than
+# its hashing time by more than this (the module's docstring says why 2 s).
 RACY_NS = 2_000_000_000
 CACHE_NAME = "file-hashes.json"
 _FORMAT = "envcheck-file-hashes/2"
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _STAMP = re.compile(r"\d+:\d+:\d+:-?\d+:-?\d+")
+_F_SETLEASE = getattr(fcntl, "F_SETLEASE", None)
+# A lease broken while it is held (a writer opening the file in the microseconds between taking and
+# dropping it) signals its holder, SIGIO by default, which would end this process: SIGURG is ignored
+# unless handled.
+_F_SETSIG = getattr(fcntl, "F_SETSIG", None)
+_LEASE_SIGNAL = int(getattr(signal, "SIGURG", 0))
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | _NOFOLLOW
 
@@ -139,15 +171,65 @@ def cache_dir() -> Path | None:
 
 
 def stamp(path: str) -> str | None:
-    """The cache key of ``path``'s current state (device, inode, size, mtime, ctime), or None when it
-    cannot be stated or changed too recently to be told apart from a change in the same clock tick."""
+    """The cache key of ``path``'s current state (device, inode, size, mtime, ctime), or None when the file
+    cannot be cached now: it cannot be stated or is not a regular file, it changed less than ``RACY_NS``
+    ago (racily clean, see the module's docstring), or someone may have it open for writing
+    (``_may_be_written``)."""
     try:
         st = os.stat(path)
     except (OSError, ValueError):
         return None
-    if time.time_ns() - st.st_ctime_ns < RACY_NS:
+    if not stat.S_ISREG(st.st_mode) or _racy(st.st_mtime_ns, st.st_ctime_ns, time.time_ns()):
+        return None
+    if _may_be_written(path, st):
         return None
     return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def _racy(mtime_ns: int, ctime_ns: int, hashed_at_ns: int) -> bool:
+    """Git's racily clean rule: a file stamped within ``RACY_NS`` of (or after) the moment it was hashed may
+    have changed again within the same tick of its clock, keeping the stamp."""
+    return max(mtime_ns, ctime_ns) >= hashed_at_ns - RACY_NS
+
+
+def _stamp_times(key: str) -> tuple[int, int]:
+    """The mtime and ctime of a stamp (``_STAMP``)."""
+    _, _, _, mtime, ctime = key.split(":")
+    return int(mtime), int(ctime)
+
+
+def _may_be_written(path: str, st: os.stat_result) -> bool:
+    """Whether a process may have ``path`` (stated as ``st``) open for writing now, a shared writable
+    mapping included. Asked of the kernel with a read lease, taken and dropped at once: refused
+    (``EAGAIN``) while the file is open for writing. Only the file's owner or root may take one: for a
+    file of another user, true unless only root may write it (root can defeat any stat-based check). False
+    where there are no leases (not Linux, a file system without them): there only the stamps tell."""
+    if _F_SETLEASE is None or fcntl is None:
+        return False
+    flags = (
+        os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+    )
+    try:
+        fd = os.open(path, flags)
+    except (OSError, ValueError):
+        return True
+    try:
+        opened = os.fstat(fd)
+        if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino) or not stat.S_ISREG(opened.st_mode):
+            return True  # replaced between the stat and the open
+        if _F_SETSIG is not None and _LEASE_SIGNAL:
+            fcntl.fcntl(fd, _F_SETSIG, _LEASE_SIGNAL)
+        fcntl.fcntl(fd, _F_SETLEASE, fcntl.F_RDLCK)
+        fcntl.fcntl(fd, _F_SETLEASE, fcntl.F_UNLCK)
+        return False
+    except OSError as e:
+        if e.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EBUSY):
+            return True  # open for writing: the lease is refused
+        if e.errno == errno.EACCES:  # not this user's file, and no CAP_LEASE
+            return opened.st_uid != 0 or bool(opened.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+        return False  # no leases here (EINVAL, ENOLCK, ENOSYS...): the stamps alone tell
+    finally:
+        os.close(fd)
 
 
 def _private(st: os.stat_result) -> bool:
@@ -164,24 +246,31 @@ class HashCache:
 
     def __init__(self, folder: Path | None) -> None:
         self.folder = folder
-        self._entries: dict[str, tuple[str, str]] = self._load() if folder is not None else {}
+        self._entries: dict[str, tuple[str, str, int]] = self._load() if folder is not None else {}
         self._used: set[str] = set()
         self._dirty = False
 
     def get(self, path: str, key: str | None) -> str | None:
+        """The digest stored for ``path`` in the state ``key``; None unless the entry is for that state and
+        was not racily clean when hashed (the file's times older than its ``hashed_at`` by ``RACY_NS``)."""
         entry = self._entries.get(path)
-        if key is None or entry is None or entry[0] != key:
+        if key is None or entry is None or entry[0] != key or _racy(*_stamp_times(key), entry[2]):
             return None
         self._used.add(path)
         return entry[1]
 
-    def put(self, path: str, key: str, digest: str) -> None:
+    def put(self, path: str, key: str, digest: str, hashed_at_ns: int) -> None:
+        """Remember ``digest`` for ``path`` in the state ``key``, read until ``hashed_at_ns``; a racily
+        clean one is not kept (it would never be served)."""
+        if _racy(*_stamp_times(key), hashed_at_ns):
+            return
         self._used.add(path)
-        if self._entries.get(path) != (key, digest):
-            self._entries[path] = (key, digest)
+        old = self._entries.get(path)
+        if old is None or old[:2] != (key, digest):
+            self._entries[path] = (key, digest, hashed_at_ns)
             self._dirty = True
 
-    def _load(self) -> dict[str, tuple[str, str]]:
+    def _load(self) -> dict[str, tuple[str, str, int]]:
         assert self.folder is not None
         try:
             fd = os.open(self.folder / CACHE_NAME, _READ)
@@ -207,19 +296,21 @@ class HashCache:
         entries = data.get("entries")
         if not isinstance(entries, dict):
             return {}
-        out: dict[str, tuple[str, str]] = {}
+        out: dict[str, tuple[str, str, int]] = {}
         for path, value in entries.items():
+            # [stamp, digest, hashed_at]; an entry without its hashing time cannot be judged racy or not.
             if (
                 isinstance(value, list)
-                and len(value) == 2
+                and len(value) == 3
                 and isinstance(value[0], str)
                 and isinstance(value[1], str)
+                and type(value[2]) is int
                 and _STAMP.fullmatch(value[0])
                 and _DIGEST.fullmatch(value[1])
                 and os.path.isabs(path)
                 and "\0" not in path
             ):
-                out[path] = (value[0], value[1])
+                out[path] = (value[0], value[1], value[2])
         return out
 
     def save(self) -> None:
@@ -302,9 +393,11 @@ class Hasher:
         key = self._stamps.get(path)
         if path in self._hits:
             return digest
-        # Stored only when the file is as it was before it was read: a change while hashing is not kept.
+        # Stored only when the file is as it was before it was read, and no one has it open for writing
+        # (``stamp``): a change while hashing is not kept; nor is a racily clean file (``HashCache.put``).
+        hashed_at = time.time_ns()
         if key is not None and digest is not None and stamp(path) == key:
-            self._cache.put(path, key, digest)
+            self._cache.put(path, key, digest, hashed_at)
         return digest
 
     def close(self) -> None:

@@ -17,6 +17,8 @@ import hashlib
 import json
 import os
 import re
+import stat
+import sys
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -41,8 +43,19 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 # A wheel with code for no platform (``py3-none-any``) holds no native file: it is neither fetched nor
 # scanned.
 _PURE = re.compile(r"-none-any\.whl$", re.I)
-# Temporary download folders older than this were left by a killed run: removed on the next one.
+# Temporary download folders older than this were left by a killed run: removed on the next one, and only
+# envcheck's own of this user (``_tmp_prefix``: the prefix names the user, and the folder must be theirs).
 _STALE_S = 3600.0
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+
+
+def _tmp_prefix() -> str:
+    """The name every temporary folder of this user's envcheck in the cache starts with."""
+    geteuid = getattr(os, "geteuid", None)
+    return f".tmp-envcheck-{geteuid()}-" if geteuid is not None else ".tmp-envcheck-"
+
+
 # The cache is bounded: past this many bytes of wheels the least recently used go (a CUDA set is ~4 GB),
 # and past this many stored trees the oldest.
 MAX_CACHE_BYTES = 32 * 1024**3
@@ -122,7 +135,7 @@ class WheelCache:
         self._remove_stale()
 
         # Beside the cache (one file system: the rename into it is atomic); an interrupt removes it.
-        tmp = Path(sessions.make_folder(".tmp-", str(self.root)))
+        tmp = Path(sessions.make_folder(_tmp_prefix(), str(self.root)))
         try:
             urls = [f"{w.url.split('#', 1)[0]}#sha256={w.sha256}" for w in missing]
             result = run_pip(
@@ -155,7 +168,10 @@ class WheelCache:
         in ``keep``, the entries of the current run), and the oldest trees beyond ``MAX_TREES``. Only
         files the ledger says envcheck wrote are removed, never through a link (a ``trees`` folder or an
         entry replaced by a link is left alone, and so is anything else found there). Returns what was
-        removed. Never raises."""
+        removed. Never raises. A cache root that is itself a link (``wheels/`` pointing at a shared folder)
+        is never pruned: what lies there is not this cache's to remove."""
+        if not self._root_is_own_folder():
+            return []
         ledger = self._ledger()
         entries = []
         with contextlib.suppress(OSError):
@@ -208,8 +224,6 @@ class WheelCache:
                 os.close(fd)
 
     def _ledger(self) -> set[str]:
-        import stat
-
         try:
             fd = os.open(self.root / self._LEDGER, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK)
         except OSError:
@@ -249,14 +263,44 @@ class WheelCache:
         downloaded.replace(entry)
         self.record(entry)
 
-    def _remove_stale(self) -> None:
-        import shutil
+    def _root_is_own_folder(self) -> bool:
+        """Whether the cache root is a real folder, not a link to one (checked with ``lstat``)."""
+        try:
+            return stat.S_ISDIR(os.lstat(self.root).st_mode)
+        except OSError:
+            return False
 
-        now = time.time()
-        with contextlib.suppress(OSError):
-            for child in self.root.iterdir():
-                if child.name.startswith(".tmp-") and now - child.stat().st_mtime > _STALE_S:
-                    shutil.rmtree(child, ignore_errors=True)
+    def _remove_stale(self) -> None:
+        """Remove the temporary folders of this user's runs killed over ``_STALE_S`` ago. Never through a
+        link: the root is opened with ``O_NOFOLLOW`` (a linked root, a shared folder, is left alone) and
+        each folder is judged by ``lstat`` relative to it (a real folder, named ``_tmp_prefix()``, owned
+        by this user) and removed relative to it. Never raises."""
+        try:
+            fd = os.open(self.root, os.O_RDONLY | _NOFOLLOW | _DIRECTORY)
+        except OSError:
+            return  # a link (ELOOP), not a folder, or gone
+        try:
+            if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                return
+            prefix = _tmp_prefix()
+            geteuid = getattr(os, "geteuid", None)
+            now = time.time()
+            with os.scandir(fd) as listing:
+                names = [e.name for e in listing if e.name.startswith(prefix)]
+            for name in names:
+                try:
+                    st = os.lstat(name, dir_fd=fd)
+                except OSError:
+                    continue
+                if not stat.S_ISDIR(st.st_mode) or now - st.st_mtime <= _STALE_S:
+                    continue
+                if geteuid is not None and st.st_uid != geteuid():
+                    continue
+                _rmtree_at(fd, name, self.root)
+        except OSError:
+            return
+        finally:
+            os.close(fd)
 
     def wheel_path(self, wheel: ResolvedWheel) -> Path | None:
         """The file to read for ``wheel``: a local index's own file (verified), or the cache entry."""
@@ -410,8 +454,6 @@ def _read_requires(path: Path) -> tuple[str, ...] | None:
 def _read_json(path: Path, cap: int) -> object:
     """``path``'s JSON, read only as a regular file (never through a link, a FIFO or a device) of at most
     ``cap`` bytes; None for anything else."""
-    import stat
-
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError:
@@ -432,6 +474,20 @@ def _read_json(path: Path, cap: int) -> object:
 def _write_json(path: Path, data: object) -> None:
     """``data`` as JSON at ``path``: see ``_write_text``."""
     _write_text(path, json.dumps(data))
+
+
+def _rmtree_at(fd: int, name: str, root: Path) -> None:
+    """Remove the folder ``name`` of the folder open as ``fd`` (``root``), never following a link. Never
+    raises."""
+    import shutil
+
+    if sys.version_info >= (3, 11) and shutil.rmtree.avoids_symlink_attacks:
+        shutil.rmtree(name, ignore_errors=True, dir_fd=fd)
+        return
+    # Python 3.10 has no ``dir_fd`` here: by path, only while the path still names the folder open as fd.
+    with contextlib.suppress(OSError):
+        if os.path.samestat(os.fstat(fd), os.lstat(root)):
+            shutil.rmtree(root / name, ignore_errors=True)
 
 
 def _write_text(path: Path, text: str) -> None:
