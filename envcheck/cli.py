@@ -146,31 +146,34 @@ def main() -> None:
     teardown only frees objects (two decoded manifests in a diff): skip it, as the exit code is known.
 
     Ctrl-C and SIGTERM end every target process and remove every registered temp folder at once (see
-    ``envcheck.process.sessions``), then print ``interrupted`` and exit 130. On Linux envcheck is the
-    subreaper of its targets' descendants, so even a daemon that left a target's session ends with it.
+    ``envcheck.process.sessions``), then print ``interrupted`` and exit 130. The command is one job
+    (``sessions.job``): on Linux envcheck is the subreaper of its targets' descendants and, at the end,
+    kills every process still below it, so even a daemon that left a target's session ends with it.
     A manifest is only written at the very end, atomically, so an interrupt leaves the previous one as it
     was.
     """
     sessions.install_interrupt_handlers()
-    sessions.adopt_orphans()
     command = sys.argv[1:2]
-    try:
-        # ``envcheck --version`` needs no command at all; ``--help`` and the unknown need every one.
-        wanted = () if command == ["--version"] else command if command and command[0] in COMMANDS else None
-        build(wanted)()
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        if isinstance(e.code, str):
-            sys.stderr.write(e.code + "\n")
-    except sessions.Interrupted:
-        # Already done by the handler; again for anything registered while the main thread unwound.
+    # The whole process is envcheck's: whatever its targets and tools left below it ends with the job.
+    with sessions.job(everything=True):
+        try:
+            # ``envcheck --version`` needs no command at all; ``--help`` and the unknown need every one.
+            wanted = (
+                () if command == ["--version"] else command if command and command[0] in COMMANDS else None
+            )
+            build(wanted)()
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if isinstance(e.code, str):
+                sys.stderr.write(e.code + "\n")
+        except sessions.Interrupted:
+            # Already done by the handler; again for anything registered while the main thread unwound.
+            sessions.kill_all()
+            sys.stderr.write("interrupted\n")
+            code = sessions.EXIT_INTERRUPTED
+        # A target still registered here would outlive envcheck: none may.
         sessions.kill_all()
-        sys.stderr.write("interrupted\n")
-        code = sessions.EXIT_INTERRUPTED
-    # A target still registered here, or a daemon one left behind, would outlive envcheck: none may.
-    sessions.kill_all()
-    sessions.kill_orphans()
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -194,11 +194,12 @@ class RunningTarget:
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.PIPE,
                     cwd=self._workdir,
-                    env=popen_env,
+                    env=sessions.job_env(popen_env),
                     # Its own session: at the deadline or on an interrupt it is killed with every child
                     # it started (a Ctrl-C at the terminal never reaches it by itself).
                     start_new_session=os.name == "posix",
-                )
+                ),
+                deadline=deadline.at,
             )
         except OSError as e:
             self._remove_workdir()
@@ -222,6 +223,10 @@ class RunningTarget:
             sessions.kill_session(self._proc)
             self._proc.wait()  # SIGKILL cannot be caught or ignored: this returns at once
             sessions.forget(self._proc)
+            # Killed past its deadline while this process was held stopped: the job's watchdog did it,
+            # at the deadline (``sessions.WATCHDOG_GRACE_S``). It timed out, as if killed here.
+            if ended and self._proc.returncode == -signal.SIGKILL and self.deadline.expired():
+                ended = False
             self._stderr.finish(_PIPE_GRACE_S)
             duration = round(time.monotonic() - self._started, 3)
             data, notes = self._read_result()

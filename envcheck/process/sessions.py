@@ -18,6 +18,7 @@ killing the job (``TerminateJobObject``) kills them all; the job is made with
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import signal
@@ -25,7 +26,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -51,6 +53,9 @@ class _Registry:
         # Windows: the Job object each registered target runs in (None where it could not be made).
         self.jobs: dict[int, _WindowsJob | None] = {}
         self.folders: set[str] = set()
+        # Every pid ``launch`` started and ``forget`` has not yet seen: reaped by its own Popen, never by
+        # the sweep of a job (``kill_all`` clears ``sessions``, not this).
+        self.launched: set[int] = set()
         self.closed = False
         # > 0 while the main thread is in a step an interrupt must not split (between fork and
         # registration, or holding the lock, which the handler, running in the main thread, takes too).
@@ -78,27 +83,47 @@ def uninterrupted() -> Iterator[None]:
                 _interrupt(_registry.pending)
 
 
-def launch(start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
-    """Run ``start`` (which creates a process in a session of its own) and register that session.
+def launch(
+    start: Callable[[], subprocess.Popen[bytes]], *, deadline: float | None = None
+) -> subprocess.Popen[bytes]:
+    """Run ``start`` (which creates a process in a session of its own, its environment passed through
+    ``job_env``) and register that session; ``forget`` it once reaped.
 
-    Raises ``Interrupted`` when an interrupt came first (then ``start`` is not called), and whatever
-    ``start`` raises.
+    The process belongs to the job in progress (``job``; one begins here when none is open and ends when
+    its last process is forgotten). ``deadline``: when it must be over (``time.monotonic``), which the
+    job's watchdog enforces even while this process is stopped. Raises ``Interrupted`` when an interrupt
+    came first (then ``start`` is not called), and whatever ``start`` raises.
     """
     with uninterrupted(), _registry.lock:
         if _registry.closed:
             raise Interrupted
-        proc = start()
+        _JOB.enter()
+        try:
+            _JOB.activate()
+            proc = start()
+        except BaseException:
+            _JOB.leave()
+            raise
         _registry.sessions[proc.pid] = proc
+        _registry.launched.add(proc.pid)
+        _JOB.started(proc.pid)
         if os.name == "nt":
             _registry.jobs[proc.pid] = _WindowsJob.around(proc)
+        elif deadline is not None:
+            _JOB.arm(proc.pid, deadline)
         return proc
 
 
 def forget(proc: subprocess.Popen[bytes]) -> None:
-    """``proc`` has been reaped and its session killed: it no longer needs ending."""
+    """``proc`` has been reaped and its session killed: it no longer needs ending. The last process of a
+    job forgotten ends the job: whatever its processes left running is killed (``job``)."""
     with uninterrupted(), _registry.lock:
         _registry.sessions.pop(proc.pid, None)
         job = _registry.jobs.pop(proc.pid, None)
+        if proc.pid in _registry.launched:
+            _registry.launched.discard(proc.pid)
+            _JOB.disarm(proc.pid)
+            _JOB.leave()
     if job is not None:
         job.close()
 
@@ -136,9 +161,10 @@ def run_logged(
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=env,
+                env=job_env(env),
                 start_new_session=True,
-            )
+            ),
+            deadline=time.monotonic() + timeout,
         )
         try:
             return proc.wait(timeout=timeout)
@@ -215,8 +241,6 @@ def _rmtree(folder: str) -> None:
     shutil.rmtree(folder, ignore_errors=True)
     if os.name != "nt":
         return
-    import time
-
     ends = time.monotonic() + _JOB_END_S
     while os.path.lexists(folder) and time.monotonic() < ends:
         time.sleep(0.05)
@@ -268,56 +292,364 @@ def _interrupt(signum: int) -> None:
     raise Interrupted(signal.Signals(signum).name)
 
 
-# prctl(2) PR_SET_CHILD_SUBREAPER, Linux >= 3.4.
+# --- The job: every process envcheck starts, and every process those start, ends with it. -----------------
+#
+# A job is one command (the console script holds one for its whole run) or, for a library caller
+# (``envcheck.api``, the pytest plugin), the stretch of time its targets and tools run: ``launch`` opens
+# one when none is open, and ``forget`` of its last process closes it. For its life (Linux):
+#
+# - every process it starts carries ``ENVCHECK_JOB=<marker>`` in its environment (``job_env``), a marker
+#   new for each job, which every descendant inherits unless it clears its environment;
+# - this process is the subreaper of its descendants (``prctl(PR_SET_CHILD_SUBREAPER)``), so a daemon
+#   that leaves its target's session (double fork + ``setsid``) is re-parented here, not to init, and stays
+#   in this process's tree;
+# - a watchdog process (``_Watchdog``) holds each target's deadline outside this process: if this process
+#   is stopped (a target's ``kill(getppid(), SIGSTOP)``) and a deadline passes by ``WATCHDOG_GRACE_S``,
+#   it kills that target's session and every process carrying the marker, then sends SIGCONT here. If this
+#   process dies without closing the job, the watchdog kills every process carrying the marker.
+#
+# At its end (``_Job.close``) the job's processes still alive are killed: every descendant of this process
+# that carries the marker or descends from one that does (a daemon that cleared its environment but whose
+# parent is the job's), and, where the whole process is envcheck's (``job(everything=True)``: the console
+# script), every descendant at all; rounds of kill and look again until none is left, so a chain whose
+# links start one another cannot outrun it. The ones re-parented here are reaped (only those: a caller's
+# own child is never waited for), and the subreaper setting is put back as it was.
+
+# The environment variable that marks a job's processes.
+JOB_VARIABLE = "ENVCHECK_JOB"
+# How long past a target's deadline the watchdog waits for this process to act before acting itself.
+WATCHDOG_GRACE_S = 1.0
+# How long the end of a job may take to kill and reap what its processes left (they die in microseconds;
+# a process in uninterruptible sleep may take longer, and is not waited for past this).
+_SWEEP_S = 2.0
+# prctl(2), Linux >= 3.4.
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
 
 
-def adopt_orphans() -> None:
-    """Make this process the subreaper of its descendants (Linux; elsewhere nothing happens).
+def job_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    """``env`` (None: this process's environment) with the marker of the job in progress, for the
+    process ``launch`` starts: call it inside ``launch``'s ``start``."""
+    out = dict(os.environ if env is None else env)
+    if _JOB.marker is not None:
+        out[JOB_VARIABLE] = _JOB.marker
+    return out
 
-    A daemon that a target starts (double fork + ``setsid``) leaves the target's session, so killing the
-    session cannot reach it; as a subreaper, envcheck becomes its parent instead of init, and
-    ``kill_orphans`` can end it. For the console script only: it changes how this process's descendants
-    are re-parented. Never raises.
-    """
+
+@contextlib.contextmanager
+def job(*, everything: bool = False) -> Iterator[None]:
+    """Hold one job open for the block (nests): the processes started inside it belong to it, and end
+    with it at the latest. ``everything``: this process is envcheck's alone (the console script), so
+    every descendant left at the end is the job's, marked or not. Never raises on its own."""
+    with uninterrupted(), _registry.lock:
+        _JOB.enter(everything=everything)
+    try:
+        yield
+    finally:
+        with uninterrupted(), _registry.lock:
+            _JOB.leave()
+
+
+class _Job:
+    """The job in progress, process-wide (there is one subreaper setting per process); counted, so that
+    the targets of concurrent calls and a command's own ``job`` share one. Used under the registry's lock."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.marker: str | None = None
+        self.everything = False
+        self._subreaper_before: int | None = None
+        self._watchdog: _Watchdog | None = None
+        self._sessions: set[int] = set()  # the job's targets' pids: each its own session's id
+
+    def enter(self, *, everything: bool = False) -> None:
+        self.everything = self.everything or everything
+        self.depth += 1
+
+    def activate(self) -> None:
+        """Before the job's first process starts: its marker, and this process the subreaper. (Not in
+        ``enter``: ``envcheck --version`` starts nothing, and pays for nothing.)"""
+        if self.marker is None:
+            import uuid
+
+            self.marker = uuid.uuid4().hex
+            self._subreaper_before = _set_subreaper(1)
+
+    def leave(self) -> None:
+        self.depth -= 1
+        if self.depth == 0:
+            self.close()
+
+    def started(self, pid: int) -> None:
+        """``pid`` started in a session of its own (``launch``): what is left in that session is the job's."""
+        if os.name == "posix":
+            self._sessions.add(pid)
+
+    def arm(self, pid: int, deadline: float) -> None:
+        """Have the watchdog hold ``deadline`` for the target ``pid`` (its session's id). POSIX."""
+        if not math.isfinite(deadline):
+            return
+        if self._watchdog is None and self.marker is not None:
+            self._watchdog = _Watchdog.start(self.marker)
+        if self._watchdog is not None:
+            self._watchdog.send(f"A {pid} {deadline!r}\n")
+
+    def disarm(self, pid: int) -> None:
+        if self._watchdog is not None:
+            self._watchdog.send(f"D {pid}\n")
+
+    def close(self) -> None:
+        """End the job: kill what its processes left, reap the adopted, stop the watchdog, restore the
+        subreaper setting. Never raises."""
+        marker, everything = self.marker, self.everything
+        self.marker, self.everything = None, False
+        own: set[int] = set()
+        if self._watchdog is not None:
+            own.add(self._watchdog.stop())
+            self._watchdog = None
+        with contextlib.suppress(Exception):
+            if marker is not None and sys.platform.startswith("linux"):
+                # The watchdog is reaped by its own thread, the targets by their Popen.
+                sweep(marker, everything=everything, sessions=self._sessions, spare=_registry.launched | own)
+        self._sessions = set()
+        if self._subreaper_before is not None:
+            _set_subreaper(self._subreaper_before)
+            self._subreaper_before = None
+
+
+_JOB = _Job()
+
+
+def _set_subreaper(value: int) -> int | None:
+    """Set this process's subreaper flag to ``value``; the value it had (None where there is no such
+    setting: not Linux, or prctl refused). Never raises."""
     if not sys.platform.startswith("linux"):
-        return
+        return None
     import ctypes
 
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        before = ctypes.c_int(0)
+        if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(before), 0, 0, 0) != 0:
+            return None
+        if before.value != value and libc.prctl(_PR_SET_CHILD_SUBREAPER, value, 0, 0, 0) != 0:
+            return None
+        return int(before.value)
+    except (OSError, AttributeError):
+        return None
 
 
-def kill_orphans() -> None:
-    """SIGKILL every live child of this process that is not a registered target: after
-    ``adopt_orphans``, the daemons that targets left behind. Linux only (``/proc``). Never raises."""
-    if not sys.platform.startswith("linux"):
-        return
-    with _registry.lock:
-        registered = set(_registry.sessions)
-    # A killed daemon's own children are re-parented here in turn: a few rounds, not a loop without end.
-    for _ in range(8):
-        orphans = _live_children(os.getpid()) - registered
-        if not orphans:
-            return
-        for pid in orphans:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-
-
-def _live_children(parent: int) -> set[int]:
-    children = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+def _process_table() -> dict[int, tuple[int, str, int]]:
+    """Every process: pid to (parent pid, state letter, session id). Linux ``/proc``."""
+    table = {}
+    # os.listdir and open, not pathlib: a sweep reads every process's stat, several times a job.
+    for name in os.listdir("/proc"):  # noqa: PTH208
+        if not name.isdigit():
             continue
         try:
-            # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ")".
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+            with open(f"/proc/{name}/stat", "rb") as f:  # noqa: PTH123
+                data = f.read()
+            # "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses.
+            fields = data[data.rindex(b")") + 2 :].split()
+            table[int(name)] = (int(fields[1]), fields[0].decode("ascii", "replace"), int(fields[3]))
+        except (OSError, ValueError, IndexError):
             continue
-        if fields[1] == str(parent) and fields[0] not in ("Z", "X"):
-            children.add(int(entry.name))
-    return children
+    return table
+
+
+def _marked(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:  # noqa: PTH123
+            return needle in b"\0" + f.read()
+    except OSError:  # gone, or not ours to read (another user's): not the job's
+        return False
+
+
+def sweep(
+    marker: str, *, everything: bool = False, sessions: set[int] | None = None, spare: set[int] | None = None
+) -> set[int]:
+    """SIGKILL the job ``marker``'s processes below this one until none is left, and reap those that end
+    as this process's children; the pids killed. A process is the job's when it carries the marker, is in
+    one of ``sessions`` (the job's targets' sessions) or descends from one that is; for the console
+    script (``everything``) anything below this process is. ``spare``: never reaped here (their own
+    ``Popen`` reaps them). Linux. Gives up after ``_SWEEP_S``."""
+    me = os.getpid()
+    spare = spare or set()
+    sids = set(sessions or ())
+    needle = f"\0{JOB_VARIABLE}={marker}\0".encode()
+    killed: set[int] = set()
+    adopted: set[int] = set()
+    ends = time.monotonic() + _SWEEP_S
+    while True:
+        table = _process_table()
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, _state, _sid) in table.items():
+            children.setdefault(ppid, []).append(pid)
+        victims: set[int] = set()
+        # Walk this process's tree (the subreaper's: every process the job started and its orphans).
+        stack = [(pid, everything) for pid in children.get(me, ())]
+        while stack:
+            pid, theirs = stack.pop()
+            ppid, state, sid = table[pid]
+            theirs = theirs or sid in sids or _marked(pid, needle)
+            if theirs and state not in ("Z", "X"):
+                victims.add(pid)
+                sids.add(sid)
+            stack.extend((child, theirs) for child in children.get(pid, ()))
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        killed |= victims
+        # What ends as this process's child (re-parented here) is reaped: only the job's, killed here or
+        # in one of its sessions (killed with it), never a pid of the caller's own.
+        adopted |= {
+            pid
+            for pid, (ppid, _state, sid) in table.items()
+            if ppid == me and (pid in killed or sid in sids) and pid not in spare
+        }
+        dying = {pid for pid in killed if pid in table and table[pid][1] not in ("Z", "X")}
+        _reap(adopted)
+        if (not victims and not adopted and not dying) or time.monotonic() >= ends:
+            return killed
+        time.sleep(0.002)
+
+
+def _reap(pids: set[int]) -> None:
+    """Reap those of ``pids`` that have ended (each is this process's child, and no ``Popen``'s); drop
+    them from ``pids``."""
+    for pid in list(pids):
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                continue
+        except ChildProcessError:
+            pass
+        pids.discard(pid)
+
+
+# The watchdog: ``python -I -S -c _WATCHDOG PARENT MARKER GRACE``, reading "A PGID DEADLINE", "D PGID" and
+# "B" (goodbye) lines on stdin. Stdlib only, a few KiB of memory.
+_WATCHDOG = r"""
+import os, select, signal, sys, time
+parent, grace = int(sys.argv[1]), float(sys.argv[3])
+needle = b"\0ENVCHECK_JOB=" + sys.argv[2].encode() + b"\0"
+me = os.getpid()
+
+def state(pid):
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            data = f.read()
+        return data[data.rindex(b")") + 2 :].split()[0].decode()
+    except (OSError, ValueError, IndexError):
+        return "X"
+
+def sweep():
+    ends = time.monotonic() + 2.0
+    while time.monotonic() < ends:
+        found = []
+        for name in os.listdir("/proc"):
+            if name.isdigit() and int(name) not in (me, parent):
+                try:
+                    with open("/proc/%s/environ" % name, "rb") as f:
+                        if needle in b"\0" + f.read() and state(int(name)) not in "ZX":
+                            found.append(int(name))
+                except OSError:
+                    pass
+        if not found:
+            return
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.005)
+
+armed, pending = {}, b""
+while True:
+    wait = max(0.0, min(armed.values()) + grace - time.monotonic()) if armed else None
+    if select.select([0], [], [], wait)[0]:
+        data = os.read(0, 65536)
+        if not data:  # envcheck ended without closing its job (killed, crashed): end it here
+            sweep()
+            break
+        pending += data
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            word = line.split()
+            if word[:1] == [b"B"]:
+                sys.exit(0)
+            if word[:1] == [b"A"] and len(word) == 3:
+                armed[int(word[1])] = float(word[2])
+            elif word[:1] == [b"D"] and len(word) == 2:
+                armed.pop(int(word[1]), None)
+    now = time.monotonic()
+    for pgid in [p for p, at in armed.items() if now >= at + grace]:
+        del armed[pgid]
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except OSError:
+            pass
+        if state(parent) in "Tt":  # envcheck is held stopped: by a process of its job, so all of them go
+            sweep()
+        try:
+            os.kill(parent, signal.SIGCONT)
+        except OSError:
+            pass
+"""
+
+
+class _Watchdog:
+    """A small process outside this one that holds the job's deadlines (POSIX; see ``_Job``). Started on
+    the job's first target with a deadline; its stdin is the only channel, written without blocking."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self._proc = proc
+
+    @classmethod
+    def start(cls, marker: str) -> _Watchdog | None:
+        """None where it cannot start (the deadline is then kept only while this process runs)."""
+        env = {k: v for k, v in os.environ.items() if k != JOB_VARIABLE}
+        try:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-I",
+                    "-S",
+                    "-c",
+                    _WATCHDOG,
+                    str(os.getpid()),
+                    marker,
+                    str(WATCHDOG_GRACE_S),
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                cwd="/",
+                close_fds=True,
+                # Its own session: a Ctrl-C at the terminal, or a killpg of envcheck's group, leaves it be.
+                start_new_session=True,
+            )
+        except OSError:
+            return None
+        assert proc.stdin is not None
+        os.set_blocking(proc.stdin.fileno(), False)
+        return cls(proc)
+
+    def send(self, line: str) -> None:
+        """Never blocks, never raises: a watchdog that stopped reading is of no use anyway."""
+        assert self._proc.stdin is not None
+        with contextlib.suppress(OSError, ValueError):
+            os.write(self._proc.stdin.fileno(), line.encode())
+
+    def stop(self) -> int:
+        """Say goodbye (it exits without touching anything) and close its stdin; a daemon thread reaps it
+        when it has gone (a caller's process keeps no zombie of it). Its pid."""
+        self.send("B\n")
+        assert self._proc.stdin is not None
+        with contextlib.suppress(OSError):
+            self._proc.stdin.close()
+        threading.Thread(target=self._proc.wait, name="envcheck-watchdog-reaper", daemon=True).start()
+        return self._proc.pid
 
 
 # How long the processes of a terminated job, and the files they held, may take to go (Windows).
@@ -371,8 +703,6 @@ class _WindowsJob:
 
     def terminate(self) -> None:
         """End every process of the job and wait until none is left (at most ``_JOB_END_S``)."""
-        import time
-
         if not self._handle:
             return
         _kernel32().TerminateJobObject(self._handle, _KILLED_EXIT_CODE)
