@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envcheck.api._common import name
+from envcheck.api._common import name, public
 from envcheck.cluster import rank
 from envcheck.cluster.report import build
 from envcheck.cluster.store import Rendezvous
@@ -33,6 +33,7 @@ def rank_of_job(environ: Mapping[str, str] | None = None) -> int:
         ) from e
 
 
+@public
 def cluster_check(
     *,
     against: Path | str | None = None,

@@ -5,16 +5,23 @@ reference with torch: most often envcheck's own interpreter where the environmen
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
+import enum
+import functools
+import inspect
+import math
 import os
 import shutil
 import sys
-from collections.abc import Callable
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from envcheck.core.errors import EnvcheckError
+from envcheck.core.errors import EnvcheckError, UsageError
 from envcheck.core.escape import one_line
 from envcheck.core.redact import redact_text
 
@@ -25,6 +32,13 @@ if TYPE_CHECKING:
 
 # A job's progress: told one short line per step (the command line draws it; None: nobody listens).
 Progress = Callable[[str], None]
+
+# The longest ``timeout`` any job takes (a day): past it a deadline is no deadline, and ``inf`` or ``1e12``
+# seconds overflow the waits of the standard library (``OverflowError``). ``--timeout`` is refused past it.
+MAX_TIMEOUT_S = 86_400.0
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 # What ``--python`` takes, in the tips: any environment's interpreter, as typed on this machine (a Windows
 # venv keeps python.exe in Scripts).
@@ -163,3 +177,155 @@ def describe_error(error: BaseException) -> list[str]:
     else:
         lines.append("Tip: this is a bug in envcheck; ENVCHECK_DEBUG=1 shows the traceback for a report.")
     return [one_line(redact_text(line)) for line in lines]
+
+
+# --- the arguments of a public job -------------------------------------------------------------------------
+
+
+def checked_timeout(value: float, where: str = "timeout", *, low: float = 0.0) -> float:
+    """``value`` when it is a number of seconds a deadline can be made of: finite, more than ``low`` (0)
+    or equal to it when it is not 0, at most ``MAX_TIMEOUT_S``; else ``UsageError`` naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise UsageError(f"{where} must be a number of seconds, not {type(value).__name__}")
+    fits = math.isfinite(value) and (value >= low if low > 0 else value > 0) and value <= MAX_TIMEOUT_S
+    if not fits:
+        shown = f"more than {low:g}" if low <= 0 else f"at least {low:g}"
+        raise UsageError(
+            f"{where} {value!r}: give a number of seconds, {shown} and at most {MAX_TIMEOUT_S:g}"
+        )
+    return float(value)
+
+
+def public(fn: Callable[P, R]) -> Callable[P, R]:
+    """A public job of ``envcheck.api`` whose arguments are checked against its annotations before it
+    runs: a wrong type (a list for a path, an int for a policy, ``None`` for a required option), a
+    missing or unknown argument, and a ``timeout`` that is not a number of seconds (``checked_timeout``),
+    in an options dataclass too, are ``UsageError`` naming the job and the parameter, never a
+    ``TypeError`` or ``OverflowError`` from deep inside. Only what the caller passed is checked."""
+    job = fn.__name__
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise UsageError(f"{job}(): {e}") from None
+        hints = _hints(fn)
+        for name, value in bound.arguments.items():
+            if name in hints:
+                _check(job, name, value, hints[name])
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+class _Lenient(dict[str, Any]):
+    """Names for evaluating an annotation: one imported only for type checkers reads as ``Any``."""
+
+    def __missing__(self, key: str) -> Any:
+        return Any
+
+
+@functools.cache
+def _hints(fn: Callable[..., object]) -> dict[str, Any]:
+    """Each parameter's annotation of ``fn`` (or a dataclass), evaluated; one that cannot be is left out
+    (unchecked)."""
+    names = _Lenient(vars(builtins))
+    names.update(getattr(fn, "__globals__", None) or vars(sys.modules[fn.__module__]))
+    names["Progress"] = Progress
+    if isinstance(fn, type) and dataclasses.is_dataclass(fn):
+        raw = {f.name: f.type for f in dataclasses.fields(fn)}
+    else:
+        raw = {k: v for k, v in fn.__annotations__.items() if k != "return"}
+    out: dict[str, Any] = {}
+    for name, text in raw.items():
+        try:
+            out[name] = eval(text, {}, names) if isinstance(text, str) else text  # an annotation's own text
+        except Exception:  # an annotation that does not evaluate here: that parameter goes unchecked
+            continue
+    return out
+
+
+def _check(job: str, name: str, value: object, hint: Any) -> None:
+    if name.rsplit(".", 1)[-1] == "timeout" and value is not None and hint is not Any:
+        checked_timeout(value, f"{job}(): {name} (--timeout)")  # type: ignore[arg-type]
+        return
+    if not _fits(value, hint):
+        raise UsageError(f"{job}(): {name} must be {_expected(hint)}, not {_shown(value)}")
+    if (
+        dataclasses.is_dataclass(value)
+        and not isinstance(value, type)
+        and type(value).__module__.startswith("envcheck.")
+    ):
+        hints = _hints(type(value))
+        for field in dataclasses.fields(value):
+            if field.name in hints:
+                _check(job, f"{name}.{field.name}", getattr(value, field.name), hints[field.name])
+
+
+def _fits(value: object, hint: Any) -> bool:
+    if hint is Any or hint is object:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        return any(_fits(value, arm) for arm in typing.get_args(hint))
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(hint, type) and issubclass(hint, PurePath):
+        return isinstance(value, PurePath)
+    if origin is not None and isinstance(origin, type) and issubclass(origin, Callable):  # type: ignore[arg-type]
+        return callable(value)
+    if origin is not None and isinstance(origin, type) and issubclass(origin, Mapping):
+        return isinstance(value, Mapping)
+    if origin is not None and isinstance(origin, type) and issubclass(origin, Sequence):
+        if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+            return False
+        arms = typing.get_args(hint)
+        return not arms or all(_fits(item, arms[0]) for item in value)
+    if hint is Callable:
+        return callable(value)
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True  # a form not checked here
+
+
+def _expected(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        return " or ".join(dict.fromkeys(_expected(arm) for arm in typing.get_args(hint)))
+    if hint is None or hint is type(None):
+        return "None"
+    if isinstance(hint, type) and issubclass(hint, PurePath):
+        return "a path (pathlib.Path)"
+    if hint is str:
+        return "a string"
+    if hint is bool:
+        return "True or False"
+    if hint in (int, float):
+        return "a number"
+    if origin is not None and isinstance(origin, type) and issubclass(origin, Callable):  # type: ignore[arg-type]
+        return "a function"
+    if origin is not None and isinstance(origin, type) and issubclass(origin, Sequence):
+        item = _expected(typing.get_args(hint)[0]) if typing.get_args(hint) else "anything"
+        return f"a list of {'strings' if item == 'a string' else f'items each {item}'} (not one string)"
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return f"an {hint.__name__} ({', '.join(repr(m.value) for m in hint)})"
+    if isinstance(hint, type):
+        return f"a {hint.__name__}"
+    return str(hint)
+
+
+def _shown(value: object) -> str:
+    """The value a caller passed, as an error names it: its type, with a number's or a short string's
+    value (``float inf``), never a long one (it may be a manifest's content)."""
+    kind = type(value).__name__
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{kind} {value!r}"
+    return kind

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envcheck.api._common import live_against, name, slipped
+from envcheck.api._common import live_against, name, public, slipped
 from envcheck.app import flows
 from envcheck.core.deadline import Deadline
 from envcheck.core.errors import UsageError
@@ -41,6 +41,7 @@ _GLOB_CHARS = frozenset("*?[")
 MAX_FLEET_FILES = 50_000
 
 
+@public
 def diff(
     base: Path | str | Manifest,
     target: Path | str | Manifest | None = None,
@@ -83,6 +84,7 @@ class FleetReport:
     unreadable: tuple[str, ...]
 
 
+@public
 def diff_targets(
     base: Path | str,
     targets: Sequence[Path | str],
@@ -111,6 +113,7 @@ def diff_targets(
     return FleetReport(report=report, unreadable=())
 
 
+@public
 def fleet_diff(
     base: Path | str, targets: Sequence[Path | str], *, policy: Policy | None = None, timeout: float = 120.0
 ) -> FleetReport:
@@ -135,6 +138,7 @@ def _fleet(base: Path | str, paths: Sequence[str], policy: Policy | None, timeou
     return FleetReport(report=report, unreadable=tuple(str(e) for e in fleet.unreadable))
 
 
+@public
 def doctor(
     manifest: Path | str | Manifest | None = None,
     *,
@@ -195,6 +199,7 @@ def _base_name(base: Path, manifest: Manifest, targets: Sequence[str], by_label:
     return str(label) if by_label and label and label not in targets else str(base)
 
 
+@public
 def expand_targets(targets: Sequence[Path | str]) -> tuple[list[str], bool]:
     """The manifest files the TARGETs name, in order, each once, and whether a folder or pattern was
     among them. A folder gives the ``*.json`` files directly in it, a pattern that is not itself a path

@@ -6,6 +6,7 @@ import enum
 from pathlib import Path
 from typing import NoReturn
 
+from envcheck.api._common import public
 from envcheck.export import cyclonedx
 from envcheck.manifest.io import load
 from envcheck.manifest.model import Manifest
@@ -32,6 +33,7 @@ def _unknown(name: NoReturn) -> NoReturn:
     raise ValueError(f"unknown export format {name!r}")
 
 
+@public
 def export(manifest: Path | str | Manifest, *, fmt: ExportFormat = ExportFormat.cyclonedx) -> str:
     """The SBOM text of ``manifest`` (a file, or a ``Manifest``) as ``envcheck export`` writes it: CycloneDX
     1.6 JSON, the same bytes for the same manifest. Raises ``ManifestError`` for a file that does not

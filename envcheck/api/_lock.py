@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envcheck.api._common import Progress, live_name, slipped, wrong_interpreter
+from envcheck.api._common import Progress, live_name, public, slipped, wrong_interpreter
 from envcheck.app import flows
 from envcheck.collect.launch import SnapshotOptions
 from envcheck.collect.snapshot import take_snapshot
@@ -33,6 +33,7 @@ def _ignore(_line: str) -> None:
     """The callback that is told nothing: no warning or progress line is shown."""
 
 
+@public
 def lock(
     manifest: Path | str,
     *,
@@ -89,6 +90,7 @@ class LockCheck:
         return not self.counts
 
 
+@public
 def check_lock(
     lock: Path | str,
     *,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from envcheck.api._common import public
 from envcheck.app.catalog import rule_ids
 from envcheck.diff.policy import Policy
 from envcheck.diff.policy import load_policy as read_policy
@@ -12,6 +13,7 @@ from envcheck.diff.policy import load_policy as read_policy
 __all__ = ["Policy", "load_policy"]
 
 
+@public
 def load_policy(
     path: Path | str | None = None, *, disabled: bool = False, project: Path | None = None
 ) -> Policy:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envcheck.api._common import Progress, name
+from envcheck.api._common import Progress, name, public
 from envcheck.app import flows
 from envcheck.core.deadline import Deadline
 from envcheck.core.errors import ManifestError, UsageError
@@ -44,6 +44,7 @@ class Predicted:
         return tuple((p.resolution.target.platform, p.manifest) for p in self.predictions)
 
 
+@public
 def predict(
     manifest: Path | str,
     *,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from envcheck.api._common import public
 from envcheck.core.deadline import Deadline
 from envcheck.core.redact import redact_strings, redact_text
 from envcheck.manifest.codec import encode
@@ -42,6 +43,7 @@ class Scanned:
         )
 
 
+@public
 def scan(path: str, *, timeout: float = 120.0) -> Scanned:
     """Resolve the native libraries of the wheel or folder ``path`` (any platform) as its loader would.
     ``timeout``: one deadline for extracting the wheel, listing the tree and reading every header; past it

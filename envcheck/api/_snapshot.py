@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envcheck.api._common import public
 from envcheck.collect.launch import SnapshotOptions, start_probes
 from envcheck.core.errors import ManifestError, UsageError
 from envcheck.core.files import same_path
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["SnapshotOptions", "app_modules", "snapshot", "snapshot_this_machine"]
 
 
+@public
 def snapshot(
     options: SnapshotOptions | None = None,
     *,
@@ -84,6 +86,7 @@ def app_modules(*sources: tuple[str, Sequence[str] | None]) -> list[str]:
     return out
 
 
+@public
 def snapshot_this_machine(
     python: str | None = None,
     *,

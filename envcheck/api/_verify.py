@@ -17,6 +17,7 @@ from envcheck.api._common import (
     live_name,
     name,
     prefixed,
+    public,
     slipped,
     suite_lacks_torch,
     wrong_interpreter,
@@ -58,6 +59,7 @@ class SuiteOptions:
     strict: bool = False
 
 
+@public
 def verify(
     *,
     against: Path | str | None = None,
@@ -128,6 +130,7 @@ class GateRun:
     imports: AppImports | None
 
 
+@public
 def gate(
     manifest: Path | str,
     *,
@@ -145,6 +148,7 @@ def gate(
     return run_gate(manifest, options=options, policy=policy, progress=progress, tell=tell).report
 
 
+@public
 def run_gate(
     manifest: Path | str,
     *,

@@ -19,6 +19,7 @@ from envcheck.commands.options import (
     QuietOption,
     VerboseOption,
     report_options,
+    timeout_in_range,
 )
 from envcheck.report.formats import FormatName
 from envcheck.report.options import ReportOptions
@@ -49,7 +50,7 @@ def cluster(
         float,
         typer.Option(
             "--timeout",
-            min=30.0,
+            callback=timeout_in_range(30.0),
             help="The job's deadline in seconds: every rank's snapshot, suite and collectives; rank 0 "
             "reports the ranks it has not heard from by then, and a watchdog ends any rank 20 s later.",
             envvar="ENVCHECK_TIMEOUT",

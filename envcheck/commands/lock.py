@@ -18,6 +18,7 @@ from envcheck.commands.options import (
     QuietOption,
     VerboseOption,
     report_options,
+    timeout_in_range,
 )
 from envcheck.commands.progress import progress
 from envcheck.core.errors import UsageError
@@ -104,7 +105,7 @@ def lock(
         float,
         typer.Option(
             "--timeout",
-            min=1.0,
+            callback=timeout_in_range(1.0),
             help="Seconds the whole command may take, every pip-compile run together (with --check: the "
             "snapshot of the interpreter).",
             envvar="ENVCHECK_TIMEOUT",

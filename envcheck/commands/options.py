@@ -12,11 +12,15 @@ as the one ``ReportOptions`` value the report layer takes::
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from envcheck.api._common import checked_timeout
+from envcheck.core.errors import EnvcheckError, UsageError
 from envcheck.core.findings import Severity
 from envcheck.core.outputs import destination
 from envcheck.report.formats import FormatName
@@ -92,11 +96,27 @@ PythonOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+def timeout_in_range(low: float = 0.0) -> Callable[[float], float]:
+    """The callback of a ``--timeout`` option: refuses at parse, in one line, seconds that are not a
+    finite number from ``low`` (0: more than 0) to ``MAX_TIMEOUT_S`` (``envcheck.api._common``): ``inf``,
+    ``nan``, ``1e12``, a negative number. Every command's ``--timeout`` takes it."""
+
+    def check(value: float) -> float:
+        try:
+            return checked_timeout(value, "", low=low)
+        except EnvcheckError as e:
+            raise typer.BadParameter(str(e).strip()) from None
+
+    return check
+
+
 TimeoutOption = Annotated[
     float,
     typer.Option(
         "--timeout",
-        min=1.0,
+        callback=timeout_in_range(1.0),
         help="A hard deadline in seconds for the command: all work in the target (every probe, check and "
         "rerun), whose whole process session is killed at it, and envcheck's own hashing of what the target "
         "names (diff, doctor and gate: their rules too).",
@@ -244,4 +264,20 @@ def report_options(
     destination(output)
     if junit is not None:
         destination(junit)
+        if output not in (None, "-") and _same_file(output, junit):
+            raise UsageError(
+                f"-o {output} and --junit {junit} name the same file: one report would replace the other",
+                tip="Give the JUnit report a file of its own, e.g. --junit report.xml.",
+            )
     return options
+
+
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two output paths end at the same file: resolved, links included (an existing file also
+    by device and inode: a hard link)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return Path(a).samefile(b)
+    except OSError:
+        return False

@@ -18,6 +18,7 @@ from envcheck.commands.options import (
     QuietOption,
     VerboseOption,
     report_options,
+    timeout_in_range,
 )
 from envcheck.commands.progress import progress
 from envcheck.report.formats import FormatName
@@ -75,6 +76,7 @@ def predict(
         float,
         typer.Option(
             "--timeout",
+            callback=timeout_in_range(),
             help="Seconds the whole command may take: every pip or uv run, download and scan gets what is "
             "left; at the deadline it stops, names the step and exits 2.",
             envvar="ENVCHECK_TIMEOUT",

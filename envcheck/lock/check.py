@@ -270,7 +270,8 @@ def _requirement(line: str, where: str, number: int) -> LockedPin:
     del options  # hashes are pip's to verify at install time
     try:
         req = Requirement(text)
-    except InvalidRequirement as e:
+        str(req.marker)  # packaging 26 reads a marker value holding both quotes, but cannot write it
+    except (InvalidRequirement, ValueError) as e:
         why = str(e).splitlines()[0] if str(e) else "invalid"  # packaging adds the line and a caret
         raise LockFileError(f"{where}: not a requirement: {one_line(text[:120])} ({why})") from e
     direct = req.url is not None

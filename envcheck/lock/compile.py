@@ -34,6 +34,7 @@ from envcheck import __version__
 from envcheck.core.deadline import Deadline
 from envcheck.core.errors import EnvcheckError
 from envcheck.core.escape import one_line
+from envcheck.core.files import NotOpened, open_regular
 from envcheck.core.redact import redact_text
 from envcheck.lock.inputs import LEFT_OUT_HEADER, LockInputs, Unlocked, lock_inputs
 from envcheck.manifest.query import canon, parse_version, torch_index_label, views
@@ -167,12 +168,27 @@ def _refuse_what_is_no_pin(inputs: LockInputs, name: str) -> None:
     a PEP 440 version: neither can be written as ``name==version``."""
     pairs = [(p.name, p.version) for p in (*inputs.roots, *inputs.constraints)]
     for dist, version in pairs + [(u.name, u.version) for u in inputs.unlocked]:
-        if not _NAME.match(dist) or parse_version(version) is None:
+        if not _is_pin(dist, version):
             raise LockError(
                 f"{name}: {one_line(dist[:80])} {one_line(version[:80])} is not a distribution name "
                 "and version that a lock can pin",
                 tip="Record the manifest again with `envcheck snapshot`.",
             )
+
+
+def _is_pin(dist: str, version: str) -> bool:
+    """Whether ``dist==version`` is one line pip-compile reads as that pin and nothing else: the name a
+    PEP 508 name (``canonicalize_name(validate=True)``; ``$`` would let a trailing newline through), the
+    version a PEP 440 version exactly as written (``Version`` strips the whitespace a newline is)."""
+    from packaging.utils import InvalidName, canonicalize_name
+
+    try:
+        canonicalize_name(dist, validate=True)
+    except InvalidName:
+        return False
+    if not _NAME.fullmatch(dist) or not re.fullmatch(r"[A-Za-z0-9.+!_-]{1,100}", version):
+        return False
+    return parse_version(version) is not None
 
 
 def _unlocked_message(unlocked: Sequence[Unlocked]) -> str:
@@ -348,8 +364,34 @@ def _run_compile(
                 f"pip-compile did not finish within the command's --timeout ({options.timeout:.0f} s)",
                 tip="Check the indexes (an unreachable one waits for pip's timeout), or raise --timeout.",
             )
-        output = (folder / "lock.txt").read_text("utf-8") if returncode == 0 else ""
+        output = _read_output(folder / "lock.txt") if returncode == 0 else ""
         return _Compiled(returncode=returncode, output=output, log=sessions.log_tail(log_path))
+
+
+# The most of pip-compile's output envcheck reads back (a lock of MAX_LOCK_PINS pins with hashes is far less).
+MAX_OUTPUT_BYTES = 64 * 1024**2
+
+
+def _read_output(path: Path) -> str:
+    """pip-compile's lock, read as untrusted: opened non-blocking, only as a regular file inside its
+    folder (a FIFO, a device or a link out of the folder is never read: ``open_regular``), capped."""
+    try:
+        fd = open_regular(str(path), inside=[os.path.realpath(path.parent)])
+    except FileNotFoundError as e:
+        raise LockError("pip-compile exited 0 without writing its lock", tip=_PIP_COMPILE_TIP) from e
+    except NotOpened as e:
+        why = "is a symbolic link out of its folder" if e.kind == "link-outside" else e.reason
+        raise LockError(f"pip-compile's lock {why}: not read", tip=_PIP_COMPILE_TIP) from e
+    except OSError as e:
+        raise LockError(f"cannot read pip-compile's lock: {e.strerror or e}") from e
+    with os.fdopen(fd, "rb") as f:
+        raw = f.read(MAX_OUTPUT_BYTES + 1)
+    if len(raw) > MAX_OUTPUT_BYTES:
+        raise LockError(f"pip-compile's lock is over the {MAX_OUTPUT_BYTES}-byte cap")
+    return raw.decode("utf-8", errors="replace")
+
+
+_PIP_COMPILE_TIP = f"Check the pip-tools beside envcheck: {sys.executable} -m piptools compile --version"
 
 
 def _compile_args(inputs: LockInputs, options: LockOptions, torch_index: str | None) -> list[str]:

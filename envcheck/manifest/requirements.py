@@ -89,24 +89,28 @@ def _simple_requirement(line: str) -> Req | None:
 
 @functools.lru_cache(maxsize=8192)
 def parse_requirement(line: str) -> Req | None:
-    """The requirement on ``line`` as ``packaging`` reads it, or None when it is not PEP 508."""
+    """The requirement on ``line`` as ``packaging`` reads it, or None when it is not PEP 508 (an
+    unparseable requirement: data, never an exception). A manifest is untrusted: whatever ``packaging``
+    raises on a line counts as unparseable, such as the ``ValueError`` of a marker value holding both
+    quote characters (``platform_release == "a\\x22b'c"``), which packaging 26 reads but cannot write
+    back."""
     simple = _simple_requirement(line)
     if simple is not None:
         return simple
-    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.requirements import Requirement
 
     try:
         req = Requirement(line)
-    except InvalidRequirement:
+        return Req(
+            canon(req.name),
+            req.name,
+            frozenset(canon(e) for e in req.extras),
+            str(req.specifier),
+            str(req.marker) if req.marker is not None else None,
+            line,
+        )
+    except Exception:  # InvalidRequirement, ValueError, RecursionError...: an unparseable requirement
         return None
-    return Req(
-        canon(req.name),
-        req.name,
-        frozenset(canon(e) for e in req.extras),
-        str(req.specifier),
-        str(req.marker) if req.marker is not None else None,
-        line,
-    )
 
 
 def marker_environment(m: Manifest, extra: str = "") -> dict[str, str]:
@@ -132,11 +136,11 @@ def marker_environment(m: Manifest, extra: str = "") -> dict[str, str]:
 
 @functools.lru_cache(maxsize=4096)
 def _marker(text: str) -> Marker | None:
-    from packaging.markers import InvalidMarker, Marker
+    from packaging.markers import Marker
 
     try:
         return Marker(text)
-    except InvalidMarker:
+    except Exception:  # InvalidMarker, or anything else packaging raises on untrusted text: unparseable
         return None
 
 
@@ -160,11 +164,9 @@ def _holds(text: str, machine: tuple[tuple[str, str], ...], extra: str) -> bool:
     marker = _marker(text)
     if marker is None:
         return False
-    from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
-
     try:
         return bool(marker.evaluate({**dict(machine), "extra": extra}))
-    except (UndefinedComparison, UndefinedEnvironmentName):
+    except Exception:  # UndefinedComparison, UndefinedEnvironmentName...: a marker that cannot be evaluated
         return False
 
 

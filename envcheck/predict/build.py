@@ -112,7 +112,12 @@ def predicted_manifest(
     """The manifest ``envcheck predict`` writes for one target (``meta.kind = "predicted"``)."""
     target = resolution.target
     native = dataclasses.replace(tree.section, loader=target.loader)
-    packages = [_distribution(w, native) for w in resolution.wheels]
+    # Each name spelled as the distribution's metadata spells it, whichever resolver ran: uv's lock
+    # normalises names (``boolean-py``, ``typing-extensions``) where pip's report and a snapshot keep the
+    # METADATA's (``boolean.py``, ``typing_extensions``); the source manifest's spelling of the same
+    # canonical name is that METADATA's.
+    spelled = {canon(d.name): d.name for d in source.packages}
+    packages = [_distribution(w, native, spelled.get(canon(w.name), w.name)) for w in resolution.wheels]
     torch_wheel = next((w for w in resolution.wheels if canon(w.name) == "torch"), None)
     torch = TorchInfo(trees=[], static=_torch_static(torch_wheel, tree.torch_version), runtime=None)
     needs = machine_needs(native, resolution, torch.static, tree.macos_minimum)
@@ -178,7 +183,7 @@ def predicted_manifest(
     )
 
 
-def _distribution(w: ResolvedWheel, native: NativeSection) -> Distribution:
+def _distribution(w: ResolvedWheel, native: NativeSection, name: str) -> Distribution:
     owner = canon(w.name)
     files = [
         NativeFile(
@@ -190,7 +195,7 @@ def _distribution(w: ResolvedWheel, native: NativeSection) -> Distribution:
         if canon(n.owner) == owner and ":" in n.key
     ]
     return Distribution(
-        name=w.name,
+        name=name,
         version=w.version,
         installer=None,
         requires=[redact_text(r) for r in w.requires or ()],

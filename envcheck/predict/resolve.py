@@ -508,10 +508,7 @@ def _raise_if_unreachable(log: str) -> None:
 
 
 def _read_report(path: Path) -> dict[str, object]:
-    with path.open("rb") as f:
-        raw = f.read(MAX_REPORT_BYTES + 1)
-    if len(raw) > MAX_REPORT_BYTES:
-        raise UsageError(f"pip's report is over the {MAX_REPORT_BYTES}-byte cap")
+    raw = uv_tools.read_output(path, MAX_REPORT_BYTES, "pip's report")
     try:
         data = json.loads(raw)
     except ValueError as e:

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from envcheck.core.errors import UsageError
+from envcheck.core.files import NotOpened, open_regular
 from envcheck.native.scan import directory_problem
 from envcheck.predict.pip_entry import MAX_METADATA_BYTES
 from envcheck.predict.target import PredictTarget
@@ -205,10 +206,7 @@ def lock_report(lock: Path, target: PredictTarget, pins: Iterable[str], max_byte
     else:  # pragma: no cover - Python 3.10
         import tomli as tomllib
 
-    with lock.open("rb") as f:
-        raw = f.read(max_bytes + 1)
-    if len(raw) > max_bytes:
-        raise UsageError(f"uv's lock is over the {max_bytes}-byte cap")
+    raw = read_output(lock, max_bytes, "uv's lock")
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
@@ -238,6 +236,33 @@ def lock_report(lock: Path, target: PredictTarget, pins: Iterable[str], max_byte
             }
         )
     return {"install": install}
+
+
+def read_output(path: Path, cap: int, what: str) -> bytes:
+    """The bytes of a file a resolver wrote (uv's lock, pip's ``--report``), read as untrusted: opened
+    non-blocking, only as a regular file inside its own folder (``open_regular``: a link out of it, say
+    to ``/dev/zero``, is refused; the resolved file is opened with ``O_NOFOLLOW``; a FIFO or a device
+    is closed unread), at most ``cap`` bytes. Raises ``UsageError`` naming ``what`` otherwise, and when
+    the tool exited 0 without writing it."""
+    try:
+        fd = open_regular(str(path), inside=[os.path.realpath(path.parent)])
+    except FileNotFoundError as e:
+        raise UsageError(
+            f"{what} is missing ({path.name}): the tool exited 0 without writing it",
+            tip="Run the resolver by hand to see what it does, or try the other one (--resolver pip|uv).",
+        ) from e
+    except NotOpened as e:
+        why = "is a symbolic link out of envcheck's work folder" if e.kind == "link-outside" else e.reason
+        raise UsageError(
+            f"{what} ({path.name}) {why}: not read", tip="Check where the resolver comes from."
+        ) from e
+    except OSError as e:
+        raise UsageError(f"cannot read {what} ({path.name}): {e.strerror or e}") from e
+    with os.fdopen(fd, "rb") as f:
+        raw = f.read(cap + 1)
+    if len(raw) > cap:
+        raise UsageError(f"{what} is over the {cap}-byte cap")
+    return raw
 
 
 def best_wheel(wheels: list[dict[str, object]], target: PredictTarget) -> dict[str, object] | None:
