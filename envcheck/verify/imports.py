@@ -6,19 +6,31 @@ Three steps, all under the command's ``--timeout`` (one ``Deadline``), each targ
 whole session at its deadline (``envcheck.process.runner``):
 
 1. **Plan** (one process, imports nothing): the top-level modules that hold each distribution's native
-   files (``RECORD``), sorted by module. The order of the imports is that plan, minus what the policy
-   declares ``not_imported``, capped at ``MAX_APP_IMPORTS``, then the application's modules in the order
-   given (the manifest's recorded ones first).
+   files (``RECORD``), sorted by module, each with its risk (``envcheck.inside.app_imports``: it links
+   torch's libraries, or its distribution requires torch or NumPy). The order of the imports is that
+   plan, minus what the policy declares ``not_imported``, then the application's modules in the order
+   given (the manifest's recorded ones first); **the cap** (``MAX_APP_IMPORTS``) chooses by risk, never by
+   name: the application's modules first, then the modules that link torch, then those that need NumPy,
+   then the rest by name. Each module it leaves out is named in a warning.
 2. **Each import alone**, in a fresh process (``ISOLATED_WORKERS`` at a time), with at most
    ``IMPORT_TIMEOUT_SHARE`` of ``--timeout`` each: a crash, a hang or an error is that import's own.
 3. **All of them in one process**, in order (those that passed alone): after each import, the shared
    libraries it added to the process; at the end, the thread pools. Two OpenMP runtimes brought in by the
    application's imports are a finding naming the import that loaded each.
 
+**A real exit.** The processes of steps 2 and 3 leave through the interpreter's normal exit once their
+result is written: non-daemon threads joined, atexit hooks and destructors run, as when the application
+ends. The exit has its own deadline, at most ``EXIT_TIMEOUT`` seconds of what is left of the process's; a
+signal after the result is a crash at exit, a process still there at the exit's deadline a hang at exit
+(the target's interval timer kills it with SIGALRM after dumping every thread's stack), each the import's
+own finding (``import MODULE at exit``). A module that does not exit cleanly alone is not imported with the
+others.
+
 Findings: ``VERIFY-IMPORT`` (an import raised; a NumPy ABI break says so, and in a gate whose base had
-another NumPy major it is a consequence of ``ENV-NUMPY-MAJOR``), ``VERIFY-CRASH`` / ``VERIFY-TIMEOUT`` (an
-import killed its process or hung), ``VERIFY-IMPORT-OPENMP`` (two OpenMP runtimes). An import runs the
-module's code: its side effects are the application's (docs/guarantees.md).
+another NumPy major it is a consequence of ``ENV-NUMPY-MAJOR``; a warning naming what the cap left out),
+``VERIFY-CRASH`` / ``VERIFY-TIMEOUT`` (an import killed its process or hung, or its process crashed or hung
+at exit), ``VERIFY-IMPORT-OPENMP`` (two OpenMP runtimes). An import runs the module's code: its side
+effects are the application's (docs/guarantees.md).
 """
 
 from __future__ import annotations
@@ -40,13 +52,21 @@ from envcheck.manifest.remedy import pip_install, shell_word
 from envcheck.process.runner import Deadline, TargetRun, run_target
 
 if TYPE_CHECKING:
-    from envcheck.manifest.model import Manifest
+    from envcheck.manifest.model import Manifest, ProbeOutcome
 
 APP_IMPORTS_MODULE = f"{TARGET_PACKAGE}.app_imports"
 # At most this many imports per command (the plan's modules are cut first, the application's never):
 # each costs a process start and its import; a venv with hundreds of native distributions is not
-# imported whole by default, and the report says how many were left out.
+# imported whole by default, and a warning names every module left out. What is kept goes by risk.
 MAX_APP_IMPORTS = 64
+# The plan's risks, in the order the cap takes them (after the application's own modules); a module
+# without one comes after them, by name.
+RISK_ORDER = ("torch", "numpy")
+# The interpreter's exit after an import may take at most this long (and never more than what is left of
+# its process's deadline): an exit that joins a thread pool takes milliseconds, torch's teardown ~0.3 s.
+EXIT_TIMEOUT = 5.0
+# How many modules left out by the cap the warning names before it counts the rest.
+OVER_CAP_SHOWN = 40
 # One import alone may take at most this share of --timeout (30 s of the default 120 s), so that one hang
 # leaves time for the others and for the imports all together.
 IMPORT_TIMEOUT_SHARE = 0.25
@@ -73,7 +93,9 @@ Progress = Callable[[str], None]
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ImportResult:
     """One import, alone in its process. ``distribution``/``version``: the distribution whose native files
-    the module holds (None for the application's own module). ``skipped``: ``reason`` says why."""
+    the module holds (None for the application's own module). ``skipped``: ``reason`` says why.
+    ``at_exit``: the import ended (``error`` says how when it raised) and the process then crashed or hung
+    in the interpreter's exit (``status`` ``crashed`` or ``timeout``; ``timeout_s``: the exit's deadline)."""
 
     module: str
     distribution: str | None = None
@@ -87,6 +109,7 @@ class ImportResult:
     timeout_s: float | None = None
     reason: str | None = None
     duration_s: float | None = None
+    at_exit: bool = False
 
     @property
     def who(self) -> str:
@@ -99,7 +122,8 @@ class ImportResult:
 class Together:
     """The imports that passed alone, all in one process, in order: the libraries each one added to the
     process, the thread pools at the end, what raised there, and how the process ended (``status`` as a
-    ``ProbeOutcome``'s; ``current``: the import it died in)."""
+    ``ProbeOutcome``'s; ``current``: the import it died in; ``at_exit``: it died or hung in the
+    interpreter's exit, after every import)."""
 
     modules: tuple[str, ...]
     loaded: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -111,16 +135,19 @@ class Together:
     exit_code: int | None = None
     stderr_tail: str | None = None
     timeout_s: float | None = None
+    at_exit: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AppImports:
     """What the application's imports did in the target. ``order``: every import planned, in order;
-    ``over_cap``: modules left out by ``MAX_APP_IMPORTS``; ``plan_error``: why no plan was made."""
+    ``over_cap``: modules left out by the cap (``cap``, ``MAX_APP_IMPORTS`` by default); ``plan_error``:
+    why no plan was made."""
 
     results: tuple[ImportResult, ...] = ()
     together: Together | None = None
     over_cap: tuple[str, ...] = ()
+    cap: int = MAX_APP_IMPORTS
     versions: dict[str, str] = field(default_factory=dict)
     plan_error: str | None = None
     wall_s: float | None = None
@@ -148,31 +175,38 @@ def plan_order(
     modules: Sequence[str],
     not_imported: Sequence[str],
     limit: int = MAX_APP_IMPORTS,
+    risk: Mapping[str, str] | None = None,
 ) -> tuple[list[ImportResult], list[str]]:
     """The imports in order: the plan's modules (``found``: module, distribution, version), then the
     application's ``modules`` (each once, first mention kept); a module (or a package above it) that the
     policy declares ``not_imported`` is a ``skipped`` result. Returns them and the plan's modules left out
-    by ``limit`` (the application's modules always count first)."""
+    by ``limit``, in the plan's order. What the cap keeps goes by risk, never by name: the application's
+    modules always count first, then the plan's modules whose ``risk`` is ``torch``, then ``numpy``
+    (``RISK_ORDER``), then the rest in the plan's order."""
 
     def excluded(module: str) -> bool:
         return any(module == n or module.startswith(n + ".") for n in not_imported)
 
     own = list(dict.fromkeys(modules))
     room = max(0, limit - len(own))
+    risks = risk or {}
+    candidates = [module for module, _, _ in found if module not in own and not excluded(module)]
+    rank = {name: i for i, name in enumerate(RISK_ORDER)}
+    by_risk = sorted(
+        range(len(candidates)), key=lambda i: (rank.get(risks.get(candidates[i], ""), len(rank)), i)
+    )
+    kept = {candidates[i] for i in by_risk[:room]}
     planned: list[ImportResult] = []
     over: list[str] = []
-    taken = 0
     for module, dist, version in found:
         if module in own:
             continue
         if excluded(module):
             planned.append(_skipped(module, dist, version))
-            continue
-        if taken >= room:
+        elif module in kept:
+            planned.append(ImportResult(module=module, distribution=dist, version=version))
+        else:
             over.append(module)
-            continue
-        taken += 1
-        planned.append(ImportResult(module=module, distribution=dist, version=version))
     for module in own:
         planned.append(_skipped(module, None, None) if excluded(module) else ImportResult(module=module))
     return planned, over
@@ -216,7 +250,7 @@ def run_imports(
         deadline=ends.earliest(Deadline.after(PLAN_TIMEOUT)),
         env=env,
     )
-    found = _found(plan.data.get("found"))
+    found, risk = _found(plan.data.get("found"))
     if plan.outcome.status != "ok" or found is None:
         o = plan.outcome
         why = {"timeout": f"did not finish within {o.timeout_s} s", "crashed": "crashed"}.get(
@@ -224,7 +258,7 @@ def run_imports(
         )
         return AppImports(plan_error=why, wall_s=round(time.monotonic() - started, 3))
     versions = {dist: version for _, dist, version in found if dist and version}
-    planned, over = plan_order(found, modules, not_imported, limit)
+    planned, over = plan_order(found, modules, not_imported, limit, risk)
     cwd = str(Path.cwd())
     alone_s = max(1.0, ends.seconds * IMPORT_TIMEOUT_SHARE)
     elsewhere = dict(alone_elsewhere or {})
@@ -238,11 +272,12 @@ def run_imports(
         if ends.expired():
             return _replace(result, status="timeout", timeout_s=ends.seconds)
         say(f"import {result.module}")
+        process = ends.earliest(Deadline.after(alone_s))
         run = run_target(
             python,
             module=APP_IMPORTS_MODULE,
-            args=[json.dumps({"mode": "one", "module": result.module, "path": cwd})],
-            deadline=ends.earliest(Deadline.after(alone_s)),
+            args=[json.dumps({"mode": "one", "module": result.module, "path": cwd, **_exit_config(process)})],
+            deadline=process,
             env=env,
         )
         return _alone_result(result, run)
@@ -257,7 +292,7 @@ def run_imports(
         run = run_target(
             python,
             module=APP_IMPORTS_MODULE,
-            args=[json.dumps({"mode": "all", "modules": list(passed), "path": cwd})],
+            args=[json.dumps({"mode": "all", "modules": list(passed), "path": cwd, **_exit_config(ends)})],
             deadline=ends,
             env=env,
         )
@@ -266,22 +301,53 @@ def run_imports(
         results=results,
         together=together,
         over_cap=tuple(over),
+        cap=limit,
         versions=versions,
         wall_s=round(time.monotonic() - started, 3),
     )
 
 
-def _found(raw: object) -> list[tuple[str, str | None, str | None]] | None:
-    """The plan's ``[module, distribution, version]`` rows, well-formed ones only (None: no list)."""
+def _found(raw: object) -> tuple[list[tuple[str, str | None, str | None]] | None, dict[str, str]]:
+    """The plan's ``[module, distribution, version, risk]`` rows, well-formed ones only (None: no list),
+    and each module's risk (one of ``RISK_ORDER``; a row of three, from an older plan, has none)."""
     if not isinstance(raw, list):
-        return None
+        return None, {}
     out = []
+    risk: dict[str, str] = {}
     for row in raw:
-        if isinstance(row, list) and len(row) == 3 and isinstance(row[0], str) and MODULE_NAME.match(row[0]):
+        if (
+            isinstance(row, list)
+            and len(row) in (3, 4)
+            and isinstance(row[0], str)
+            and MODULE_NAME.match(row[0])
+        ):
             dist = row[1] if isinstance(row[1], str) else None
             version = row[2] if isinstance(row[2], str) else None
             out.append((row[0], dist, version))
-    return out
+            if len(row) == 4 and row[3] in RISK_ORDER:
+                risk[row[0]] = row[3]
+    return out, risk
+
+
+def _exit_config(process: Deadline) -> dict[str, float]:
+    """What a target needs to bound its own exit: at most ``EXIT_TIMEOUT``, never past ``process``."""
+    left = process.remaining()
+    return {"exit_s": EXIT_TIMEOUT, **({"deadline_s": round(left, 3)} if left != float("inf") else {})}
+
+
+def _exit_status(data: Mapping[str, object], o: ProbeOutcome) -> Literal["crashed", "timeout"] | None:
+    """How a target that wrote its result (``stage: "exit"``) ended in the interpreter's exit: ``timeout``
+    (killed at the process's deadline, or by its own exit timer: SIGALRM, or faulthandler's exit code 1
+    where there is no timer), ``crashed`` (any other signal or exit code), None (a clean exit, or it died
+    before its exit)."""
+    if data.get("stage") != "exit" or o.status == "ok":
+        return None
+    if o.status == "timeout" or o.signal == "SIGALRM":
+        return "timeout"
+    tail = o.stderr_tail or ""
+    if o.exit_code == 1 and re.search(r"^Timeout \(\d+:\d\d:\d\d", tail, re.M):
+        return "timeout"
+    return "crashed"
 
 
 def _replace(result: ImportResult, **changes: object) -> ImportResult:
@@ -294,11 +360,33 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _exit_timeout(data: Mapping[str, object], o: ProbeOutcome) -> float | None:
+    """The deadline an exit that hung ran into: its own (``exit_s``, the target's timer), or its process's."""
+    exit_s = data.get("exit_s")
+    if o.status != "timeout" and isinstance(exit_s, int | float):
+        return float(exit_s)
+    return o.timeout_s
+
+
 def _alone_result(result: ImportResult, run: TargetRun) -> ImportResult:
     o = run.outcome
     data = run.data
     duration = data.get("duration_s")
     duration_s = float(duration) if isinstance(duration, int | float) else None
+    at_exit = _exit_status(data, o)
+    if at_exit is not None:
+        return _replace(
+            result,
+            status=at_exit,
+            at_exit=True,
+            error=_text(data.get("error")),
+            traceback=_text(data.get("traceback")),
+            signal=o.signal,
+            exit_code=o.exit_code,
+            stderr_tail=o.stderr_tail,
+            timeout_s=_exit_timeout(data, o),
+            duration_s=duration_s,
+        )
     if o.status == "ok":
         error = _text(data.get("error"))
         if error is None:
@@ -338,17 +426,19 @@ def _together(modules: tuple[str, ...], run: TargetRun) -> Together:
         if isinstance(row, list) and len(row) == 2 and all(isinstance(x, str) for x in row):
             failed.append((row[0], row[1]))
     o = run.outcome
+    at_exit = _exit_status(data, o)
     return Together(
         modules=modules,
         loaded=tuple(loaded),
         threadpools=tuple(pools),
         failed=tuple(failed),
-        status=o.status,
+        status=at_exit or o.status,
         current=_text(data.get("current")),
         signal=o.signal,
         exit_code=o.exit_code,
         stderr_tail=o.stderr_tail if o.status != "ok" else None,
-        timeout_s=o.timeout_s,
+        timeout_s=_exit_timeout(data, o) if at_exit else o.timeout_s,
+        at_exit=at_exit is not None,
     )
 
 
@@ -374,15 +464,18 @@ def import_findings(
     if run.together is not None:
         findings += _together_findings(run.together, run)
     if run.over_cap:
-        shown = ", ".join(run.over_cap[:8]) + (" ..." if len(run.over_cap) > 8 else "")
+        more = len(run.over_cap) - OVER_CAP_SHOWN
+        shown = ", ".join(run.over_cap[:OVER_CAP_SHOWN]) + (f" and {more} more" if more > 0 else "")
         findings.append(
             _rule("VERIFY-IMPORT").finding(
                 "app imports",
                 f"{len(run.over_cap)} modules with native code were not imported, over the cap of "
-                f"{MAX_APP_IMPORTS} imports: {shown}",
+                f"{run.cap} imports (kept by risk: the application's imports, then modules that link "
+                f"torch, then those that need NumPy, then by name), so nothing says they import: {shown}",
                 "Name the modules your application imports with --import (or `imports = [...]` in the "
-                "policy), and skip others with `not_imported = [...]`.",
-                severity="info",
+                "policy), and skip the others with `not_imported = [...]`: the cap then keeps what the "
+                "application runs.",
+                severity="warning",
             )
         )
     return findings
@@ -400,6 +493,13 @@ def _result_findings(
 ) -> list[Finding]:
     subject = f"import {result.module}"
     tail = f"\n{result.stderr_tail}" if result.stderr_tail else ""
+    if result.at_exit:
+        raised = (
+            _result_findings(_replace(result, status="error", at_exit=False), run, base, target)
+            if result.error
+            else []
+        )
+        return [*raised, _exit_finding(result.module, result.who, result, "its process")]
     match result.status:
         case "passed" | "skipped":
             return []
@@ -435,6 +535,38 @@ def _result_findings(
             _import_remedy(result),
         )
     ]
+
+
+def _exit_finding(
+    module: str | None, who: str, ended: ImportResult | Together, process: str, after: str = ""
+) -> Finding:
+    """A process that crashed or hung in the interpreter's exit after importing ``module`` (None: the
+    imports together, and no frame of the stack names one of them)."""
+    tail = f"\n{ended.stderr_tail}" if ended.stderr_tail else ""
+    skip = (
+        f' Skip a module the application never imports with `not_imported = ["{module}"]`.'
+        if module is not None
+        else " Import the modules in the application's order to find the one whose exit fails."
+    )
+    subject = f"import {module} at exit" if module is not None else "app imports at exit"
+    if ended.status == "timeout":
+        return _rule("VERIFY-TIMEOUT").finding(
+            subject,
+            f"{who} was imported{after}, then {process} hung at exit: the interpreter's exit did not end "
+            f"within {ended.timeout_s} s (a non-daemon thread still running, or an atexit hook or a "
+            f"destructor that blocks); the application will hang each time it ends{tail}",
+            "Read the stacks above: the thread or hook the exit waits on. Update the package, or make the "
+            "application stop the threads it starts (or start them as daemon threads)." + skip,
+        )
+    how = ended.signal or f"exit code {ended.exit_code}"
+    return _rule("VERIFY-CRASH").finding(
+        subject,
+        f"{who} was imported{after}, then {process} crashed at exit ({how}): an atexit hook, a destructor "
+        f"or a thread of the module died as the interpreter shut down; the application will end the same "
+        f"way (a lost exit code, lost output, a core dump){tail}",
+        "Read the Python stack above for the hook or destructor; update or reinstall the package (`envcheck "
+        "doctor` names a foreign library loaded in place of the wheel's)." + skip,
+    )
 
 
 def _import_remedy(result: ImportResult) -> str:
@@ -507,6 +639,23 @@ def _last_frame(traceback: str | None) -> str | None:
 def _together_findings(together: Together, run: AppImports) -> list[Finding]:
     findings: list[Finding] = []
     owners = {r.module: r for r in run.results}
+    if together.at_exit and together.status in ("crashed", "timeout"):
+        module = _exit_culprit(together.stderr_tail, together.modules)
+        if module is not None:
+            who = owners[module].who if module in owners else f"`import {module}`"
+            findings.append(_exit_finding(module, who, together, "the process that imported them all"))
+        else:
+            names = ", ".join(f"`{m}`" for m in together.modules[:8])
+            more = f" and {len(together.modules) - 8} more" if len(together.modules) > 8 else ""
+            findings.append(
+                _exit_finding(
+                    None,
+                    f"each of {names}{more}",
+                    together,
+                    "their process",
+                    after=" (each exits cleanly alone, or is imported alone elsewhere)",
+                )
+            )
     if together.status in ("crashed", "timeout", "error") and together.current:
         index = together.modules.index(together.current) if together.current in together.modules else 0
         before = together.modules[:index]
@@ -552,6 +701,22 @@ def _together_findings(together: Together, run: AppImports) -> list[Finding]:
         )
     findings += _openmp(together, owners)
     return findings
+
+
+def _exit_culprit(tail: str | None, modules: Sequence[str]) -> str | None:
+    """The imported module whose code the Python stack in ``tail`` (faulthandler's, most recent call
+    first) runs in at a crash or hang at exit: the first frame in a file under one of ``modules``."""
+    tops = {m.split(".", 1)[0]: m for m in modules}
+    for path in re.findall(r'File "([^"]+)", line \d+', tail or ""):
+        parts = re.split(r"[\\/]", path)
+        # Below the last site folder, when there is one: a module is never named by the folders above it.
+        sites = [i for i, part in enumerate(parts) if part in ("site-packages", "dist-packages")]
+        start = sites[-1] + 1 if sites else 0
+        for i, part in enumerate(parts[start:], start):
+            stem = part.split(".", 1)[0] if i == len(parts) - 1 else part
+            if stem in tops and (i < len(parts) - 1 or part.endswith((".py", ".so", ".pyd"))):
+                return tops[stem]
+    return None
 
 
 def _elsewhere(result: ImportResult | None) -> str | None:
@@ -638,8 +803,12 @@ def tally(run: AppImports) -> str:
                 status = "error"
             elif together.current == r.module and together.status in ("crashed", "timeout", "error"):
                 status = together.status
+        if r.at_exit:
+            status = f"{status} at exit"
         counts[status] = counts.get(status, 0) + 1
     parts = [f"{n} {status}" for status, n in sorted(counts.items())]
+    if together is not None and together.at_exit:
+        parts.append(f"the imports together: {together.status} at exit")
     if run.over_cap:
         parts.append(f"{len(run.over_cap)} over the cap")
     wall = f" in {run.wall_s:.1f} s" if run.wall_s is not None else ""

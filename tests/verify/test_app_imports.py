@@ -88,7 +88,7 @@ def test_the_plan_is_ordered_capped_and_skips_what_the_policy_names() -> None:
 def test_over_the_cap_is_said_not_silent() -> None:
     run = AppImports(results=(ImportResult(module="a"),), over_cap=("b", "c"))
     (finding,) = import_findings(run)
-    assert finding.rule == "VERIFY-IMPORT" and finding.severity == "info"
+    assert finding.rule == "VERIFY-IMPORT" and finding.severity == "warning"
     assert "2 modules with native code were not imported" in finding.message
 
 
@@ -306,7 +306,8 @@ def test_an_extension_built_for_numpy_1_fails_the_gate_under_the_numpy_change(
     code, report, _ = invoke(["gate", str(ref), "--python", str(target)])
     assert code == 1
     (numpy_change,) = by_rule(report, "ENV-NUMPY-MAJOR")
-    assert numpy_change["severity"] == "warning" and numpy_change["caused_by"] is None
+    # A root cause is as severe as what it causes: the NumPy change breaks h5py's import, an error.
+    assert numpy_change["severity"] == "error" and numpy_change["caused_by"] is None
     (broken,) = [f for f in by_rule(report, "VERIFY-IMPORT") if f["subject"] == "import h5py"]
     assert broken["severity"] == "error"
     assert broken["caused_by"] == "ENV-NUMPY-MAJOR:numpy"
