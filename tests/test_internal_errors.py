@@ -409,3 +409,21 @@ def test_a_uv_resolution_keeps_the_source_manifests_spelling() -> None:
     tree = TreeScan(section=NativeSection(nodes=[]), torch_version=None, cached=True)
     predicted = predicted_manifest(source, resolution, tree, indexes=[])
     assert [d.name for d in predicted.packages] == ["typing_extensions", "Jinja2", "not-in-source"]
+
+
+def test_a_policy_with_every_kind_of_entry_passes_the_apis_argument_check(tmp_path: Path) -> None:
+    """The API's check reaches into the options it is given: a real policy's tuples of (selector,
+    severity) pairs, intended entries and imports are what the annotations say, not wrong types."""
+    from envcheck import api
+
+    policy_file = tmp_path / "p.toml"
+    policy_file.write_text(
+        'ignore = ["ENV-PKG-ADDED", "ENV-VAR-CHANGED:PIP_*"]\nimports = ["json"]\nnot_imported = ["x"]\n'
+        '[severity]\n"ENV-NUMERICS-SWITCH" = "error"\n'
+        '[[intended]]\nrule = "ENV-TORCH-VARIANT"\nreason = "CPU-only by design"\nmachine = "prod-*"\n',
+        encoding="utf-8",
+    )
+    policy = api.load_policy(policy_file)
+    data = Path(__file__).parent / "data" / "manifests"
+    report = api.diff(data / "cuda.json", data / "dev-cpu.json", policy=policy)
+    assert report.findings

@@ -288,6 +288,9 @@ def _fits(value: object, hint: Any) -> bool:
         if isinstance(value, str | bytes) or not isinstance(value, Sequence):
             return False
         arms = typing.get_args(hint)
+        if origin is tuple and arms and arms[-1] is not Ellipsis:
+            # A fixed-length tuple (``tuple[Selector, Severity]``): each position its own type.
+            return len(value) == len(arms) and all(_fits(v, a) for v, a in zip(value, arms, strict=True))
         return not arms or all(_fits(item, arms[0]) for item in value)
     if hint is Callable:
         return callable(value)

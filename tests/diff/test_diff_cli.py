@@ -37,7 +37,7 @@ def test_cpu_against_cuda_exits_1_with_the_errors_on_stdout() -> None:
     assert len(out.splitlines()) <= 60 and "\n--verbose shows every finding in full.\n" in out
     # The last lines repeat the verdict and the first root cause with its remedy.
     closing = out[out.rindex("\nFAIL: 2 errors") :]
-    assert "  ENV-TORCH-VARIANT  torch (error): " in closing and "    remedy    On the target: " in closing
+    assert "  ENV-TORCH-VARIANT  torch (error): " in closing and "    remedy    On the target:" in closing
     code, everything, _ = run("diff", DEV, CUDA, "--verbose")
     assert code == 1 and len(everything.splitlines()) > len(out.splitlines())
     data = json.loads(run("diff", DEV, CUDA, "--format", "json")[1])
