@@ -194,6 +194,7 @@ RefusalKind = Literal[
     "member-name",  # a wheel member named with ``..`` or an absolute path (zip slip)
     "member-cap",  # a wheel member over a size, ratio or count cap
     "member-corrupt",  # a wheel member that cannot be extracted (bad CRC, a clashing or duplicate name)
+    "walk-cap",  # the walk's budget of dependency entries was spent: this file's were not followed
 ]
 
 

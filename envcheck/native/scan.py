@@ -526,6 +526,15 @@ def format_text(section: NativeSection, target: str) -> str:
         lines.append("")
         lines.append("files not opened:")
         lines += [f"    {esc(r.path)}: {esc(r.reason)}" for r in unopened]
+    capped = [r for r in section.refused or [] if r.kind == "walk-cap"]
+    if capped:
+        lines.append("")
+        lines.append(
+            f"files whose needed libraries were not followed ({len(capped)}: the walk's budget was spent):"
+        )
+        lines += [f"    {esc(r.path)}: {esc(r.reason)}" for r in capped[:20]]
+        if len(capped) > 20:
+            lines.append(f"    … and {len(capped) - 20} more")
     members = [r for r in section.refused or [] if r.kind in _NOT_EXTRACTED]
     if members:
         lines.append("")

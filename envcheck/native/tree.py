@@ -40,6 +40,10 @@ from envcheck.native.interface import Found, Image, Resolver
 from envcheck.native.oslibs import classify_name, openmp_family
 from envcheck.native.windows import WindowsResolver
 
+# Dependency entries one walk resolves, in all its files: a CUDA torch venv has about 3,000; past the
+# budget a file's needed libraries are not followed, and the section says which (``walk-cap``).
+MAX_WALK_EDGES = 50_000
+
 Role = Literal["extension", "library", "interpreter", "executable"]
 
 # The one pattern, shared with the probe: ``libfoo.so.1.2.3``, LLVM's ``libMLIRDialectPlugin.so.23.0git``;
@@ -266,6 +270,7 @@ class Walker:
         self._verify = verify_files
         self._integrity = integrity or verify_files
         self._record_bytes = 0  # bytes submitted for the RECORD check
+        self._edges = 0  # dependency entries resolved (MAX_WALK_EDGES)
         # Files without a RECORD digest (and with ``integrity`` every file) are hashed in the background
         # while the walk reads headers.
         # A file the deadline stops hashing keeps RECORD's digest (``unhashed``), as one over the bounds.
@@ -361,7 +366,23 @@ class Walker:
             resolver = self.resolvers.get(info.format)
             if resolver is None:
                 continue
+            if self._edges + len(info.needed) > MAX_WALK_EDGES:
+                # The command's budget: many files under every per-file cap (250 files of 4,000 needed
+                # libraries each) must not make a walk of a million resolutions (182 s, 1.5 GB).
+                self.refused.append(
+                    RefusedFile(
+                        path=node.path,
+                        owner=node.owner,
+                        kind="walk-cap",
+                        reason=f"its {len(info.needed)} needed libraries were not followed: the walk's "
+                        f"budget of {MAX_WALK_EDGES} dependency entries in all (MAX_WALK_EDGES) was spent",
+                    )
+                )
+                continue
             for needed in info.needed:
+                self._edges += 1
+                if self._deadline is not None and self._edges % 1024 == 0:
+                    self._deadline.check("walking the native tree", f"{self._edges} dependencies resolved")
                 found = resolver.resolve(needed, image, chain, root)
                 dep, target_path = self._edge(needed.name, needed.delay_load, needed.weak, found, node, info)
                 node.deps.append(dep)
