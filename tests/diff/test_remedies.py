@@ -20,6 +20,7 @@ from envcheck.core.findings import Finding
 from envcheck.diff.policy import Policy
 from envcheck.manifest.model import Manifest
 from envcheck.manifest.query import pkg
+from envcheck.manifest.remedy import pytorch_index
 
 WHEELS = Path("/opt/wheels")
 COMMAND = re.compile(r"`(pip install [^`]+)`")
@@ -129,7 +130,7 @@ def test_pip_accepts_the_command_against_a_local_index(tmp_path: Path) -> None:
     wheels = sorted(WHEELS.glob("torch-2.13.0+cpu-*.whl")) if WHEELS.is_dir() else []
     if not wheels:
         pytest.skip("no local wheel store serving torch==2.13.0+cpu on this machine")
-    # A PEP 503 index whose URL ends in /cpu, as the note asks, serving the local wheel.
+    # A PEP 503 index whose URL ends in /cpu, as PyTorch's does, serving the local wheel.
     project = tmp_path / "whl" / "cpu" / "torch"
     project.mkdir(parents=True)
     project.joinpath("index.html").write_text(
@@ -139,7 +140,10 @@ def test_pip_accepts_the_command_against_a_local_index(tmp_path: Path) -> None:
     (f,) = [f for f in findings(base, target) if f.rule == "ENV-TORCH-VERSION"]
     (command,) = COMMAND.findall(f.remedy)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env.update(PIP_CONFIG_FILE=os.devnull, TORCH_INDEX_URL=(tmp_path / "whl" / "cpu").as_uri())
+    env.update(PIP_CONFIG_FILE=os.devnull)
+    # PyTorch's CPU index is not reachable here: the local index at the same path stands in for it.
+    assert pytorch_index("cpu") in command
+    command = command.replace(pytorch_index("cpu"), (tmp_path / "whl" / "cpu").as_uri())
     python = shlex.quote(sys.executable)
     # --ignore-installed: the test environment has this torch; pip must find it on the index.
     proc = subprocess.run(
