@@ -160,25 +160,23 @@ _TOP_IN_MESSAGE = re.compile(r"(?:^|[\s(,])([A-Za-z_]\w*)/")
 
 def _install_causes(findings: list[Finding]) -> list[Finding]:
     """``findings`` with a failed import or smoke check linked to the installation invariant whose module it
-    names (a word of its subject or message); a finding that already names a cause keeps it."""
-    # Errors, and files gone (a warning until an import fails for want of them).
-    roots = [
-        f
-        for f in findings
-        if f.rule in INSTALL_ROOTS and (f.severity == "error" or f.rule == "ENV-FILE-GONE")
-    ]
-    if not roots:
+    names (a word of its subject or message); a finding that already names a cause keeps it. Linear: each
+    root indexed once by the module names it is about."""
+    by_name: dict[tuple[str | None, str], str] = {}
+    for root in findings:
+        # Errors, and files gone (a warning until an import fails for want of them).
+        if root.rule in INSTALL_ROOTS and (root.severity == "error" or root.rule == "ENV-FILE-GONE"):
+            for name in _install_modules(root):
+                by_name.setdefault((root.machine, name), root.key)
+    if not by_name:
         return findings
-    wanted = [(root, _install_modules(root)) for root in roots]
     out = []
     for f in findings:
         cause = None
         if f.caused_by is None and (f.rule in _INSTALL_CONSEQUENCES or f.rule in _INSTALL_SUBJECTS):
             text = f"{f.subject} {f.message}" if f.rule in _INSTALL_CONSEQUENCES else f.subject
-            words = {w.lower() for w in _WORD.findall(text)}
-            cause = next(
-                (root.key for root, names in wanted if root.machine == f.machine and names & words), None
-            )
+            words = sorted({w.lower() for w in _WORD.findall(text)})
+            cause = next((by_name[(f.machine, w)] for w in words if (f.machine, w) in by_name), None)
         out.append(f if cause is None else dataclasses.replace(f, caused_by=cause))
     return out
 
@@ -243,10 +241,17 @@ def built_for_causes(findings: list[Finding]) -> list[Finding]:
 def _requirement_causes(findings: list[Finding]) -> list[Finding]:
     """``findings`` with what an unmet requirement (``ENV-PKG-UNMET``, an error) explains linked to it: an
     import or a check that failed naming the unmet distribution's module (``cannot import name 'TypeIs'
-    from 'typing_extensions'``), and the change of that distribution's version on this side. A finding
-    that already names a cause keeps it; ``import torch`` itself is ``_import_causes``' to link."""
-    roots = [f for f in findings if f.rule == "ENV-PKG-UNMET" and f.severity == "error"]
-    if not roots:
+    from 'typing_extensions'``), the requirer's own failed import, and the change of that distribution's
+    version on this side. A finding that already names a cause keeps it; ``import torch`` itself is
+    ``_import_causes``' to link. Linear: each root indexed once by its module and its requirers."""
+    by_module: dict[tuple[str | None, str], str] = {}
+    by_requirer: dict[tuple[str | None, str], str] = {}
+    for root in findings:
+        if root.rule == "ENV-PKG-UNMET" and root.severity == "error":
+            by_module.setdefault((root.machine, _module_name(root.subject)), root.key)
+            for name in _REQUIRER.findall(root.message):
+                by_requirer.setdefault((root.machine, _module_name(name)), root.key)
+    if not by_module:
         return findings
     present = {f.key for f in findings}
     out = []
@@ -254,29 +259,31 @@ def _requirement_causes(findings: list[Finding]) -> list[Finding]:
         cause = None
         # A cause that is not in the report (the policy ignored it, or it was never found) is none.
         if (f.caused_by is None or f.caused_by not in present) and (f.rule, f.subject) != PROBE_IMPORT:
-            for root in roots:
-                if root.machine != f.machine:
-                    continue
-                module = root.subject.lower().replace("-", "_").replace(".", "_")
-                if f.rule == "ENV-PKG-VERSION" and f.subject.lower().replace("-", "_") == module:
-                    cause = root.key
-                elif f.rule in _INSTALL_CONSEQUENCES and f.subject not in ("import_torch", SUITE_IMPORT[1]):
-                    words = {w.lower() for w in _WORD.findall(f"{f.subject} {f.message}")}
-                    # The import names the unmet distribution's module, or is the requirer's own import
-                    # ("import cyclonedx" under "cyclonedx-python-lib 11.12.0 requires ...").
+            if f.rule == "ENV-PKG-VERSION":
+                cause = by_module.get((f.machine, _module_name(f.subject)))
+            elif f.rule in _INSTALL_CONSEQUENCES and f.subject not in ("import_torch", SUITE_IMPORT[1]):
+                words = {w.lower() for w in _WORD.findall(f"{f.subject} {f.message}")}
+                cause = next(
+                    (by_module[(f.machine, w)] for w in sorted(words) if (f.machine, w) in by_module), None
+                )
+                if cause is None and f.rule == "VERIFY-IMPORT":
+                    # The requirer's own import ("import cyclonedx" under "cyclonedx-python-lib requires").
                     imported = f.subject.removeprefix("import ").split(".", 1)[0].lower()
-                    requirers = {
-                        name.lower().replace("-", "_").replace(".", "_")
-                        for name in _REQUIRER.findall(root.message)
-                    }
-                    by_requirer = f.rule == "VERIFY-IMPORT" and any(
-                        imported == r or r.startswith(imported + "_") for r in requirers
+                    cause = by_requirer.get((f.machine, imported)) or next(
+                        (
+                            key
+                            for (machine, name), key in by_requirer.items()
+                            if machine == f.machine and name.startswith(imported + "_")
+                        ),
+                        None,
                     )
-                    cause = root.key if module in words or by_requirer else None
-                if cause is not None:
-                    break
         out.append(f if cause is None else dataclasses.replace(f, caused_by=cause))
     return out
+
+
+def _module_name(name: str) -> str:
+    """A distribution's name as a module name reads it (``typing-extensions``: ``typing_extensions``)."""
+    return name.lower().replace("-", "_").replace(".", "_")
 
 
 # The smoke suite's findings of numbers that moved, kernels that changed and speed, which a variable whose
