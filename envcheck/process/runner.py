@@ -225,7 +225,9 @@ class RunningTarget:
             sessions.forget(self._proc)
             # Killed past its deadline while this process was held stopped: the job's watchdog did it,
             # at the deadline (``sessions.WATCHDOG_GRACE_S``). It timed out, as if killed here.
-            if ended and self._proc.returncode == -signal.SIGKILL and self.deadline.expired():
+            # (POSIX only: Windows has no SIGKILL, and no watchdog.)
+            killed = -getattr(signal, "SIGKILL", 0) or None
+            if ended and killed is not None and self._proc.returncode == killed and self.deadline.expired():
                 ended = False
             self._stderr.finish(_PIPE_GRACE_S)
             duration = round(time.monotonic() - self._started, 3)

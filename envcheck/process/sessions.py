@@ -387,8 +387,8 @@ class _Job:
 
     def arm(self, pid: int, deadline: float) -> None:
         """Have the watchdog hold ``deadline`` for the target ``pid`` (its session's id). POSIX."""
-        if not math.isfinite(deadline):
-            return
+        if os.name != "posix" or not math.isfinite(deadline):
+            return  # Windows: each target's Job object holds its descendants; no SIGSTOP to outlast
         if self._watchdog is None and self.marker is not None:
             self._watchdog = _Watchdog.start(self.marker)
         if self._watchdog is not None:
