@@ -28,6 +28,7 @@ from envcheck.manifest.native import NativeSection
 from envcheck.manifest.verify import VerifySection
 from envcheck.native import reconcile_loaded
 from envcheck.native.hashing import hash_files
+from envcheck.process import sessions
 from envcheck.process.runner import NOTE_PREFIX, TargetRun
 from envcheck.verify.checks_file import compile_checks_file, raise_load_failure
 from envcheck.verify.runner import run_suite
@@ -77,6 +78,7 @@ def take_snapshot(
     try:
         done = facts_run.data.get("done")
         if done is not True and facts_run.outcome.status != "ok":
+            sessions.raise_if_interrupted()  # killed by an interrupt: that is what to report
             raise ProbeError(_facts_failure(python, facts_run))
         _refuse_old_python(python, facts_run.data.get("python_version"))
         try:

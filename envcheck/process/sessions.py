@@ -264,6 +264,17 @@ def kill_all() -> None:
         _rmtree(folder)
 
 
+def raise_if_interrupted() -> None:
+    """In the main thread, raise ``Interrupted`` when a signal already ended the targets (or waits to):
+    a target killed by that interrupt is the interrupt's, never a failure of its own to report."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if _registry.pending is not None and _registry.deferring == 0:
+        _interrupt(_registry.pending)
+    if _registry.handled:
+        raise Interrupted("interrupted")
+
+
 def install_interrupt_handlers() -> None:
     """SIGINT and SIGTERM end every target and raise ``Interrupted`` in the main thread. For the console
     script only: a library caller keeps its own handlers."""
