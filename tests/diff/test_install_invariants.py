@@ -488,15 +488,20 @@ def test_tests_dropped_and_sources_compiled_in_place_are_legal(reference: Path, 
 # ---------------------------------------------------------------- an editable install's source exists
 
 
-@pytest.mark.parametrize("how", ["deleted", "moved"])
-def test_an_editable_install_whose_checkout_is_gone(reference: Path, tmp_path: Path, how: str) -> None:
-    checkout = tmp_path / "checkout"
+def mylib_checkout(checkout: Path) -> Path:
+    """A project folder (``mylib`` 0.1.0, setuptools) to install editable from."""
     (checkout / "mylib").mkdir(parents=True)
     (checkout / "mylib" / "__init__.py").write_text("VALUE = 1\n", encoding="utf-8")
     (checkout / "setup.py").write_text(
         "from setuptools import setup\nsetup(name='mylib', version='0.1.0', packages=['mylib'])\n",
         encoding="utf-8",
     )
+    return checkout
+
+
+@pytest.mark.parametrize("how", ["deleted", "moved"])
+def test_an_editable_install_whose_checkout_is_gone(reference: Path, tmp_path: Path, how: str) -> None:
+    checkout = mylib_checkout(tmp_path / "checkout")
     python, _ = new_venv(tmp_path / "venv")
     pip(python, "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(checkout))
     subprocess.run([str(python), "-c", "import mylib"], check=True)
@@ -512,13 +517,7 @@ def test_an_editable_install_whose_checkout_is_gone(reference: Path, tmp_path: P
 
 
 def test_an_editable_checkout_reached_through_a_link_is_legal(reference: Path, tmp_path: Path) -> None:
-    real = tmp_path / "real-checkout"
-    (real / "mylib").mkdir(parents=True)
-    (real / "mylib" / "__init__.py").write_text("VALUE = 1\n", encoding="utf-8")
-    (real / "setup.py").write_text(
-        "from setuptools import setup\nsetup(name='mylib', version='0.1.0', packages=['mylib'])\n",
-        encoding="utf-8",
-    )
+    real = mylib_checkout(tmp_path / "real-checkout")
     linked = tmp_path / "src"
     linked.symlink_to(real, target_is_directory=True)
     python, _ = new_venv(tmp_path / "venv")

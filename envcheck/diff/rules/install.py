@@ -370,13 +370,7 @@ def source_gone(rule: Rule, m: Manifest) -> Iterator[Finding]:
             f"`import` of it fails, while pip and importlib.metadata still list {gone.name} {gone.version}.",
             f"Put the checkout back at {gone.path} (or reinstall it editable from where it is: "
             f"`pip install -e <its folder>`), or install a built release: "
-            + _reinstall_released(m, gone.name, gone.version),
+            + pip_install([(gone.name, gone.version)], on=m),
             base="editable source",
             target=f"{gone.path} missing",
         )
-
-
-def _reinstall_released(m: Manifest, name: str, version: str) -> str:
-    """``pip install`` of the released ``name==version`` from the index (an editable's own checkout is
-    gone: its release is the nearest thing that exists)."""
-    return pip_install([(name, version)], on=m)
