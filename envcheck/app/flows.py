@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 
 from envcheck.app.catalog import rule_ids
 from envcheck.core.findings import Finding, MachineGroup
-from envcheck.diff import engine
+from envcheck.diff import engine, fixes
 from envcheck.diff.causes import escalate, link
 from envcheck.diff.policy import policy_line
+from envcheck.manifest.remedy import remedy_target
 from envcheck.report import Report
 
 if TYPE_CHECKING:
@@ -29,10 +30,18 @@ if TYPE_CHECKING:
 
 
 def finish(
-    title: str, findings: Sequence[Finding], policy: Policy, *, rules: Sequence[str], strict: bool = False
+    title: str,
+    findings: Sequence[Finding],
+    policy: Policy,
+    *,
+    rules: Sequence[str],
+    strict: bool = False,
+    target: Manifest | None = None,
 ) -> Report:
     """Strictness (a skipped check becomes an error), the policy, exact duplicates once, consequences
-    linked to their root causes (``envcheck.diff.causes``), errors first."""
+    linked to their root causes (``envcheck.diff.causes``), errors first. The remedies: a consequence
+    defers to its root's, and with the ``target`` environment known, none reaches outside it
+    (``envcheck.diff.fixes``); the report names it (``--remedies`` writes its fixes)."""
     if strict:
         findings = [
             dataclasses.replace(f, severity="error") if f.rule == "VERIFY-SKIPPED" else f for f in findings
@@ -42,13 +51,16 @@ def finish(
     raised = {f.key: f.severity for f in escalate(link(list(dict.fromkeys(findings))))}
     findings = [dataclasses.replace(f, severity=raised.get(f.key, f.severity)) for f in findings]
     outcome = policy.apply_counted(findings)
-    linked = link(list(dict.fromkeys(outcome.findings)))
+    linked = fixes.defer_to_roots(link(list(dict.fromkeys(outcome.findings))))
+    if target is not None:
+        linked = fixes.confine(linked, target)
     return Report(
         title=title,
         findings=tuple(sorted(linked, key=Finding.sort_key)),
         rules=tuple(sorted({*rules, *(f.rule for f in linked)})),
         policy_line=policy_line(policy, outcome, rule_ids=rules),
         policy_changed=bool(outcome.ignored or outcome.downgraded),
+        target=remedy_target(target) if target is not None else None,
     )
 
 
@@ -73,6 +85,7 @@ def diff(
         environment_findings(base, target, deadline),
         policy,
         rules=rule_ids("difference", "single"),
+        target=target,
     )
 
 
@@ -182,6 +195,7 @@ def doctor(name: str, manifest: Manifest, policy: Policy, deadline: Deadline | N
         engine.doctor(manifest, deadline=deadline),
         policy,
         rules=rule_ids("difference", "single"),
+        target=manifest,
     )
 
 
@@ -253,6 +267,7 @@ def gate(
         policy,
         rules=rule_ids(),
         strict=strict,
+        target=live,
     )
 
 

@@ -19,6 +19,7 @@ from envcheck.commands.options import (
     PolicyOption,
     PythonOption,
     QuietOption,
+    RemediesOption,
     TimeoutOption,
     VerboseOption,
     report_options,
@@ -50,6 +51,7 @@ def diff(
     policy: PolicyOption = None,
     no_policy: NoPolicyOption = False,
     junit: JunitOption = None,
+    remedies: RemediesOption = None,
     python: PythonOption = None,
     timeout: TimeoutOption = 120.0,
     verbose: VerboseOption = False,
@@ -72,7 +74,7 @@ def diff(
     Every report names the policy applied and counts what it ignored or downgraded; --no-policy applies
     none. Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     """
-    options = report_options(fmt, output, fail_on=fail_on, junit=junit, verbose=verbose)
+    options = report_options(fmt, output, fail_on=fail_on, junit=junit, verbose=verbose, remedies=remedies)
     rules_policy = api.load_policy(policy, disabled=no_policy)
     told: list[str] = []
     with progress("diff", quiet=quiet or bool(targets)) as step:
@@ -106,6 +108,7 @@ def doctor(
     policy: PolicyOption = None,
     no_policy: NoPolicyOption = False,
     junit: JunitOption = None,
+    remedies: RemediesOption = None,
     python: PythonOption = None,
     timeout: TimeoutOption = 120.0,
     verbose: VerboseOption = False,
@@ -117,7 +120,13 @@ def doctor(
     Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     """
     options = report_options(
-        fmt, output, fail_on=fail_on, junit=junit, verbose=verbose, nothing_found=NO_PROBLEMS
+        fmt,
+        output,
+        fail_on=fail_on,
+        junit=junit,
+        verbose=verbose,
+        nothing_found=NO_PROBLEMS,
+        remedies=remedies,
     )
     rules_policy = api.load_policy(policy, disabled=no_policy)
     with progress("doctor", quiet=quiet or manifest is not None) as step:

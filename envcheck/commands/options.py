@@ -87,6 +87,15 @@ JunitOption = Annotated[
     Path | None,
     typer.Option("--junit", help="Also write a JUnit XML report to this file.", show_default=False),
 ]
+RemediesOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--remedies",
+        help="Also write the root causes' remedies as one script for this environment: FILE.sh (POSIX "
+        "shell) or FILE.ps1 (PowerShell). Read it, then run it: envcheck never does.",
+        show_default=False,
+    ),
+]
 PythonOption = Annotated[
     str | None,
     typer.Option(
@@ -248,6 +257,7 @@ def report_options(
     junit: Path | None = None,
     verbose: bool = False,
     nothing_found: str | None = None,
+    remedies: Path | None = None,
 ) -> ReportOptions:
     """The report's options from the parsed ones, checked now, before the seconds of work whose result
     they would receive: a --format that contradicts ``-o``'s suffix (``UsageError``), a bad ``-o`` or
@@ -260,6 +270,7 @@ def report_options(
         verbose=verbose,
         nothing_found=nothing_found,
         format_given=format_given(),
+        remedies=remedies,
     )
     destination(output)
     if junit is not None:
@@ -269,6 +280,15 @@ def report_options(
                 f"-o {output} and --junit {junit} name the same file: one report would replace the other",
                 tip="Give the JUnit report a file of its own, e.g. --junit report.xml.",
             )
+    if remedies is not None:
+        # Lazy: the script's writer loads only for --remedies.
+        from envcheck.report.remedies import script_shell
+
+        script_shell(remedies)
+        destination(remedies)
+        for other, flag in ((output, "-o"), (junit, "--junit")):
+            if other is not None and other != "-" and _same_file(other, remedies):
+                raise UsageError(f"{flag} {other} and --remedies {remedies} name the same file")
     return options
 
 

@@ -25,6 +25,7 @@ from envcheck.commands.options import (
     PolicyOption,
     PythonOption,
     QuietOption,
+    RemediesOption,
     StrictOption,
     TimeoutOption,
     VerboseOption,
@@ -109,6 +110,7 @@ def gate(
     policy: PolicyOption = None,
     no_policy: NoPolicyOption = False,
     junit: JunitOption = None,
+    remedies: RemediesOption = None,
     python: PythonOption = None,
     timeout: TimeoutOption = 120.0,
     verbose: VerboseOption = False,
@@ -124,7 +126,13 @@ def gate(
     1 findings at or above --fail-on, 2 usage or input error.
     """
     options = report_options(
-        fmt, output, fail_on=fail_on, junit=junit, verbose=verbose, nothing_found=NOTHING_FOUND
+        fmt,
+        output,
+        fail_on=fail_on,
+        junit=junit,
+        verbose=verbose,
+        nothing_found=NOTHING_FOUND,
+        remedies=remedies,
     )
     rules_policy = api.load_policy(policy, disabled=no_policy)
     suite = api.SuiteOptions(

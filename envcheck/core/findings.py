@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from envcheck.core.remedy import Action
 
 Severity = Literal["error", "warning", "info"]
 SEVERITY_RANK: dict[Severity, int] = {"error": 0, "warning": 1, "info": 2}
@@ -28,7 +31,9 @@ class Finding:
     side lacks the fact). ``intended`` holds the policy's reason when the difference is declared intended:
     it is still reported but never fails the gate. ``machine`` names the target in a fleet report.
     ``caused_by`` is the ``key`` of the root-cause finding this one is a consequence of (reports fold it
-    under that one); ``None`` for a root cause.
+    under that one); ``None`` for a root cause. ``actions`` is the remedy as data
+    (``envcheck.core.remedy``), in the order that works: ``remedy`` is its text for a person, and
+    ``--remedies`` writes the actions as a script; empty where the remedy is advice no command carries out.
     """
 
     rule: str
@@ -41,6 +46,7 @@ class Finding:
     intended: str | None = None
     machine: str | None = None
     caused_by: str | None = None
+    actions: tuple[Action, ...] = ()
 
     @property
     def key(self) -> str:
@@ -139,6 +145,7 @@ class Rule:
     failure_modes: tuple[str, ...] = ()
     evidence: tuple[str, ...] = ()
     remedy: str = ""
+    fixes: tuple[str, ...] = ()
     difference: Check | None = field(default=None, compare=False)
     single: Check | None = field(default=None, compare=False)
 
@@ -152,8 +159,14 @@ class Rule:
         target: str | None = None,
         severity: Severity | None = None,
         caused_by: str | None = None,
+        actions: tuple[Action, ...] = (),
     ) -> Finding:
-        """A finding of this rule (its default severity unless the check knows better)."""
+        """A finding of this rule (its default severity unless the check knows better). ``actions`` may be
+        only of the kinds the rule declares in ``fixes`` (and manual steps): a programming error otherwise,
+        so that the test that proves each kind by running it cannot be skipped."""
+        undeclared = {a.kind for a in actions} - {*self.fixes, "manual"}
+        if undeclared:
+            raise ValueError(f"{self.id} emits remedy actions it does not declare: {sorted(undeclared)}")
         return Finding(
             rule=self.id,
             severity=severity or self.severity,
@@ -163,6 +176,7 @@ class Rule:
             base=base,
             target=target,
             caused_by=caused_by,
+            actions=actions,
         )
 
 
@@ -226,6 +240,7 @@ def describe(rule: Rule) -> dict[str, Any]:
         "title": rule.title,
         "why": rule.why,
         "remedy": rule.remedy,
+        "fixes": list(rule.fixes),
         "failure_modes": list(rule.failure_modes),
         "evidence": list(rule.evidence),
     }

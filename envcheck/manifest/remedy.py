@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from envcheck.core import escape
+from envcheck.core.remedy import Target, UnsafeValue, checked_path
 from envcheck.manifest.query import pkg, torch_index_label, windows
 
 if TYPE_CHECKING:
@@ -116,3 +117,13 @@ def pytorch_index(label: str) -> str:
 def pip_requirement(requirement: str, *, on: Manifest | None = None) -> str:
     """A pasteable ``pip install`` of one requirement (``pillow!=8.3.*,>=5.3.0``) from the default index."""
     return f"`pip install {_quote(requirement, on is not None and windows(on))}`"
+
+
+def remedy_target(m: Manifest) -> Target | None:
+    """The environment ``m`` describes, as a script of remedies names it (``None`` without an interpreter
+    path: a predicted manifest)."""
+    try:
+        python, prefix = checked_path(m.python.executable), checked_path(m.python.prefix)
+    except (UnsafeValue, AttributeError):
+        return None
+    return Target(python=python, prefix=prefix, shell="powershell" if windows(m) else "posix")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from envcheck.core.findings import Finding, MachineGroup, Severity, registered_ids
 from envcheck.core.outputs import destination, write
 from envcheck.core.redact import redact_text
+from envcheck.core.remedy import Target
 from envcheck.report.formats import FORMATS, FormatName
 from envcheck.report.interface import DEFAULT_WIDTH, NO_DIFFERENCES, ReportContext
 from envcheck.report.options import ReportOptions
@@ -36,6 +37,7 @@ class Report:
     policy_changed: bool
     groups: tuple[MachineGroup, ...] = ()
     member: str = "machine"
+    target: Target | None = None
 
 
 def render_report(report: Report, options: ReportOptions, fmt: FormatName | None = None) -> str:
@@ -65,6 +67,11 @@ def write_report(report: Report, options: ReportOptions) -> None:
     write(destination(options.output), render_report(report, options))
     if options.junit is not None:
         write(destination(options.junit), render_report(report, options, FormatName.junit))
+    if options.remedies is not None:
+        # Lazy: the script's writer loads only for --remedies.
+        from envcheck.report.remedies import remedy_script
+
+        write(destination(options.remedies), remedy_script(report, options.remedies))
 
 
 def render(

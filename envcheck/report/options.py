@@ -41,6 +41,7 @@ class ReportOptions:
     nothing_found: str | None = None
     color: bool = False
     width: int | None = None
+    remedies: Path | None = None
 
 
 def use_color(fmt: FormatName, output: str | None) -> bool:
@@ -117,6 +118,7 @@ def decide(
     verbose: bool = False,
     nothing_found: str | None = None,
     format_given: bool = False,
+    remedies: Path | None = None,
 ) -> ReportOptions:
     """``ReportOptions`` with the format resolved against ``output`` (``resolve_format``: raises
     ``UsageError`` for a contradiction) and, for text, colour and width decided from where it goes."""
@@ -131,4 +133,5 @@ def decide(
         nothing_found=nothing_found,
         color=use_color(resolved, output),
         width=report_width(output) if text else None,
+        remedies=remedies,
     )

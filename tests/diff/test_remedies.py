@@ -66,6 +66,11 @@ def test_every_pip_command_parses_and_pins_the_bases_full_version() -> None:
     checked = 0
     for base, target in all_remedy_cases():
         for finding in findings(base, target):
+            if finding.caused_by is not None:
+                # A consequence defers to its root's remedy (envcheck.diff.fixes): no command of its own.
+                assert finding.actions == () and "`pip" not in finding.remedy, finding.key
+                assert finding.remedy.startswith("Follows from "), finding.key
+                continue
             for command in COMMAND.findall(finding.remedy):
                 for req in pip_requirements(command):
                     pins = [s.version for s in req.specifier if s.operator == "=="]
@@ -75,7 +80,7 @@ def test_every_pip_command_parses_and_pins_the_bases_full_version() -> None:
                         static = base.torch.static.version if base.torch.static else None
                         assert pins[0] in (dist.version, static), (finding.key, command)
                     checked += 1
-    assert checked > 40
+    assert checked > 10
 
 
 def test_the_version_remedy_keeps_the_label_and_names_the_index() -> None:

@@ -53,6 +53,7 @@ class _Meta:
     why: str
     fm: Iterable[str] = ()
     evidence: Iterable[str] = ()
+    fixes: Iterable[str] = ()
 
     def rule(self, id: str, kind: RuleKind) -> Rule:
         return Rule(
@@ -64,6 +65,7 @@ class _Meta:
             why=self.why,
             failure_modes=tuple(self.fm),
             evidence=tuple(self.evidence),
+            fixes=tuple(self.fixes),
         )
 
 
@@ -77,10 +79,13 @@ def difference_rule(
     fm: Iterable[str] = (),
     evidence: Iterable[str] = (),
     static_facts: bool = False,
+    fixes: Iterable[str] = (),
 ) -> Callable[[DifferenceCheck], DifferenceCheck]:
     """Register ``check(rule, base, target)`` as a difference rule (``static_facts``: it reads only facts
-    a predicted manifest holds, see ``STATIC_FACT_RULES``)."""
-    meta = _Meta(family=family, severity=severity, title=title, why=why, fm=fm, evidence=evidence)
+    a predicted manifest holds, see ``STATIC_FACT_RULES``; ``fixes``: ``Rule.fixes``)."""
+    meta = _Meta(
+        family=family, severity=severity, title=title, why=why, fm=fm, evidence=evidence, fixes=fixes
+    )
 
     def decorate(check: DifferenceCheck) -> DifferenceCheck:
         register(replace(meta.rule(id, "difference"), difference=check))
@@ -101,9 +106,13 @@ def single_rule(
     fm: Iterable[str] = (),
     evidence: Iterable[str] = (),
     static_facts: bool = False,
+    fixes: Iterable[str] = (),
 ) -> Callable[[SingleCheck], SingleCheck]:
-    """Register ``check(rule, manifest)`` as a single-environment rule (``static_facts``: as above)."""
-    meta = _Meta(family=family, severity=severity, title=title, why=why, fm=fm, evidence=evidence)
+    """Register ``check(rule, manifest)`` as a single-environment rule (``static_facts``, ``fixes``: as
+    above)."""
+    meta = _Meta(
+        family=family, severity=severity, title=title, why=why, fm=fm, evidence=evidence, fixes=fixes
+    )
 
     def decorate(check: SingleCheck) -> SingleCheck:
         register(replace(meta.rule(id, "single"), single=check))
