@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
-from envcheck.core.escape import shell_word
+from envcheck.core.escape import one_line, shell_word
 
 Shell = Literal["posix", "powershell"]
 
@@ -248,7 +248,9 @@ def make(build: Callable[[], Action], what: str) -> Action:
     try:
         return build()
     except UnsafeValue as e:
-        return Manual(text=f"{what} by hand: envcheck does not write it as a command ({e})")
+        # The value in prose, inert: no backtick to open a command span, no control to end a line.
+        text = one_line(f"{what} by hand: envcheck does not write it as a command ({e})").replace("`", "'")
+        return Manual(text=text)
 
 
 def runnable(action: Action) -> bool:

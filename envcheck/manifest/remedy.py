@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from envcheck.core import escape
-from envcheck.core.remedy import Target, UnsafeValue, checked_path
+from envcheck.core.remedy import Action, Install, Target, UnsafeValue, checked_path, inline, make
 from envcheck.manifest.query import pkg, torch_index_label, windows
 
 if TYPE_CHECKING:
@@ -60,6 +60,55 @@ def _recorded_wheel(source: Manifest, name: str, version: str) -> str | None:
     return url if len(parts) >= 5 and parts[1] == version else None
 
 
+def install_action(
+    pins: Iterable[tuple[str, str]],
+    *,
+    source: Manifest | None = None,
+    force: bool = False,
+    no_deps: bool = False,
+) -> Action:
+    """An ``Install`` of exact ``(name, version)`` pins, full versions with their local labels, from where
+    that build comes from: the wheel ``direct_url.json`` recorded (one pin), the index ``source``'s pip was
+    configured with for a labelled torch build, or else PyTorch's public index for that label
+    (``pytorch_index``); plain versions from the default index. A value that fails its check
+    (``envcheck.core.remedy``) gives a manual step that says so, never an argument."""
+    pins = list(pins)
+    labels = sorted({label for _, v in pins if (label := torch_index_label(v))})
+    wheel = _recorded_wheel(source, *pins[0]) if len(pins) == 1 and source is not None and labels else None
+    index = None
+    if labels and wheel is None:
+        recorded = _recorded_index_var(source, labels[0]) if source is not None else None
+        index = recorded[1] if recorded is not None else pytorch_index(labels[0])
+    what = "install " + ", ".join(f"{n}=={v}" for n, v in pins)
+    return make(
+        lambda: Install(pins=tuple(pins), index_url=index, wheel_url=wheel, force=force, no_deps=no_deps),
+        what,
+    )
+
+
+def remedy_text(actions: Iterable[Action], m: Manifest | None, *, note: str = "") -> str:
+    """``actions`` as a remedy's sentence for ``m``'s shell (``envcheck.core.remedy.inline``)."""
+    return inline(actions, "powershell" if m is not None and windows(m) else "posix", note=note)
+
+
+def _provenance_note(action: Action, source: Manifest | None) -> str:
+    if not isinstance(action, Install) or source is None:
+        return ""
+    if action.wheel_url is not None:
+        return (
+            " (the wheel's URL as the manifest's direct_url.json recorded it: check that you trust it before "
+            "running)"
+        )
+    if action.index_url is not None:
+        for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"):
+            if action.index_url in (source.env.get(var) or "").split():
+                return (
+                    f" (the index URL as the manifest recorded it in {var}: check that you trust it before "
+                    "running)"
+                )
+    return ""
+
+
 def pip_install(
     pins: Iterable[tuple[str, str]],
     *,
@@ -67,40 +116,13 @@ def pip_install(
     on: Manifest | None = None,
     options: str = "",
 ) -> str:
-    """A pasteable ``pip install`` of exact ``(name, version)`` pins, full versions with their local labels.
-
-    A labelled torch build (``+cpu``, ``+cu130``) is only on the PyTorch index for that label, so the
-    command names it: the URL ``source``'s pip was configured with when it was recorded, the
-    ``direct_url.json`` wheel, or else PyTorch's public index for that label (``pytorch_index``). ``on`` is
-    the machine the command runs on (its shell's quoting); plain versions come from the default index and
-    need no option. ``options`` go right after ``pip install`` (``--force-reinstall --no-deps``).
-    """
-    pins = list(pins)
-    on_windows = on is not None and windows(on)
-    labels = sorted({label for _, v in pins if (label := torch_index_label(v))})
-    install = f"pip install {options} " if options else "pip install "
-    if len(pins) == 1 and source is not None and labels:
-        wheel = _recorded_wheel(source, *pins[0])
-        if wheel is not None:
-            return (
-                f"`{install}{_quote(f'{pins[0][0]} @ {wheel}', on_windows)}` (the wheel's URL as the "
-                "manifest's direct_url.json recorded it: check that you trust it before running)"
-            )
-    command = install + " ".join(_quote(f"{n}=={v}", on_windows) for n, v in pins)
-    note = ""
-    if labels:
-        label = labels[0]  # one command installs from one index: the pins share torch's label
-        recorded = _recorded_index_var(source, label) if source is not None else None
-        if recorded is not None:
-            var, url = recorded
-            command += f" --index-url {_quote(url, on_windows)}"
-            note = (
-                f" (the index URL as the manifest recorded it in {var}: check that you trust it before "
-                "running)"
-            )
-        else:
-            command += f" --index-url {_quote(pytorch_index(label), on_windows)}"
-    return f"`{command}`{note}"
+    """``install_action``'s command as a remedy's text for ``on``'s shell, with a note where a recorded
+    URL is used (a recorded URL is the manifest's word). ``options``: ``--force-reinstall`` and/or
+    ``--no-deps``."""
+    action = install_action(
+        pins, source=source, force="--force-reinstall" in options, no_deps="--no-deps" in options
+    )
+    return remedy_text([action], on) + _provenance_note(action, source)
 
 
 # PyTorch's own wheel indexes, one per build label (cpu, cu126, cu130, rocm6.4, xpu): the public URLs its
@@ -114,9 +136,14 @@ def pytorch_index(label: str) -> str:
     return PYTORCH_INDEX + label
 
 
+def requirement_action(requirement: str) -> Action:
+    """An ``Install`` of one requirement (``pillow!=8.3.*,>=5.3.0``) from the default index."""
+    return make(lambda: Install(requirements=(requirement,)), f"install {requirement}")
+
+
 def pip_requirement(requirement: str, *, on: Manifest | None = None) -> str:
-    """A pasteable ``pip install`` of one requirement (``pillow!=8.3.*,>=5.3.0``) from the default index."""
-    return f"`pip install {_quote(requirement, on is not None and windows(on))}`"
+    """``requirement_action``'s command as a remedy's text for ``on``'s shell."""
+    return remedy_text([requirement_action(requirement)], on)
 
 
 def remedy_target(m: Manifest) -> Target | None:
