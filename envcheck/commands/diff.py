@@ -25,6 +25,7 @@ from envcheck.commands.options import (
     report_options,
 )
 from envcheck.commands.progress import progress
+from envcheck.core.errors import UsageError
 from envcheck.report.formats import FormatName
 
 
@@ -75,6 +76,11 @@ def diff(
     none. Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     """
     options = report_options(fmt, output, fail_on=fail_on, junit=junit, verbose=verbose, remedies=remedies)
+    if remedies is not None and targets and (len(targets) > 1 or any(_many(t) for t in targets)):
+        raise UsageError(
+            f"--remedies {remedies} writes the fixes of one environment: a fleet has several",
+            tip="Diff one target at a time for its remedies.",
+        )
     rules_policy = api.load_policy(policy, disabled=no_policy)
     told: list[str] = []
     with progress("diff", quiet=quiet or bool(targets)) as step:
@@ -90,6 +96,11 @@ def diff(
     for line in told:  # now that the progress line is gone: before the report
         say(line)
     report_findings(found.report, options, errors=found.unreadable)
+
+
+def _many(target: Path) -> bool:
+    """Whether a diff target names several manifests (a folder, a pattern)."""
+    return target.is_dir() or any(c in str(target) for c in "*?[")
 
 
 @handles_errors

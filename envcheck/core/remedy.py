@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -240,6 +240,15 @@ class Manual:
 
 Action = Install | Uninstall | RemoveFiles | SetVariable | EditFile | Rebuild | Manual
 ACTION_KINDS = ("install", "uninstall", "remove", "variable", "edit", "rebuild", "manual")
+
+
+def as_data(action: Action) -> dict[str, object]:
+    """``action`` as plain JSON data: its ``kind`` and its fields (tuples as lists)."""
+
+    def plain(value: object) -> object:
+        return [plain(v) for v in value] if isinstance(value, tuple) else value
+
+    return {"kind": action.kind, **{f.name: plain(getattr(action, f.name)) for f in fields(action)}}
 
 
 def make(build: Callable[[], Action], what: str) -> Action:

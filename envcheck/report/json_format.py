@@ -14,7 +14,8 @@
          "intended": null | "reason", "machine": null | "prod-1", "fails": true,
          "caused_by": null | "ENV-VAR-CHANGED:LD_LIBRARY_PATH",
          "kind": "difference" | "single" | "verify" | "lock" | "cluster" | null,
-         "reference": null | "...", "found": null | "..."}
+         "reference": null | "...", "found": null | "...",
+         "actions": [{"kind": "install", "pins": [["torch", "2.13.0+cpu"]], "index_url": "...", ...}]}
       ]
     }
 
@@ -28,6 +29,8 @@ Findings are in ``Finding.sort_key`` order, flat: a consequence names its root c
 ``summary.roots`` + ``summary.consequences`` = ``summary.total``. For a finding about one environment
 (``kind`` ``single``: doctor's, or the target's own in a diff) ``found`` is what was found there and
 ``reference`` what it was checked against; ``base`` and ``target`` keep the same two values, as before.
+``actions`` is the remedy as data (``envcheck.core.remedy``: each action's ``kind`` and its fields; empty
+where the remedy is advice, and for a consequence, whose root's remedy fixes it).
 
 Keys never disappear (absent values are ``null``); new keys may be added within ``version`` 1.
 
@@ -43,6 +46,7 @@ from collections.abc import Sequence
 
 from envcheck.core.escape import json_text
 from envcheck.core.findings import Finding, at_or_above
+from envcheck.core.remedy import as_data
 from envcheck.report.interface import ReportContext, ReportFormat, fleet_line, rule_kind, summarize
 
 REPORT_VERSION = 1
@@ -124,4 +128,5 @@ def _finding(f: Finding, context: ReportContext) -> dict[str, object]:
         "kind": kind,
         "reference": f.base if single else None,
         "found": f.target if single else None,
+        "actions": [as_data(a) for a in f.actions],
     }

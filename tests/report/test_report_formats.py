@@ -15,6 +15,7 @@ from junitparser import Failure, JUnitXml
 
 import envcheck.app.catalog  # noqa: F401 - registers every rule, as the run that made the findings would
 from envcheck.core.findings import Finding
+from envcheck.core.remedy import Install, RemoveFiles
 from envcheck.report import FORMATS, render
 from envcheck.report.options import ReportFormatChoice, use_color
 
@@ -138,6 +139,7 @@ def test_json_is_the_documented_structure() -> None:
         "kind",
         "reference",
         "found",
+        "actions",
     ]
     assert (first["id"], first["rule"], first["fails"], first["intended"], first["caused_by"]) == (
         "ENV-TORCH-VARIANT:torch",
@@ -276,3 +278,33 @@ def test_a_group_whose_member_names_several_machines_counts_them() -> None:
         MachineGroup(name="host:4", members=("host:4",)),
     ]
     assert fleet_line(groups) == "4 machines identical to the base; 1 machine in 1 group"
+
+
+def test_json_gives_a_remedys_actions_as_data() -> None:
+    actions = (
+        RemoveFiles(paths=("/v/lib/python3.11/site-packages/~orch",)),
+        Install(
+            pins=(("torch", "2.13.0+cpu"),), index_url="https://download.pytorch.org/whl/cpu", force=True
+        ),
+    )
+    finding = Finding(
+        rule="ENV-INSTALL-INTERRUPTED",
+        severity="error",
+        subject="torch",
+        message="m",
+        remedy="r",
+        actions=actions,
+    )
+    (data,) = json.loads(render([finding], "json", title=TITLE, fail_on="error"))["findings"]
+    assert data["actions"] == [
+        {"kind": "remove", "paths": ["/v/lib/python3.11/site-packages/~orch"]},
+        {
+            "kind": "install",
+            "pins": [["torch", "2.13.0+cpu"]],
+            "requirements": [],
+            "index_url": "https://download.pytorch.org/whl/cpu",
+            "wheel_url": None,
+            "force": True,
+            "no_deps": False,
+        },
+    ]
