@@ -408,3 +408,31 @@ def test_the_scan_sees_imports() -> None:
     # An import under TYPE_CHECKING is an edge too.
     flows = {i.module for i in _all_imports()["envcheck.app.flows"] if i.type_checking}
     assert "envcheck.core.deadline" in flows
+
+
+# The two faces (the command line's commands and the pytest plugin) reach envcheck's work through one door:
+# these modules, lazy imports and the type checker's included.
+DOOR = ("envcheck.api", "envcheck.report", "envcheck.core")
+
+
+def _through_the_door(module: str) -> bool:
+    return (
+        module == "envcheck"
+        or any(module == d or module.startswith(d + ".") for d in DOOR)
+        or module in COMMAND_HELPERS
+        or module.startswith("envcheck.pytest_plugin")
+    ) and not module.startswith("envcheck.api._")
+
+
+def test_the_commands_and_the_plugin_go_through_the_api() -> None:
+    faces = [
+        m for m in _all_imports() if m.startswith(("envcheck.commands.", "envcheck.pytest_plugin"))
+    ]
+    assert "envcheck.pytest_plugin.gate" in faces and "envcheck.commands.diff" in faces
+    past = sorted(
+        f"{module}:{i.line} imports {i.module}"
+        for module in faces
+        for i in _all_imports()[module]
+        if i.module.startswith("envcheck") and not _through_the_door(i.module)
+    )
+    assert not past, "imports from a command or the plugin that go round envcheck.api:\n" + "\n".join(past)

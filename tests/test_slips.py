@@ -111,10 +111,12 @@ def test_snapshot_keeps_another_environments_manifest_unless_forced(tmp_path: Pa
 def test_snapshot_replaces_the_same_environments_manifest(tmp_path: Path) -> None:
     out = tmp_path / "envcheck.lock.json"
     assert _snapshot(out, "--label", "dev") == (0, "")
-    assert _snapshot(out) == (0, "")  # the same interpreter and host: replaced as before
+    # The same interpreter and host: replaced as before, its label kept (and said).
+    assert _snapshot(out) == (0, "kept the label 'dev' of the manifest this one replaces\n")
+    assert load(out).meta.label == "dev"
     code, err = _snapshot(out, "--label", "prod")  # another label given: another environment
     assert code == 2
-    assert "label None (this one: 'prod')" in err
+    assert "label 'dev' (this one: 'prod')" in err
 
 
 def test_snapshot_keeps_a_file_that_is_not_a_manifest(tmp_path: Path) -> None:

@@ -24,17 +24,23 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from envcheck.api._common import Progress, describe_error, error_message
+from envcheck.api._common import EXAMPLE_PYTHON, Progress, checked_timeout, describe_error, error_message
+from envcheck.core.deadline import DeadlineExpired
+from envcheck.core.errors import EnvcheckError, ManifestError, ProbeError, UsageError
+from envcheck.core.findings import Finding, Rule, Severity
+from envcheck.core.outputs import OutputError
 from envcheck.report import Report, render_report, write_report
 from envcheck.report.formats import FormatName
 from envcheck.report.options import ReportOptions
 
 if TYPE_CHECKING:
+    from envcheck.api._catalog import FAMILY_MODULES, get_rule, rules
     from envcheck.api._cluster import cluster_check
     from envcheck.api._diff import FleetReport, diff, diff_targets, doctor, expand_targets, fleet_diff
     from envcheck.api._export import ExportFormat, export
     from envcheck.api._lock import check_lock, lock
-    from envcheck.api._policy import load_policy
+    from envcheck.api._manifest import Manifest, dump_manifest, load_manifest
+    from envcheck.api._policy import Policy, load_policy
     from envcheck.api._predict import predict
     from envcheck.api._scan import scan
     from envcheck.api._snapshot import SnapshotOptions, snapshot, snapshot_this_machine
@@ -65,33 +71,58 @@ _JOBS = {
     "ExportFormat": "_export",
     "cluster_check": "_cluster",
     "load_policy": "_policy",
+    "Policy": "_policy",
+    "load_manifest": "_manifest",
+    "dump_manifest": "_manifest",
+    "Manifest": "_manifest",
+    "rules": "_catalog",
+    "get_rule": "_catalog",
+    "FAMILY_MODULES": "_catalog",
 }
 
 __all__ = [
+    "EXAMPLE_PYTHON",
+    "FAMILY_MODULES",
+    "DeadlineExpired",
+    "EnvcheckError",
     "ExportFormat",
+    "Finding",
     "FleetReport",
     "FormatName",
     "GateRun",
+    "Manifest",
+    "ManifestError",
+    "OutputError",
+    "Policy",
+    "ProbeError",
     "Progress",
     "Report",
     "ReportOptions",
+    "Rule",
+    "Severity",
     "SnapshotOptions",
     "SuiteOptions",
+    "UsageError",
     "check_lock",
+    "checked_timeout",
     "cluster_check",
     "describe_error",
     "diff",
     "diff_targets",
     "doctor",
+    "dump_manifest",
     "error_message",
     "expand_targets",
     "export",
     "fleet_diff",
     "gate",
+    "get_rule",
+    "load_manifest",
     "load_policy",
     "lock",
     "predict",
     "render_report",
+    "rules",
     "run_gate",
     "scan",
     "snapshot",

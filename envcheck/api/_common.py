@@ -40,8 +40,8 @@ MAX_TIMEOUT_S = 86_400.0
 P = ParamSpec("P")
 R = TypeVar("R")
 
-# What ``--python`` takes, in the tips: any environment's interpreter, as typed on this machine (a Windows
-# venv keeps python.exe in Scripts).
+# What an interpreter option takes, in a face's tips (the CLI's --python, the plugin's --envcheck-python):
+# any environment's interpreter, as typed on this machine (a Windows venv keeps python.exe in Scripts).
 EXAMPLE_PYTHON = "path\\to\\venv\\Scripts\\python.exe" if os.name == "nt" else "path/to/venv/bin/python"
 
 
@@ -89,24 +89,19 @@ class WrongInterpreter:
         )
 
     @property
-    def tip(self) -> str:
-        return f"Tip: pass the environment's interpreter with --python, e.g. --python {EXAMPLE_PYTHON}"
-
-    @property
-    def lines(self) -> tuple[str, str]:
-        """The warning and its tip, as said on stderr before the report (redacted, one line each)."""
-        return one_line(redact_text(self.line)), one_line(redact_text(self.tip))
+    def lines(self) -> tuple[str]:
+        """The warning, as said on stderr before the report (redacted, one line). A fact: each face (the
+        CLI, the pytest plugin) adds its own tip, naming its own option."""
+        return (one_line(redact_text(self.line)),)
 
     @property
     def title_note(self) -> str:
-        return (
-            f"probably the wrong interpreter (it has no torch, {self.reference} has torch {self.torch}): "
-            f"pass --python {EXAMPLE_PYTHON}"
-        )
+        return f"probably the wrong interpreter (it has no torch, {self.reference} has torch {self.torch})"
 
     def titled(self, report: Report) -> Report:
-        """``report`` whose title ends with the note: the report's first line says it too."""
-        return dataclasses.replace(report, title=f"{report.title}: {self.title_note}")
+        """``report`` whose title ends with the note (its first line says it too), marked
+        ``wrong_interpreter`` so that each face can add its tip."""
+        return dataclasses.replace(report, title=f"{report.title}: {self.title_note}", wrong_interpreter=True)
 
 
 def wrong_interpreter(

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envcheck.api._common import public
+from envcheck.api._common import interpreter_path, public
 from envcheck.collect.launch import SnapshotOptions, start_probes
 from envcheck.core.errors import ManifestError, UsageError
 from envcheck.core.files import same_path
@@ -31,6 +31,7 @@ def snapshot(
     imports: Sequence[str] = (),
     replaces: str | Path | None = None,
     progress: Progress | None = None,
+    tell: Callable[[str], None] | None = None,
 ) -> Manifest:
     """The manifest of ``options.python``'s environment (default: this interpreter), as ``envcheck
     snapshot`` records it: static facts, the runtime probe (unless ``options.probe`` is off) and the smoke
@@ -39,11 +40,19 @@ def snapshot(
 
     ``replaces``: the file the manifest will be written to; a manifest there recorded for another
     environment (another interpreter, host, or label when ``options.label`` is set), or a file that is not
-    a manifest, is refused with ``UsageError`` (the latter before any work). ``progress`` is told each step.
+    a manifest, is refused with ``UsageError``, before any work when the interpreter or host already tell
+    (``_refuse_early``). Replacing this environment's own manifest keeps its label when none is given and
+    ``tell`` says so, and what the new one lacks (goldens). ``progress`` is told each step.
     Raises ``ProbeError`` when the interpreter cannot run, ``UsageError`` for a bad module name or a checks
     file that does not compile."""
     options = options or SnapshotOptions()
+    if not options.probe and options.verify:
+        # The smoke suite imports torch: no probe promises that nothing in the target does.
+        options = dataclasses.replace(options, verify=False)
     existing = _existing(str(replaces)) if replaces is not None else None
+    if existing is not None:
+        # Before any work: the interpreter and host it will record are known now.
+        _refuse_early(str(replaces), existing, options)
     modules: list[str] = []
     if imports:
         modules = app_modules(("--import", imports))  # a bad name fails now, before the target starts
@@ -68,6 +77,7 @@ def snapshot(
         manifest = manifest.replace(verify=dataclasses.replace(section, imports=modules))
     if existing is not None:
         _refuse_another(str(replaces), existing, manifest, label_given=options.label is not None)
+        manifest = _carry_over(existing, manifest, tell)
     return manifest
 
 
@@ -149,3 +159,50 @@ def _refuse_another(output: str, existing: Manifest, new: Manifest, *, label_giv
             tip="Write this one elsewhere with -o FILE (e.g. -o prod.json), or replace that one with "
             "--force.",
         )
+
+
+def _refuse_early(output: str, existing: Manifest, options: SnapshotOptions) -> None:
+    """``_refuse_another`` before the target starts, where it can already tell: another host, another
+    label (``--label``), or an interpreter that is not the recorded one (neither the same path nor the same
+    file). What it cannot tell yet (two venvs whose interpreters link to one binary) waits for the
+    snapshot."""
+    import platform
+
+    differs = []
+    old_host = existing.platform.hostname if existing.platform is not None else None
+    host = platform.node()
+    if old_host and host and old_host != host and "<redacted>" not in old_host:
+        differs.append(f"host {old_host} (this one: {host})")
+    if options.label is not None and existing.meta.label != options.label:
+        differs.append(f"label {existing.meta.label!r} (this one: {options.label!r})")
+    candidate = interpreter_path(options.python)
+    recorded = existing.python.executable
+    if recorded and not same_path(recorded, candidate):
+        try:
+            same = Path(recorded).samefile(candidate)
+        except OSError:
+            same = False
+        if not same:
+            differs.append(f"interpreter {recorded} (this one: {candidate})")
+    if differs:
+        raise UsageError(
+            f"{output} holds the manifest of another environment: {'; '.join(differs)}: not replaced",
+            tip="Write this one elsewhere with -o FILE (e.g. -o prod.json), or replace that one with "
+            "--force.",
+        )
+
+
+def _carry_over(existing: Manifest, new: Manifest, tell: Callable[[str], None] | None) -> Manifest:
+    """This environment's manifest re-recorded: the label kept when none was given; what is dropped said."""
+    if existing.meta.label and not new.meta.label:
+        new = new.replace(meta=dataclasses.replace(new.meta, label=existing.meta.label))
+        if tell is not None:
+            tell(f"kept the label {existing.meta.label!r} of the manifest this one replaces")
+    old_goldens = len(existing.verify.results) if existing.verify is not None else 0
+    new_goldens = len(new.verify.results) if new.verify is not None else 0
+    if tell is not None and old_goldens and not new_goldens:
+        tell(
+            f"the manifest this one replaces held goldens for {old_goldens} smoke checks; this one holds "
+            "none (the suite did not run): gate and verify will compare no numbers"
+        )
+    return new

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Callable, Sequence
@@ -58,6 +59,21 @@ def say(line: str, *, untrusted: bool = False) -> None:
     typer.echo(one_line(redact_text(line)) if untrusted else line, err=True)
 
 
+# The command line's tip after the API's warning that the inspected interpreter has no torch where the
+# reference has: the API words facts, each face its own options.
+WRONG_INTERPRETER_TIP = (
+    f"Tip: pass the environment's interpreter with --python, e.g. --python {api.EXAMPLE_PYTHON}"
+)
+
+
+def say_told(line: str) -> None:
+    """A line a job told (``tell``) on stderr, redacted and escaped, and after the warning of a probably
+    wrong interpreter, the command line's tip."""
+    say(line, untrusted=True)
+    if line.startswith("warning: ") and line.endswith("probably the wrong interpreter"):
+        say(WRONG_INTERPRETER_TIP)
+
+
 def write_output(text: str, output: str | Destination | None) -> None:
     """The report to stdout (``None`` or ``-``) or to ``output``, created only now that it exists; see
     ``envcheck.core.outputs`` for links, devices, FIFOs and failures (``OutputError``, exit 2)."""
@@ -69,6 +85,9 @@ def report_findings(report: Report, options: ReportOptions, *, errors: Sequence[
     file), say on stderr when the policy hid or softened something, and exit 1 when a finding fails the
     gate (at or above ``options.fail_on``). ``errors``: inputs left out of the report (a fleet's
     unreadable manifests), named on stderr after it, one line each; then the exit code is 2."""
+    if report.wrong_interpreter:
+        # The API says the fact; the command line words its own tip, naming its own option (``say_told``).
+        report = dataclasses.replace(report, title=f"{report.title}: pass --python {api.EXAMPLE_PYTHON}")
     if report.policy_changed:
         typer.echo(terminal(report.policy_line), err=True)
     write_report(report, options)

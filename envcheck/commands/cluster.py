@@ -25,7 +25,7 @@ from envcheck.report.formats import FormatName
 from envcheck.report.options import ReportOptions
 
 if TYPE_CHECKING:
-    from envcheck.diff.policy import Policy
+    from envcheck.api import Policy
 
 NOTHING_FOUND = "No differences between the ranks, and no problems found."
 

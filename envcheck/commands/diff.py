@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from envcheck import api
-from envcheck.commands._common import handles_errors, report_findings, say
+from envcheck.commands._common import handles_errors, report_findings, say_told
 from envcheck.commands.options import (
     NO_PROBLEMS,
     FailOnOption,
@@ -94,7 +94,7 @@ def diff(
             tell=told.append,
         )
     for line in told:  # now that the progress line is gone: before the report
-        say(line)
+        say_told(line)
     report_findings(found.report, options, errors=found.unreadable)
 
 

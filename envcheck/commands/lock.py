@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from envcheck import api
-from envcheck.commands._common import handles_errors, report_findings, write_output
+from envcheck.commands._common import handles_errors, report_findings, say_told, write_output
 from envcheck.commands.options import (
     FailOnOption,
     FormatOption,
@@ -140,7 +140,7 @@ def lock(
         rules_policy = api.load_policy(policy, disabled=no_policy)
         with progress("lock --check", quiet=quiet) as step:
             checked = api.check_lock(
-                path, python=python, policy=rules_policy, timeout=timeout, progress=step, tell=_say
+                path, python=python, policy=rules_policy, timeout=timeout, progress=step, tell=say_told
             )
         report_findings(checked.report, options)
         return

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
-from envcheck.api._common import checked_timeout
+from envcheck.api import checked_timeout
 from envcheck.core.errors import EnvcheckError, UsageError
 from envcheck.core.findings import Severity
 from envcheck.core.outputs import destination

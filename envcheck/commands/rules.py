@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from envcheck.app.catalog import FAMILY_MODULES, catalog, get_rule
+from envcheck import api
 from envcheck.commands._common import handles_errors
 from envcheck.core.errors import UsageError
 from envcheck.report.catalog import catalog_text, rule_text
@@ -20,11 +20,11 @@ def rules(
     ] = None,
 ) -> None:
     """The rule catalog (every id any command emits), or one rule explained with its evidence."""
-    every = catalog()
+    every = api.rules()
     if rule_id is None:
-        typer.echo(catalog_text(every, FAMILY_MODULES))
+        typer.echo(catalog_text(every, api.FAMILY_MODULES))
         return
-    rule = get_rule(rule_id)
+    rule = api.get_rule(rule_id)
     if rule is None:
         close = get_close_matches(rule_id.strip().upper(), [r.id for r in every], n=1)
         tip = f"Did you mean {close[0]}? " if close else ""

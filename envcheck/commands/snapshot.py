@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from envcheck import api
-from envcheck.commands._common import handles_errors, write_output
+from envcheck.commands._common import handles_errors, say, write_output
 from envcheck.commands.options import (
     ForceOption,
     GoldenChecksOption,
@@ -60,17 +60,17 @@ def snapshot(
         verify=not (no_verify or no_probe),
     )
     replaces = None if force else output
+    told: list[str] = []
     with progress("snapshot", quiet=quiet) as step:
         manifest = api.snapshot(
-            options, checks=checks, imports=import_ or (), replaces=replaces, progress=step
+            options, checks=checks, imports=import_ or (), replaces=replaces, progress=step, tell=told.append
         )
-    # Lazy: the target starts before the manifest writer loads (0.05 s of imports).
-    from envcheck.manifest.io import dumps
-
+    for line in told:  # now that the progress line is gone
+        say(line, untrusted=True)
     # Lazy: the summary loads once the manifest is taken.
     from envcheck.report.summary import summary
 
-    write_output(dumps(manifest), target)
+    write_output(api.dump_manifest(manifest), target)
     where = "stdout" if output == "-" else output
     typer.echo(summary(manifest, short=True) + f"\nwrote {where}", err=output == "-")
 
@@ -80,10 +80,7 @@ def show(
     manifest: Annotated[Path, typer.Argument(help="A manifest written by `envcheck snapshot`.")],
 ) -> None:
     """Print a readable summary of a manifest."""
-    # Lazy: this module's imports come before a snapshot's target starts; show's come here.
-    from envcheck.manifest.io import load
-
     # Lazy: as above: a snapshot's target starts before the summary loads.
     from envcheck.report.summary import summary
 
-    typer.echo(summary(load(manifest), short=False))
+    typer.echo(summary(api.load_manifest(manifest), short=False))

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from envcheck import api
-from envcheck.commands._common import handles_errors, report_findings, say
+from envcheck.commands._common import handles_errors, report_findings, say_told
 from envcheck.commands.options import (
     NO_PROBLEMS,
     NOTHING_FOUND,
@@ -90,7 +90,7 @@ def verify(
             against=against, options=suite, policy=rules_policy, progress=step, tell=told.append
         )
     for line in told:  # now that the progress line is gone: before the report
-        say(line)
+        say_told(line)
     report_findings(report, options)
 
 
@@ -148,5 +148,5 @@ def gate(
     with progress("gate", quiet=quiet) as step:
         report = api.gate(manifest, options=suite, policy=rules_policy, progress=step, tell=told.append)
     for line in told:  # now that the progress line is gone: before the report
-        say(line)
+        say_told(line)
     report_findings(report, options)

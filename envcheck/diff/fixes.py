@@ -40,7 +40,9 @@ def defer_to_roots(findings: Sequence[Finding]) -> list[Finding]:
 
 
 def _inside(folder: str, prefix: str, on_windows: bool) -> bool:
-    norm = (lambda p: posixpath.normpath(p.replace("\\", "/")).lower()) if on_windows else posixpath.normpath
+    def norm(path: str) -> str:
+        return posixpath.normpath(path.replace("\\", "/")).lower() if on_windows else posixpath.normpath(path)
+
     folder, prefix = norm(folder), norm(prefix)
     return folder == prefix or folder.startswith(prefix.rstrip("/") + "/")
 

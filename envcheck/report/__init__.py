@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from envcheck.core.findings import Finding, MachineGroup, Severity, registered_ids
+from envcheck.core.findings import Finding, MachineGroup, Severity, at_or_above, registered_ids
 from envcheck.core.outputs import destination, write
 from envcheck.core.redact import redact_text
 from envcheck.core.remedy import Target
@@ -38,6 +38,19 @@ class Report:
     groups: tuple[MachineGroup, ...] = ()
     member: str = "machine"
     target: Target | None = None
+    wrong_interpreter: bool = False
+
+    def failing(self, fail_on: Severity = "error") -> tuple[Finding, ...]:
+        """The findings that fail a gate set to ``fail_on`` (at or above it, not intended)."""
+        return tuple(f for f in self.findings if at_or_above(f, fail_on))
+
+    def fails(self, fail_on: Severity = "error") -> bool:
+        """The verdict: whether a finding is at or above ``fail_on`` (intended ones never count)."""
+        return bool(self.failing(fail_on))
+
+    def exit_code(self, fail_on: Severity = "error") -> int:
+        """The exit code the command line gives this report: 1 when it fails at ``fail_on``, else 0."""
+        return 1 if self.fails(fail_on) else 0
 
 
 def render_report(report: Report, options: ReportOptions, fmt: FormatName | None = None) -> str:

@@ -262,3 +262,19 @@ def test_a_manifest_without_goldens_has_no_check_items_and_says_so(
     assert "envcheck::smoke-suite" in failed
     assert set(failed) <= {"envcheck::smoke-suite", "envcheck::family::environment"}, failed
     assert "WARNING VERIFY-NO-GOLDEN verify" in out and "holds no verify goldens" in out
+
+
+@pytest.mark.slow
+def test_an_interpreter_without_torch_gets_the_plugins_own_tip(
+    sample: pytest.Pytester, kit_envs: KitEnvs, tmp_path: Path
+) -> None:
+    # The API says the fact (no torch where the manifest has torch); each face words the tip with its own
+    # option: here --envcheck-python, never the command line's --python.
+    from venvs import make_venv
+
+    bare = make_venv(tmp_path / "bare")
+    result = _gate(sample, kit_envs.manifest, bare)
+    out = result.stdout.str()
+    assert "probably the wrong interpreter" in out
+    assert "Tip: pass the environment's interpreter with --envcheck-python" in out
+    assert not re.search(r"(?<![\w-])--python\b", out), out

@@ -1,123 +1,38 @@
-"""The pytest plugin: ``pytest --envcheck=MANIFEST`` adds the deployment gate's checks to a test run.
-
-Registered as the ``envcheck`` entry point of the ``pytest11`` group, so every pytest run in an environment
-with envcheck installed loads it (``-p no:envcheck`` keeps it out). Without ``--envcheck`` it adds options
-and nothing else: this module imports only pytest at load time, and envcheck's own modules only once the
-option is given.
-
-With ``--envcheck=MANIFEST`` the run gets, in front of its own tests:
-
-- ``envcheck::family::<name>``, one item per rule family of the catalog (packages, torch, native, ...): it
-  fails when a finding of that family is at or above ``--envcheck-fail-on``, showing each finding's message
-  and remedy;
-- ``envcheck::check::<name>``, one item per smoke check the manifest holds a golden for: it fails like a
-  family item, and is skipped, with the reason, when the check was skipped here;
-- ``envcheck::smoke-suite``: what belongs to no single check (a manifest without goldens, a check that has
-  no golden), so that every finding of the gate lands in exactly one item.
-
-The gate runs once, when the first of these items runs (``--collect-only`` runs nothing): the same flow as
-``envcheck gate MANIFEST --python PY`` (a live snapshot and the smoke suite, side by side, then
-``envcheck.app.flows.gate``). A manifest or policy that cannot be read is a usage error before any test runs.
-Under pytest-xdist each worker runs the gate once for the items it receives.
+"""The pytest plugin's gate: ``--envcheck=MANIFEST``'s items and the one gate run behind them, through
+``envcheck.api`` only (as the command line), its findings worded for pytest: a tip names the plugin's own
+options (``--envcheck-python``), never the command line's. The hooks are ``envcheck.pytest_plugin``.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
-if TYPE_CHECKING:
-    from envcheck.core.findings import Finding, Severity
-    from envcheck.diff.policy import Policy
-    from envcheck.manifest.model import Manifest
-    from envcheck.report import Report
+from envcheck import api
+from envcheck.core.errors import EnvcheckError
+from envcheck.core.escape import one_line, terminal
+from envcheck.core.findings import Finding, Severity, at_or_above
+from envcheck.core.redact import redact_text
+from envcheck.report import Report, redacted
+from envcheck.report.interface import groups, severity_counts
+from envcheck.report.options import SEVERITIES
 
-FAIL_ON = ("error", "warning", "info")
 SUITE_ITEM = "smoke-suite"
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("envcheck", "envcheck deployment gate")
-    group.addoption(
-        "--envcheck",
-        metavar="MANIFEST",
-        default=None,
-        help="Add the deployment gate's checks (envcheck gate MANIFEST) as test items: one per rule family "
-        "and one per smoke check.",
-    )
-    group.addoption(
-        "--envcheck-python",
-        metavar="PY",
-        default=None,
-        help="The interpreter whose environment is gated (default: the one running pytest).",
-    )
-    group.addoption(
-        "--envcheck-fail-on",
-        metavar="SEVERITY",
-        choices=FAIL_ON,
-        default="error",
-        help="The lowest severity of a finding that fails its item: error (default), warning or info.",
-    )
-    group.addoption(
-        "--envcheck-policy",
-        metavar="FILE",
-        default=None,
-        help="A policy file (TOML) as for `envcheck gate --policy` (default: [tool.envcheck] of "
-        "./pyproject.toml, if any).",
-    )
-    group.addoption(
-        "--envcheck-timeout",
-        metavar="SECONDS",
-        type=float,
-        default=120.0,
-        help="A hard deadline for all work in the gated interpreter, as `envcheck gate --timeout`.",
-    )
-
-
-_GATE = pytest.StashKey["Gate"]()
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    manifest = config.getoption("envcheck")
-    if manifest is None:
-        return
-    config.stash[_GATE] = Gate.prepare(
-        Path(manifest),
-        python=config.getoption("envcheck_python"),
-        fail_on=config.getoption("envcheck_fail_on"),
-        policy=config.getoption("envcheck_policy"),
-        timeout=config.getoption("envcheck_timeout"),
-    )
-
-
-@pytest.hookimpl(tryfirst=True)  # before -k / -m / --deselect filter the items
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[Any]) -> None:
-    gate = config.stash.get(_GATE, None)
-    if gate is not None:
-        items[:0] = gate.items(session)
-
-
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    gate = config.stash.get(_GATE, None)
-    if gate is not None and gate.summary is not None:
-        terminalreporter.write_line(gate.summary)
+# The plugin's own tip when the gated interpreter has no torch and the manifest has: its option, not the
+# command line's --python.
+TIP = (
+    f"pass the environment's interpreter with --envcheck-python, e.g. --envcheck-python {api.EXAMPLE_PYTHON}"
+)
 
 
 def _usage_error(e: Exception) -> pytest.UsageError:
     """One line, as envcheck's CLI says it (redacted, escaped for the terminal)."""
-    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-    from envcheck.core.errors import EnvcheckError
-
-    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-    from envcheck.core.escape import one_line
-
-    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-    from envcheck.core.redact import redact_text
 
     tip = f" ({e.tip})" if isinstance(e, EnvcheckError) and e.tip else ""
     return pytest.UsageError(one_line(redact_text(f"--envcheck: {e}{tip}")))
@@ -170,8 +85,8 @@ class Gate:
         self,
         *,
         manifest_path: Path,
-        base: Manifest,
-        policy: Policy,
+        base: api.Manifest,
+        policy: api.Policy,
         python: str | None,
         fail_on: Severity,
         timeout: float,
@@ -195,32 +110,18 @@ class Gate:
         cls, manifest: Path, *, python: str | None, fail_on: str, policy: str | None, timeout: float
     ) -> Gate:
         """The manifest and the policy read, the items' names known. Raises ``pytest.UsageError``."""
-        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-        from envcheck import api
-
-        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-        from envcheck.app import flows
-
-        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-        from envcheck.app.catalog import catalog
-
-        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-        from envcheck.core.errors import EnvcheckError
-
-        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-        from envcheck.manifest.io import load
 
         if timeout < 1:
             raise pytest.UsageError(f"--envcheck-timeout must be at least 1 second, got {timeout:g}")
         if python is not None and shutil.which(python) is None:
             raise _usage_error(FileNotFoundError(f"--envcheck-python: interpreter not found: {python}"))
         try:
-            base = load(manifest)
+            base = api.load_manifest(manifest)
             rules_policy = api.load_policy(policy)
         except EnvcheckError as e:
             raise _usage_error(e) from e
-        names = sorted({r.family for r in catalog() if r.kind in ("difference", "single")})
-        golden = flows.goldens(base)
+        names = sorted({r.family for r in api.rules() if r.kind in ("difference", "single")})
+        golden = base.verify if base.verify is not None and base.verify.skipped is None else None
         return cls(
             manifest_path=manifest,
             base=base,
@@ -255,25 +156,12 @@ class Gate:
             except Exception as e:
                 if os.environ.get("ENVCHECK_DEBUG"):  # as the CLI: the traceback, for a bug report
                     raise
-                # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-                from envcheck.api import error_message
 
-                # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-                from envcheck.core.escape import one_line
-
-                # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-                from envcheck.core.redact import redact_text
-
-                self.error = one_line(redact_text(f"envcheck gate could not run: {error_message(e)}"))
+                self.error = one_line(redact_text(f"envcheck gate could not run: {api.error_message(e)}"))
                 raise GateCouldNotRun(self.error) from e
         return self.outcome_
 
     def _run(self) -> Outcome:
-        # Lazy: pytest loads this plugin in every session; the gate's engines load when its first item runs.
-        from envcheck import api
-
-        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-        from envcheck.core.findings import at_or_above
 
         options = api.SuiteOptions(python=self.python, timeout=self.timeout)
         run = api.run_gate(self.manifest_path, base=self.base, options=options, policy=self.policy)
@@ -292,10 +180,8 @@ class Gate:
 
     def _owner(self, finding: Finding) -> str:
         """The item a finding belongs to: its rule's family, else its smoke check, else the suite item."""
-        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-        from envcheck.app.catalog import get_rule
 
-        rule = get_rule(finding.rule)
+        rule = api.get_rule(finding.rule)
         if rule is not None and rule.kind != "verify":
             slug = next((s for s, name in self.families.items() if name == rule.family), None)
             if slug is not None:
@@ -305,16 +191,11 @@ class Gate:
 
 
 def _summary_line(report: Report, failing: int, fail_on: Severity) -> str:
-    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-    from envcheck.core.escape import one_line
-
-    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-    from envcheck.report.interface import severity_counts
-
     # "1 error, 3 warnings, 2 info": worst first, each word in the plural its number takes.
     shown = severity_counts(report.findings) if report.findings else "no findings"
     verdict = f"{failing} at or above {fail_on}: the gate fails" if failing else "the gate passes"
-    return one_line(f"{report.title}: {shown}; {verdict}. {report.policy_line}".strip())
+    tip = f" Tip: {TIP}." if report.wrong_interpreter else ""
+    return one_line(f"{report.title}: {shown}; {verdict}. {report.policy_line}{tip}".strip())
 
 
 class EnvcheckCollector(pytest.Collector):
@@ -333,8 +214,6 @@ class EnvcheckItem(pytest.Item):
         self.owner = owner
 
     def runtest(self) -> None:
-        # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-        from envcheck.core.findings import at_or_above
 
         outcome = self.gate.outcome()
         mine = outcome.by_item.get(self.owner, [])
@@ -366,14 +245,6 @@ class EnvcheckItem(pytest.Item):
 def _describe(findings: Sequence[Finding]) -> str:
     """Each finding as the text report says it, redacted: severity, rule, subject, message, remedy, cause; a
     root cause before the findings it causes (``envcheck.report.interface.groups``), never after them."""
-    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-    from envcheck.core.escape import terminal
-
-    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-    from envcheck.report import redacted
-
-    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-    from envcheck.report.interface import groups
 
     blocks = []
     for f in (member for group in groups(redacted(findings)) for member in group.members):
@@ -391,8 +262,6 @@ def _describe(findings: Sequence[Finding]) -> str:
 
 
 def _one_line(text: str) -> str:
-    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-    from envcheck.core.escape import one_line
 
     return one_line(text)
 
@@ -400,7 +269,6 @@ def _one_line(text: str) -> str:
 def _slugs(families: Sequence[str]) -> dict[str, str]:
     """A short, stable node name per family: its first word (``torch``, ``cuda``, ``native``), or the whole
     name hyphenated where two families would share a first word."""
-    import re
 
     def slug(text: str) -> str:
         return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
@@ -422,16 +290,12 @@ def _check_of(subject: str, checks: Sequence[str]) -> str | None:
 def _node_name(check: str) -> str:
     """A check name (from the manifest: untrusted) inside a node id, which pytest prints raw: control
     characters shown as ``\\xNN``; ``::`` separates nodes, and ``[`` starts a parameter id."""
-    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-    from envcheck.core.escape import one_line
 
     return one_line(check).replace("::", "__").replace("[", "(").replace("]", ")")
 
 
 def _severity(value: str) -> Severity:
     """``--envcheck-fail-on``'s value as a ``Severity``; ``ValueError`` for anything else."""
-    # Lazy: pytest loads this plugin in every session; envcheck only once --envcheck is given.
-    from envcheck.report.options import SEVERITIES
 
     for severity in SEVERITIES:
         if severity == value:
