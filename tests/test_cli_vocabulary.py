@@ -243,3 +243,39 @@ def test_the_suffix_mapping_outside_a_command_line() -> None:
     assert resolve_format(F.markdown, None) is F.markdown
     assert resolve_format(F.json, "-") is F.json
     assert resolve_format("text", "r.md") is F.markdown  # type: ignore[arg-type]
+
+
+# Options that name what each command writes or reads may word it per command: -o's file (a report, a
+# lock, an SBOM) and --format's values (report formats, scan's, export's SBOM formats).
+WORDED_PER_COMMAND = frozenset({"--output", "--format"})
+
+
+def test_an_option_shared_by_several_commands_is_declared_once() -> None:
+    import typer.main
+
+    from envcheck.cli import build
+
+    helps: dict[str, dict[str, list[str]]] = {}
+    for name, command in typer.main.get_command(build()).commands.items():  # type: ignore[attr-defined]
+        for param in command.params:
+            for flag in getattr(param, "opts", ()):
+                if flag.startswith("--") and not getattr(param, "hidden", False):
+                    helps.setdefault(flag, {}).setdefault(param.help or "", []).append(name)
+    shared = {flag: texts for flag, texts in helps.items() if sum(map(len, texts.values())) > 1}
+    assert {"--timeout", "--no-policy", "--index-url", "--python", "--policy"} <= set(shared)
+    worded_twice = {
+        flag: {text[:70]: names for text, names in texts.items()}
+        for flag, texts in shared.items()
+        if len(texts) > 1 and flag not in WORDED_PER_COMMAND
+    }
+    assert not worded_twice, f"options with several help texts: {worded_twice}"
+    # Declared in commands/options.py, never in a command module.
+    import envcheck.commands as commands
+
+    folder = Path(commands.__file__).parent
+    for path in sorted(folder.glob("*.py")):
+        if path.name == "options.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        redeclared = [flag for flag in shared if flag not in WORDED_PER_COMMAND and f'"{flag}"' in text]
+        assert not redeclared, f"{path.name} declares shared options itself: {redeclared}"

@@ -321,6 +321,9 @@ _BAD_CALLS: list[tuple[str, str, Callable[[], object]]] = [
     ("cluster_check", "policy", lambda: api.cluster_check(policy=3)),  # type: ignore[arg-type]
     ("load_policy", "path", lambda: api.load_policy(3)),  # type: ignore[arg-type]
     ("load_policy", "disabled", lambda: api.load_policy(disabled="yes")),  # type: ignore[arg-type]
+    ("load_manifest", "path", lambda: api.load_manifest(3)),  # type: ignore[arg-type]
+    ("dump_manifest", "manifest", lambda: api.dump_manifest("not a manifest")),  # type: ignore[arg-type]
+    ("get_rule", "rule_id", lambda: api.get_rule(None)),  # type: ignore[arg-type]
 ]
 
 

@@ -2,60 +2,42 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
 import typer
 
 from envcheck import api
 from envcheck.commands._common import EXIT_OK, handles_errors, report_findings
 from envcheck.commands.options import (
+    AgainstOption,
     FailOnOption,
     FormatOption,
     JunitOption,
     NoPolicyOption,
+    NoVerifyOption,
     OutputOption,
     PolicyOption,
     QuietOption,
+    TimeoutOption,
     VerboseOption,
     report_options,
-    timeout_in_range,
 )
+from envcheck.core.errors import UsageError
 from envcheck.report.formats import FormatName
 from envcheck.report.options import ReportOptions
 
 if TYPE_CHECKING:
     from envcheck.api import Policy
 
+MIN_JOB_TIMEOUT_S = 30.0
 NOTHING_FOUND = "No differences between the ranks, and no problems found."
 
 
 @handles_errors
 def cluster(
-    against: Annotated[
-        Path | None,
-        typer.Option(
-            "--against",
-            help="Diff every rank against this manifest (default: the job's majority environment).",
-            show_default=False,
-        ),
-    ] = None,
-    no_verify: Annotated[
-        bool,
-        typer.Option(
-            "--no-verify", help="Skip the smoke suite on each rank (snapshot and collectives only)."
-        ),
-    ] = False,
-    timeout: Annotated[
-        float,
-        typer.Option(
-            "--timeout",
-            callback=timeout_in_range(30.0),
-            help="The job's deadline in seconds: every rank's snapshot, suite and collectives; rank 0 "
-            "reports the ranks it has not heard from by then, and a watchdog ends any rank 20 s later.",
-            envvar="ENVCHECK_TIMEOUT",
-        ),
-    ] = 300.0,
+    against: AgainstOption = None,
+    no_verify: NoVerifyOption = False,
+    timeout: TimeoutOption = 300.0,
     fmt: FormatOption = FormatName.text,
     output: OutputOption = None,
     fail_on: FailOnOption = "error",
@@ -94,6 +76,13 @@ def cluster(
         )
         return api.load_policy(policy, disabled=no_policy)
 
+    if timeout < MIN_JOB_TIMEOUT_S:
+        # Every rank's snapshot, suite and collectives, and rank 0's wait for the others, fit in the one
+        # deadline; a watchdog ends any rank 20 s after it.
+        raise UsageError(
+            f"--timeout {timeout:g}: a job's deadline is at least {MIN_JOB_TIMEOUT_S:g} s",
+            tip="Rank 0 reports the ranks it has not heard from at the deadline; give them time to start.",
+        )
     report = api.cluster_check(against=against, verify=not no_verify, timeout=timeout, policy=on_rank_0)
     if report is None:  # a rank other than 0: its results are sent
         raise typer.Exit(EXIT_OK)

@@ -10,15 +10,19 @@ import typer
 from envcheck import api
 from envcheck.commands._common import handles_errors, report_findings, say_told, write_output
 from envcheck.commands.options import (
+    ExtraIndexUrlOption,
     FailOnOption,
+    FindLinksOption,
     FormatOption,
+    IndexUrlOption,
     JunitOption,
+    NoPolicyOption,
     PolicyOption,
     PythonOption,
     QuietOption,
+    TimeoutOption,
     VerboseOption,
     report_options,
-    timeout_in_range,
 )
 from envcheck.commands.progress import progress
 from envcheck.core.errors import UsageError
@@ -52,24 +56,9 @@ def lock(
     hashes: Annotated[
         bool, typer.Option("--hashes", help="Add each file's sha256 (pip-compile --generate-hashes).")
     ] = False,
-    index_url: Annotated[
-        str | None,
-        typer.Option(
-            "--index-url", help="The package index to lock from, instead of pip's.", show_default=False
-        ),
-    ] = None,
-    extra_index_url: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--extra-index-url",
-            help="Another index (repeatable): e.g. the PyTorch wheel index for a +cpu or +cu130 build.",
-            show_default=False,
-        ),
-    ] = None,
-    find_links: Annotated[
-        list[str] | None,
-        typer.Option("--find-links", help="A folder or page of wheels (repeatable).", show_default=False),
-    ] = None,
+    index_url: IndexUrlOption = None,
+    extra_index_url: ExtraIndexUrlOption = None,
+    find_links: FindLinksOption = None,
     allow_unlocked: Annotated[
         bool,
         typer.Option(
@@ -99,18 +88,9 @@ def lock(
     junit: JunitOption = None,
     fail_on: FailOnOption = "error",
     policy: PolicyOption = None,
-    no_policy: Annotated[bool, typer.Option("--no-policy", help="Apply no policy (with --check).")] = False,
+    no_policy: NoPolicyOption = False,
     verbose: VerboseOption = False,
-    timeout: Annotated[
-        float,
-        typer.Option(
-            "--timeout",
-            callback=timeout_in_range(1.0),
-            help="Seconds the whole command may take, every pip-compile run together (with --check: the "
-            "snapshot of the interpreter).",
-            envvar="ENVCHECK_TIMEOUT",
-        ),
-    ] = 600.0,
+    timeout: TimeoutOption = 600.0,
     quiet: QuietOption = False,
 ) -> None:
     """Write a requirements lock that rebuilds MANIFEST's environment, compiled by pip-tools.

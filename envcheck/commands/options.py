@@ -126,11 +126,31 @@ TimeoutOption = Annotated[
     typer.Option(
         "--timeout",
         callback=timeout_in_range(1.0),
-        help="A hard deadline in seconds for the command: all work in the target (every probe, check and "
-        "rerun), whose whole process session is killed at it, and envcheck's own hashing of what the target "
-        "names (diff, doctor and gate: their rules too).",
+        help="A hard deadline in seconds for the whole command: all its work in the target (whose process "
+        "session is killed at it), every pip, uv or pip-compile run, download and scan, and its own hashing "
+        "and rules. At it the command stops, names what it was doing and exits 2.",
         envvar="ENVCHECK_TIMEOUT",
     ),
+]
+
+# lock and predict: where distributions come from, as pip's own options.
+IndexUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--index-url", help="The package index to use instead of pip's configured one.", show_default=False
+    ),
+]
+ExtraIndexUrlOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--extra-index-url",
+        help="Another index to search (repeatable): e.g. the PyTorch wheel index of a +cpu or +cu130 build.",
+        show_default=False,
+    ),
+]
+FindLinksOption = Annotated[
+    list[str] | None,
+    typer.Option("--find-links", help="A folder or page of wheels (repeatable).", show_default=False),
 ]
 
 # verify and gate
@@ -138,7 +158,8 @@ ChecksOption = Annotated[
     Path | None,
     typer.Option(
         "--checks",
-        help="A Python file of your own check_* functions (e.g. your model's forward pass on a fixed input).",
+        help="A Python file of your own check_* functions (e.g. your model's forward pass on a fixed input): "
+        "snapshot records their outputs as goldens, verify and gate compare with them.",
         envvar="ENVCHECK_CHECKS",
         show_default=False,
     ),
@@ -157,8 +178,9 @@ ImportOption = Annotated[
     list[str] | None,
     typer.Option(
         "--import",
-        help="An entry module of your application to import in the target (repeatable), after every "
-        "installed module with native code; its import runs your code.",
+        help="An entry module of your application (repeatable): snapshot records it in the manifest; verify "
+        "and gate import it in the target, after every installed module with native code (its import runs "
+        "your code).",
         show_default=False,
     ),
 ]
@@ -172,7 +194,12 @@ NoImportsOption = Annotated[
 
 AgainstOption = Annotated[
     Path | None,
-    typer.Option("--against", help="Compare with the goldens stored in this manifest.", show_default=False),
+    typer.Option(
+        "--against",
+        help="The manifest to compare with: verify compares with its goldens; cluster diffs every rank "
+        "against it (default: the job's majority environment).",
+        show_default=False,
+    ),
 ]
 
 # snapshot
@@ -196,25 +223,12 @@ RedactPathsOption = Annotated[
 VerifyFilesOption = Annotated[
     bool, typer.Option("--verify-files", help="Re-hash installed native files against their RECORD.")
 ]
-GoldenChecksOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--checks",
-        help="A Python file of your own check_* functions whose outputs become goldens too.",
-        envvar="ENVCHECK_CHECKS",
-        show_default=False,
-    ),
-]
 NoVerifyOption = Annotated[
-    bool, typer.Option("--no-verify", help="Do not run the smoke suite (no goldens in the manifest).")
-]
-RecordImportOption = Annotated[
-    list[str] | None,
+    bool,
     typer.Option(
-        "--import",
-        help="An entry module of your application (repeatable), recorded in the manifest: verify "
-        "--against and gate import it in the target.",
-        show_default=False,
+        "--no-verify",
+        help="Do not run the smoke suite (snapshot: the manifest holds no goldens; cluster: each rank's "
+        "snapshot and the collectives only).",
     ),
 ]
 ForceOption = Annotated[

@@ -10,15 +10,19 @@ import typer
 from envcheck import api
 from envcheck.commands._common import handles_errors, report_findings
 from envcheck.commands.options import (
+    ExtraIndexUrlOption,
     FailOnOption,
+    FindLinksOption,
     FormatOption,
+    IndexUrlOption,
     JunitOption,
+    NoPolicyOption,
     OutputOption,
     PolicyOption,
     QuietOption,
+    TimeoutOption,
     VerboseOption,
     report_options,
-    timeout_in_range,
 )
 from envcheck.commands.progress import progress
 from envcheck.report.formats import FormatName
@@ -47,15 +51,9 @@ def predict(
             "--implementation", help="The target's Python implementation: cp (CPython) or pp (PyPy)."
         ),
     ] = "cp",
-    index_url: Annotated[
-        str | None, typer.Option("--index-url", help="Replace pip's configured index (as pip's option).")
-    ] = None,
-    extra_index_url: Annotated[
-        list[str] | None, typer.Option("--extra-index-url", help="Another index to search (repeatable).")
-    ] = None,
-    find_links: Annotated[
-        list[str] | None, typer.Option("--find-links", help="A folder or page of wheels (repeatable).")
-    ] = None,
+    index_url: IndexUrlOption = None,
+    extra_index_url: ExtraIndexUrlOption = None,
+    find_links: FindLinksOption = None,
     resolver: Annotated[
         str,
         typer.Option(
@@ -72,21 +70,12 @@ def predict(
             "suffix, predicted.win_amd64.json).",
         ),
     ] = None,
-    timeout: Annotated[
-        float,
-        typer.Option(
-            "--timeout",
-            callback=timeout_in_range(),
-            help="Seconds the whole command may take: every pip or uv run, download and scan gets what is "
-            "left; at the deadline it stops, names the step and exits 2.",
-            envvar="ENVCHECK_TIMEOUT",
-        ),
-    ] = 600.0,
+    timeout: TimeoutOption = 600.0,
     fmt: FormatOption = FormatName.text,
     output: OutputOption = None,
     fail_on: FailOnOption = "error",
     policy: PolicyOption = None,
-    no_policy: Annotated[bool, typer.Option("--no-policy", help="Apply no policy.")] = False,
+    no_policy: NoPolicyOption = False,
     junit: JunitOption = None,
     verbose: VerboseOption = False,
     quiet: QuietOption = False,
