@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+import re
+import resource
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from venvs import HAS_TORCH, clone_site_packages, make_venv, needs_torch
@@ -12,12 +17,61 @@ from venvs import HAS_TORCH, clone_site_packages, make_venv, needs_torch
 __all__ = ["HAS_TORCH", "needs_torch"]
 
 
+# What makes a fixture slow: it builds a venv, installs, snapshots or starts processes (a real interpreter,
+# Wine, torchrun). A test that pulls such a fixture, directly or through another, is slow whatever its
+# own marks say: the fast tier never waits for one (docs: README, "the quick tier").
+SLOW_FIXTURE = re.compile(
+    r"make_venv|clone_site_packages|venv_factory|pip_install|subprocess|snapshot|wine_session|torchrun"
+    r"|runpytest|envcheck_argv|\bgcc\b|cc_build|build_"
+)
+FAST_BUDGET_CPU_S = 60.0
+
+
+@functools.cache
+def _slow_fixture(func: Callable[..., object]) -> bool:
+    try:
+        source = inspect.getsource(func)
+    except (OSError, TypeError):
+        return False
+    return bool(SLOW_FIXTURE.search(source.split(":", 1)[-1]))
+
+
+def _pulls_a_slow_fixture(item: pytest.Item) -> str | None:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    for name in item.fixturenames:  # type: ignore[attr-defined]
+        for fixturedef in info.name2fixturedefs.get(name, ()):
+            if fixturedef.baseid and _slow_fixture(fixturedef.func):
+                return name
+    return None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """``fast`` is every test that is not ``slow``: ``pytest -m fast`` runs the quick tier, which covers
-    every module of envcheck in well under a minute."""
+    """``fast`` is every test that is not ``slow`` and pulls no slow fixture (``SLOW_FIXTURE``, through
+    any fixture it depends on): ``pytest -m fast`` runs the quick tier, which covers every module of
+    envcheck within ``FAST_BUDGET_CPU_S`` CPU seconds, printed at the end of its run."""
     for item in items:
+        if item.get_closest_marker("slow") is None and _pulls_a_slow_fixture(item) is not None:
+            item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.fast)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """The CPU seconds of the run (this process and its children), against the fast tier's budget when
+    the run is the fast tier: wall time depends on how busy the machine is, CPU time much less."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    ran = terminalreporter.stats.get("passed", []) + terminalreporter.stats.get("failed", [])
+    if (config.getoption("markexpr") or "").strip() == "fast":
+        verdict = "within" if cpu <= FAST_BUDGET_CPU_S else "OVER"
+        terminalreporter.write_line(
+            f"fast tier: {len(ran)} tests in {cpu:.1f} CPU s, {verdict} its budget of "
+            f"{FAST_BUDGET_CPU_S:g} CPU s"
+        )
+    else:
+        terminalreporter.write_line(f"{len(ran)} tests in {cpu:.1f} CPU s (this process and its children)")
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from envcheck.app.flows import Report
 from envcheck.core.findings import Finding
-from envcheck.pytest_plugin import _describe, _summary_line
+from envcheck.pytest_plugin.gate import _describe, _summary_line
 
 CAUSE = Finding(
     rule="ENV-VAR-CHANGED",
