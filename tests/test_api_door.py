@@ -139,8 +139,9 @@ def test_a_fifteen_line_script_on_the_api_alone_type_checks_and_runs(tmp_path: P
     script = tmp_path / "gate_here.py"
     script.write_text(SCRIPT, encoding="utf-8")
     assert len(SCRIPT.strip().splitlines()) <= 16
+    mypy = [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--follow-imports=silent"]
     checked = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--follow-imports=silent", str(script)],
+        [*mypy, str(script)],
         capture_output=True,
         text=True,
         timeout=300,

@@ -145,7 +145,7 @@ def test_diff_and_doctor_stop_between_rules_at_the_deadline() -> None:
     manifest = load(TWIN)
     passed = Deadline(at=0.0, seconds=3)
     with pytest.raises(DeadlineExpired, match=r"\(--timeout 3 s\) passed while diffing \(before rule \S+\)"):
-        flows.diff("a", manifest, [("b", manifest)], Policy(), passed)
+        flows.diff("a", manifest, ("b", manifest), Policy(), passed)
     with pytest.raises(DeadlineExpired, match=r"while running the single-environment rules \(before rule"):
         flows.doctor("a", manifest, Policy(), passed)
     assert flows.doctor("a", manifest, Policy(), Deadline.after(600)).title.startswith("envcheck doctor")

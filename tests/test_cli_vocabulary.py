@@ -270,7 +270,7 @@ def test_an_option_shared_by_several_commands_is_declared_once() -> None:
     }
     assert not worded_twice, f"options with several help texts: {worded_twice}"
     # Declared in commands/options.py, never in a command module.
-    import envcheck.commands as commands
+    from envcheck import commands
 
     folder = Path(commands.__file__).parent
     for path in sorted(folder.glob("*.py")):

@@ -93,6 +93,6 @@ def test_a_venv_through_a_linked_folder_is_the_same_venv(tmp_path: Path) -> None
     assert all(
         canonical(lib.path, aliases(linked)).startswith(os.path.realpath(sys.prefix)) for lib in torch_libs
     )
-    report = flows.diff("real.json", real, [("linked.json", linked)], Policy())
+    report = flows.diff("real.json", real, ("linked.json", linked), Policy())
     assert [f.key for f in report.findings if f.rule.startswith("ENV-NATIVE-")] == []
     assert [f.key for f in report.findings if f.severity in ("error", "warning")] == []

@@ -268,8 +268,8 @@ def test_a_marker_value_holding_both_quotes_in_doctor_diff_and_lock_inputs() -> 
     dd = _diffdata()
     quoted, base = dd.manifest("dev-cpu", _with_both_quotes), dd.manifest("dev-cpu")
     flows.doctor("quoted", quoted, Policy())
-    flows.diff("base", base, [("quoted", quoted)], Policy())
-    flows.diff("quoted", quoted, [("base", base)], Policy())
+    flows.diff("base", base, ("quoted", quoted), Policy())
+    flows.diff("quoted", quoted, ("base", base), Policy())
     inputs = lock_inputs(quoted)
     assert "torch" in inputs.pinned and "quoted-dep" not in inputs.markers
 

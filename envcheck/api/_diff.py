@@ -68,10 +68,10 @@ def diff(
         loaded = _loaded(target)
         base_name, target_name = _names([_shown(base), _shown(target)], [base_manifest, loaded])
         # The rules are envcheck's own work: they get the grace past the targets' deadline.
-        return flows.diff(base_name, base_manifest, [(target_name, loaded)], policy, deadline.for_own_work())
+        return flows.diff(base_name, base_manifest, (target_name, loaded), policy, deadline.for_own_work())
     live = _snapshot(python, timeout, progress, deadline)
     base_name = name(_shown(base), base_manifest)
-    report = flows.diff(base_name, base_manifest, [(_live(live), live)], policy, deadline.for_own_work())
+    report = flows.diff(base_name, base_manifest, (_live(live), live), policy, deadline.for_own_work())
     return slipped(report, live_against(python, base_name, base_manifest, live), tell)
 
 

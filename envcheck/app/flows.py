@@ -67,25 +67,20 @@ def finish(
 def diff(
     base_name: str,
     base: Manifest,
-    targets: Sequence[tuple[str, Manifest]],
+    target: tuple[str, Manifest],
     policy: Policy,
     deadline: Deadline | None = None,
 ) -> Report:
-    """``envcheck diff``: each target against ``base`` (difference rules) and alone (single rules). One
-    target gives its findings as they are; several make a fleet report (``diff_fleet``), each distinct
-    environment diffed once. Raises ``DeadlineExpired`` once ``deadline`` passes between two rules."""
-    if len(targets) != 1:
-        # Lazy: the fleet machinery loads only for several targets, never for a diff of two files.
-        from envcheck.app import fleet
-
-        return diff_fleet(base_name, fleet.diff_manifests(base, targets), policy)
-    name, target = targets[0]
+    """``envcheck diff``: one target ``(name, manifest)`` against ``base`` (difference rules) and alone
+    (single rules). Several targets are a fleet: ``diff_fleet``, the one fleet path. Raises
+    ``DeadlineExpired`` once ``deadline`` passes between two rules."""
+    name, manifest = target
     return finish(
         f"envcheck diff: {base_name} → {name}",
-        environment_findings(base, target, deadline),
+        environment_findings(base, manifest, deadline),
         policy,
         rules=rule_ids("difference", "single"),
-        target=target,
+        target=manifest,
     )
 
 

@@ -97,7 +97,7 @@ def _same_file_sides(
 @needs_shadowing
 def test_the_variable_leads_with_the_moved_libraries_under_it(pair: tuple[Path, Manifest, Manifest]) -> None:
     _, plain, shadowed = pair
-    report = flows.diff("plain.json", plain, [("shadowed.json", shadowed)], Policy())
+    report = flows.diff("plain.json", plain, ("shadowed.json", shadowed), Policy())
     found = {f.key: f for f in report.findings}
     roots = [f for f in report.findings if f.caused_by is None]
     assert VAR in found and found[VAR].caused_by is None
@@ -186,7 +186,7 @@ def _preloaded_intel_openmp(d: dict[str, Any]) -> None:
 
 def test_ld_preload_is_the_cause_of_the_library_it_names() -> None:
     base, target = manifest("dev-cpu"), manifest("dev-cpu", _preloaded_intel_openmp)
-    report = flows.diff("base", base, [("target", target)], Policy())
+    report = flows.diff("base", base, ("target", target), Policy())
     moved = next(
         f for f in report.findings if f.rule == "ENV-NATIVE-LOADED-FROM" and f.subject == "libgomp.so.1"
     )
@@ -200,7 +200,7 @@ def test_a_variable_that_does_not_name_the_folder_is_not_the_cause() -> None:
         d["env"].pop("LD_PRELOAD")
         d["env"]["LD_LIBRARY_PATH"] = "/opt/other"
 
-    report = flows.diff("base", manifest("dev-cpu"), [("target", manifest("dev-cpu", unrelated))], Policy())
+    report = flows.diff("base", manifest("dev-cpu"), ("target", manifest("dev-cpu", unrelated)), Policy())
     moved = next(
         f for f in report.findings if f.rule == "ENV-NATIVE-LOADED-FROM" and f.subject == "libgomp.so.1"
     )
@@ -250,7 +250,7 @@ def _foreign_libpython(d: dict[str, Any]) -> None:
 
 def test_another_libpython_is_the_cause_of_the_python_version() -> None:
     base = manifest("dev-cpu", lambda d: d["python"].update(version="3.11.7", build_version="3.11.7"))
-    report = flows.diff("base", base, [("target", manifest("dev-cpu", _foreign_libpython))], Policy())
+    report = flows.diff("base", base, ("target", manifest("dev-cpu", _foreign_libpython)), Policy())
     found = {f.key: f for f in report.findings}
     assert found["ENV-PYTHON-LIBPYTHON:libpython3.11.so.1.0"].caused_by == VAR
     assert found["ENV-PYTHON-VERSION:python"].caused_by == VAR  # via the libpython, flattened to the root
@@ -374,7 +374,7 @@ def test_the_cuda_stack_a_torch_variant_brings_folds_under_it() -> None:
     examples = Path(__file__).resolve().parents[2] / "manifests" / "examples"
     cpu = load(examples / "torch-2.13.0-cpu-linux.json")
     cuda = load(examples / "torch-2.14.1-cu130-linux-nogpu.json")
-    found = {f.key: f for f in flows.diff("cpu", cpu, [("cuda", cuda)], Policy()).findings}
+    found = {f.key: f for f in flows.diff("cpu", cpu, ("cuda", cuda), Policy()).findings}
     variant = "ENV-TORCH-VARIANT:torch"
     assert found[variant].caused_by is None
     assert found["ENV-NATIVE-REQUIRES:libcuda.so.1"].caused_by == variant

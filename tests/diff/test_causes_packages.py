@@ -26,7 +26,7 @@ CUDA_EXAMPLE = EXAMPLES / "torch-2.14.1-cu130-linux-nogpu.json"
 
 
 def report(base: Manifest, target: Manifest) -> tuple[Finding, ...]:
-    return flows.diff("base", base, [("target", target)], Policy(disabled=True)).findings
+    return flows.diff("base", base, ("target", target), Policy(disabled=True)).findings
 
 
 def by_key(findings: tuple[Finding, ...]) -> dict[str, Finding]:

@@ -117,7 +117,7 @@ def other_torch_first(venv_factory: Callable[[str], Path], tmp_path_factory: pyt
 @pytest.mark.slow
 def test_another_torch_tree_first_is_the_first_root_cause(other_torch_first: Path) -> None:
     target = snapshot(other_torch_first)
-    report = flows.diff("dev-cpu", manifest("dev-cpu"), [("target", target)], Policy())
+    report = flows.diff("dev-cpu", manifest("dev-cpu"), ("target", target), Policy())
     found = groups(report.findings)
     assert found[0].root.rule == "ENV-TORCH-TREES"
     under = {f.rule for f in found[0].consequences}
@@ -269,7 +269,7 @@ def test_ld_preload_naming_a_link_is_linked_to_the_library_it_loads(
     monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
     m = snapshot(sys.executable)
     assert m.python.startup is not None and m.python.startup.preload == {str(link): os.path.realpath(system)}
-    report = flows.diff("dev-cpu", manifest("dev-cpu"), [("target", m)], Policy())
+    report = flows.diff("dev-cpu", manifest("dev-cpu"), ("target", m), Policy())
     found = {f.key: f for f in report.findings}
     shadow = found["ENV-NATIVE-SHADOWED:libgomp.so.1"]
     assert shadow.target == os.path.realpath(system)
@@ -342,7 +342,7 @@ def test_remedies_with_ld_library_path_unset_name_the_loader_cache() -> None:
     for edit in (_libpython_through_the_cache, _gomp_through_the_cache):
         target = manifest("dev-cpu", edit)
         assert "LD_LIBRARY_PATH" not in target.env
-        report = flows.diff("dev-cpu", manifest("dev-cpu"), [("target", target)], Policy())
+        report = flows.diff("dev-cpu", manifest("dev-cpu"), ("target", target), Policy())
         assert_no_unset_variable_remedies(report.findings, target.env)
         doctored = flows.doctor("target", target, Policy()).findings
         assert_no_unset_variable_remedies(doctored, target.env)
@@ -358,7 +358,7 @@ def test_a_variable_unset_on_the_target_is_nothing_to_change_there() -> None:
     target = manifest("dev-cpu")
     found = [
         f
-        for f in flows.diff("base", base, [("target", target)], Policy()).findings
+        for f in flows.diff("base", base, ("target", target), Policy()).findings
         if f.rule == "ENV-VAR-CHANGED"
     ]
     assert {f.subject for f in found} >= {"LD_LIBRARY_PATH", "PYTHONPATH"}

@@ -50,8 +50,8 @@ def test_markers_holding_both_quotes_in_doctor_diff_fleet_and_cluster(tmp_path: 
     quoted = manifest("dev-cpu", with_markers)
     reports = [
         flows.doctor("quoted", quoted, Policy()),
-        flows.diff("base", manifest("dev-cpu"), [("quoted", quoted)], Policy()),
-        flows.diff("quoted", quoted, [("base", manifest("dev-cpu"))], Policy()),
+        flows.diff("base", manifest("dev-cpu"), ("quoted", quoted), Policy()),
+        flows.diff("quoted", quoted, ("base", manifest("dev-cpu")), Policy()),
     ]
     found = {(f.rule, f.subject) for f in reports[0].findings}
     assert ("ENV-PKG-UNMET", "quoted-dep") in found and ("ENV-PKG-UNMET", "numpy") in found

@@ -38,7 +38,7 @@ def torch_at(version: str) -> Edit:
 
 
 def findings(base: Manifest, target: Manifest) -> tuple[Finding, ...]:
-    return flows.diff("base", base, [("target", target)], Policy(disabled=True)).findings
+    return flows.diff("base", base, ("target", target), Policy(disabled=True)).findings
 
 
 def pip_requirements(command: str) -> list[Requirement]:

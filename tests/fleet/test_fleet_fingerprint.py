@@ -17,7 +17,7 @@ from envcheck.app import fleet, flows
 from envcheck.diff.policy import Intended, Policy, Selector
 from envcheck.manifest.codec import decode
 from envcheck.manifest.model import Manifest
-from envcheck.report import FormatName, render
+from envcheck.report import FormatName, Report, render
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "data" / "manifests"
 VOLATILE = {
@@ -164,18 +164,23 @@ def test_each_distinct_environment_is_decoded_and_diffed_once(
     assert result.unreadable == ()
 
 
+def _fleet(base_name: str, base: Manifest, targets: list[tuple[str, Manifest]], policy: Policy) -> Report:
+    """Several in-memory targets down the one fleet path (``envcheck.api.fleet_diff`` takes it too)."""
+    return flows.diff_fleet(base_name, fleet.diff_manifests(base, targets), policy)
+
+
 def test_in_memory_targets_are_grouped_too() -> None:
     base = decode(Manifest, document(), source="base")
     again = decode(Manifest, document("dev-cpu-again"), source="again")
     cuda = decode(Manifest, document("cuda"), source="cuda")
-    report = flows.diff("dev", base, [("a", again), ("c", cuda), ("b", base)], Policy())
+    report = _fleet("dev", base, [("a", again), ("c", cuda), ("b", base)], Policy())
     assert [(g.name, g.members, g.identical_to_base) for g in report.groups] == [
         ("a +1", ("a", "b"), True),
         ("c", ("c",), False),
     ]
     assert report.title == "envcheck diff: dev → 3 machines"
     assert {f.machine for f in report.findings} == {"c"}
-    single = flows.diff("dev", base, [("c", cuda)], Policy())  # one target: today's report, no group
+    single = flows.diff("dev", base, ("c", cuda), Policy())  # one target: today's report, no group
     assert single.groups == () and {f.machine for f in single.findings} == {None}
     assert {(f.rule, f.subject) for f in single.findings} == {(f.rule, f.subject) for f in report.findings}
 
@@ -185,7 +190,7 @@ def test_a_policy_that_selects_machines_splits_their_group() -> None:
     cuda = decode(Manifest, document("cuda"), source="cuda")
     machines = [(f"prod-{i}", cuda) for i in range(3)] + [(f"staging-{i}", cuda) for i in range(2)]
     policy = Policy(source="test", ignore=(Selector(rule="*", machine="staging-*"),))
-    report = flows.diff("dev", base, machines, policy)
+    report = _fleet("dev", base, machines, policy)
     assert [(g.name, g.members) for g in report.groups] == [
         ("prod-0 +2", ("prod-0", "prod-1", "prod-2")),
         ("staging-0 +1", ("staging-0", "staging-1")),
@@ -196,7 +201,7 @@ def test_a_policy_that_selects_machines_splits_their_group() -> None:
     # The globs select machines, never a group's name: "*-1" matches prod-1 and staging-1, not "prod-1 +1".
     ones = Intended(selector=Selector(rule="*", machine="*-1"), reason="r")
     policy = Policy(source="test", intended=(ones,))
-    report = flows.diff("dev", base, machines, policy)
+    report = _fleet("dev", base, machines, policy)
     assert [(g.name, g.members) for g in report.groups] == [
         ("prod-0 +2", ("prod-0", "prod-2", "staging-0")),
         ("prod-1 +1", ("prod-1", "staging-1")),
@@ -213,7 +218,7 @@ HOSTILE = "\x1b[31mnode\u202e|<script>x</script>`**"
 def test_machine_names_are_escaped_in_every_format() -> None:
     base = decode(Manifest, document(), source="base")
     cuda = decode(Manifest, document("cuda"), source="cuda")
-    report = flows.diff("dev", base, [(HOSTILE, cuda), (HOSTILE + "2", cuda)], Policy())
+    report = _fleet("dev", base, [(HOSTILE, cuda), (HOSTILE + "2", cuda)], Policy())
     assert report.groups[0].members == (HOSTILE, HOSTILE + "2")
     for fmt in (FormatName.text, FormatName.json, FormatName.markdown, FormatName.junit):
         out = render(report.findings, fmt, title=report.title, fail_on="error", groups=report.groups)
@@ -234,7 +239,7 @@ def test_the_text_report_of_many_groups_fits_a_screen() -> None:
         drifted["env"][f"VAR{k}"] = "1"
         manifest = decode(Manifest, drifted, source=f"drift {k}")
         targets += [(f"node-{k:02d}-{j:02d}", manifest) for j in range(20)]
-    report = flows.diff("base", base, targets, Policy())
+    report = _fleet("base", base, targets, Policy())
     assert len(report.groups) == 12 and len(report.findings) == 12  # one finding per environment, not 240
     text = render(report.findings, "text", title=report.title, fail_on="error", groups=report.groups)
     lines = text.splitlines()

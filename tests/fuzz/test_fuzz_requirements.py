@@ -184,7 +184,7 @@ def test_doctor_and_diff_end_on_any_requirement_lines(extra_lines: list[str]) ->
     for target in (_with_lines(m, extra_lines) for m in (linux, windows, hostile)):
         reports = [
             flows.doctor("t", target, Policy()),
-            flows.diff("b", linux, [("t", target)], Policy()),
+            flows.diff("b", linux, ("t", target), Policy()),
         ]
         for report in reports:
             for f in report.findings:

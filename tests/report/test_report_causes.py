@@ -210,7 +210,7 @@ def _real_pair() -> tuple[str, str, str]:
     from envcheck.manifest.io import load
 
     base, target = load(MANIFESTS / "dev-cpu.json"), load(MANIFESTS / "cuda.json")
-    report = flows.diff("dev-cpu", base, [("cuda", target)], load_policy(None, Path("/"), disabled=True))
+    report = flows.diff("dev-cpu", base, ("cuda", target), load_policy(None, Path("/"), disabled=True))
     args = {"title": report.title, "fail_on": "error", "rules": report.rules, "policy": report.policy_line}
     text = render(report.findings, "text", **args)  # type: ignore[arg-type]
     verbose = render(report.findings, "text", verbose=True, **args)  # type: ignore[arg-type]
