@@ -7,8 +7,9 @@ values when it is made (``UnsafeValue``: a PEP 508 name, a PEP 440 version, an `
 an absolute path, a variable name), ``make`` turns a value that fails into a manual step that says why
 (never an argument), and a renderer first builds the argument list, marks the arguments envcheck wrote
 itself (``pip``, ``install``, ``--no-deps``), and refuses any other that starts with ``-``. Then each
-argument is quoted as one literal word (``envcheck.core.escape.shell_word``); for PowerShell, which
-splits a native command's argument holding ``"`` (Windows PowerShell 5.1), such an argument is refused.
+argument is quoted as one literal word (``envcheck.core.escape.shell_word``); for PowerShell, where
+Windows PowerShell 5.1 re-quotes a native command's arguments (splitting one that holds ``"`` or ends in
+a backslash with a space, dropping an empty one), such an argument is refused.
 
 docs/reference.md ("Remedies") describes the actions and the script ``--remedies`` writes.
 """
@@ -33,9 +34,10 @@ class UnsafeValue(ValueError):
 # PEP 508's name: letters and digits, with ``.``, ``_`` and ``-`` only inside.
 _NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# Characters no value of an argument may hold: controls (a newline ends a pasted command), and those a
-# shell or pip could read as structure.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Characters no value of an argument may hold: controls (a newline ends a pasted command), line and paragraph
+# separators, and what the renderer's quoting shows as an escape (``escape.one_line``: lone surrogates from
+# undecodable file names, bidirectional overrides), which would reach the command as other text.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def checked_name(name: str) -> str:
@@ -257,9 +259,18 @@ def make(build: Callable[[], Action], what: str) -> Action:
     try:
         return build()
     except UnsafeValue as e:
-        # The value in prose, inert: no backtick to open a command span, no control to end a line.
-        text = one_line(f"{what} by hand: envcheck does not write it as a command ({e})").replace("`", "'")
-        return Manual(text=text)
+        return Manual(text=_inert(f"{what} by hand: envcheck does not write it as a command ({e})"))
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line: controls, line and paragraph separators shown as escapes."""
+    return one_line(text).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def _inert(text: str) -> str:
+    """``text`` (a sentence holding a refused value) as inert prose: no backtick to open a command span, no
+    control or line separator to end a line."""
+    return _one_line(text).replace("`", "'")
 
 
 def runnable(action: Action) -> bool:
@@ -341,13 +352,25 @@ _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:=+-]*|--?[a-z][a-z-]*")
 _RAW = ('"$python"', "$Python")
 
 
-def _words(args: Sequence[Arg], shell: Shell) -> list[str]:
+def _words(args: Sequence[Arg], shell: Shell, *, native: bool = True) -> list[str]:
+    """``args`` quoted for ``shell``. ``native``: the arguments of a program (not of a PowerShell cmdlet),
+    which Windows PowerShell 5.1 joins into one command line, wrapping one that holds a space in ``"``
+    and dropping an empty one: a ``"``, or a backslash before that closing ``"``, would end the argument
+    elsewhere."""
     words = []
     for arg in args:
         if not arg.ours and arg.text.startswith("-"):
             raise UnsafeValue(f"{arg.text!r} would read as an option")
-        if shell == "powershell" and not arg.ours and '"' in arg.text:
-            raise UnsafeValue(f"{arg.text!r} holds a double quote, which Windows PowerShell splits on")
+        if shell == "powershell" and native and not arg.ours:
+            if '"' in arg.text:
+                raise UnsafeValue(f"{arg.text!r} holds a double quote, which Windows PowerShell splits on")
+            if not arg.text:
+                raise UnsafeValue("an empty argument, which Windows PowerShell drops")
+            if arg.text.endswith("\\") and any(c.isspace() for c in arg.text):
+                raise UnsafeValue(
+                    f"{arg.text!r} ends in a backslash and holds a space: Windows PowerShell would end "
+                    "the argument elsewhere"
+                )
         plain = arg.ours and _PLAIN.fullmatch(arg.text)
         words.append(
             arg.text if plain or arg.text in _RAW else shell_word(arg.text, windows=shell == "powershell")
@@ -369,7 +392,7 @@ def render(
         return f"$env:{name} = {word}" if shell == "powershell" else f"export {name}={word}"
     if isinstance(action, RemoveFiles):
         if shell == "powershell":
-            paths = ", ".join(_words([Arg(p) for p in action.paths], shell))
+            paths = ", ".join(_words([Arg(p) for p in action.paths], shell, native=False))
             return f"Remove-Item -LiteralPath {paths} -Recurse -Force"
         return " ".join(["rm", "-rf", "--", *_words([Arg(p) for p in action.paths], shell)])
     args = argv(action, python, raw_python=raw_python)
@@ -417,7 +440,7 @@ def inline(actions: Iterable[Action], shell: Shell, *, note: str = "", python: s
         try:
             line = render(action, shell, python)
         except UnsafeValue as e:
-            parts.append(f"(a {action.kind} envcheck does not write as a command: {e})")
+            parts.append(_inert(f"(a {action.kind} envcheck does not write as a command: {e})"))
             continue
         parts.append(f"`{line}`" if line is not None else describe(action))
     text = ", then ".join(parts)
@@ -442,12 +465,15 @@ def script(target: Target, steps: Sequence[tuple[str, Sequence[Action]]], *, tit
     what it cannot do (manual steps, variables of the application's own environment)."""
     python, prefix = checked_path(target.python), checked_path(target.prefix)
     ps = target.shell == "powershell"
-    q = (lambda s: shell_word(s, windows=True)) if ps else (lambda s: shell_word(s, windows=False))
+
+    def q(text: str) -> str:
+        return shell_word(text, windows=ps)
+
     out: list[str] = []
     by_hand: list[str] = []
     if ps:
         out += [
-            f"# {title}",
+            _comment(title),
             f"# For the environment at {prefix} ({python}). envcheck never runs this script itself: read it,",
             "# then run it. It refuses to run against another environment.",
             "$ErrorActionPreference = 'Stop'",
@@ -457,19 +483,20 @@ def script(target: Target, steps: Sequence[tuple[str, Sequence[Action]]], *, tit
             "}",
         ]
     else:
+        refusal = q(f"envcheck remedies: this script is for the environment at {prefix}")
         out += [
             "#!/bin/sh",
-            f"# {title}",
+            _comment(title),
             f"# For the environment at {prefix} ({python}). envcheck never runs this script itself: read it,",
             "# then run it. It refuses to run against another environment.",
             "set -eu",
             f"python={q(python)}",
             f'if [ "$("$python" -c \'import sys; print(sys.prefix)\' 2>/dev/null)" != {q(prefix)} ]; then',
-            f"    echo {q(f'envcheck remedies: this script is for the environment at {prefix}')} >&2; exit 1",
+            f"    printf '%s\\n' {refusal} >&2; exit 1",
             "fi",
         ]
     for comment, actions in steps:
-        out += ["", *(f"# {line}" for line in _comment_lines(comment))]
+        out += ["", _comment(comment)]
         for action in actions:
             if isinstance(action, SetVariable):
                 # A variable set here dies with the script: it belongs to the application's environment.
@@ -480,22 +507,27 @@ def script(target: Target, steps: Sequence[tuple[str, Sequence[Action]]], *, tit
             try:
                 line = render(action, target.shell, "$Python" if ps else '"$python"', raw_python=True)
             except UnsafeValue as e:
-                by_hand.append(f"{action.kind}: {e}")
-                out.append(f"# not written as a command: {e}")
+                by_hand.append(_one_line(f"{action.kind}: {e}"))
+                out.append(_comment(f"not written as a command: {e}"))
                 continue
             if line is None:
-                by_hand.append(describe(action))
-                out.append(f"# by hand: {describe(action)}")
+                # One line each: a step's text may hold a manifest's value (a folder, a name).
+                by_hand.append(_one_line(describe(action)))
+                out.append(_comment(f"by hand: {by_hand[-1]}"))
                 continue
             out.append(line)
-            if ps and not line.startswith(("Remove-Item", "$env:")):
+            # A native command's failure does not stop PowerShell ($ErrorActionPreference is for cmdlets):
+            # its exit code does (a rebuild's line starts with its variables, and still runs pip).
+            if ps and not isinstance(action, RemoveFiles):
                 out.append("if ($LASTEXITCODE -ne 0) { exit $LASTEXITCODE }")
     if by_hand:
-        out += ["", "# Still to do by hand:", *(f"#   {one}" for one in by_hand)]
-        echo = "Write-Output" if ps else "echo"
-        out += [f"{echo} {q('envcheck remedies: done; still to do by hand: ' + '; '.join(by_hand))}"]
+        out += ["", "# Still to do by hand:", *(_comment(one, "#   ") for one in by_hand)]
+        echo = "Write-Output" if ps else "printf '%s\\n'"  # dash's echo reads backslashes
+        out += [f"{echo} {q(_inert('envcheck remedies: done; still to do by hand: ' + '; '.join(by_hand)))}"]
     return "\n".join(out) + "\n"
 
 
-def _comment_lines(text: str) -> list[str]:
-    return [_CONTROL.sub(" ", line) for line in text.splitlines()] or [""]
+def _comment(text: str, lead: str = "# ") -> str:
+    """``text`` as one comment line of a script: a line break in it (a manifest's label, a finding's
+    message, a manual step's sentence) is shown as ``\\n``, never the start of a command."""
+    return lead + _one_line(text)
