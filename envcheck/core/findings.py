@@ -194,9 +194,19 @@ def register(rule: Rule) -> Rule:
 
 def registrar(kind: RuleKind, family: str) -> Callable[..., Rule]:
     """``register`` for the rules a command emits itself (no engine check): one ``kind`` and ``family``,
-    the rest given per rule as ``(id, severity, title, why, remedy, fm=())``."""
+    the rest given per rule as ``(id, severity, title, why, remedy, fm=(), fixes=())`` (``fixes``:
+    ``Rule.fixes``)."""
 
-    def add(id: str, severity: Severity, title: str, why: str, remedy: str, fm: tuple[str, ...] = ()) -> Rule:
+    def add(
+        id: str,
+        severity: Severity,
+        title: str,
+        why: str,
+        remedy: str,
+        fm: tuple[str, ...] = (),
+        *,
+        fixes: tuple[str, ...] = (),
+    ) -> Rule:
         return register(
             Rule(
                 id=id,
@@ -207,6 +217,7 @@ def registrar(kind: RuleKind, family: str) -> Callable[..., Rule]:
                 why=why,
                 remedy=remedy,
                 failure_modes=fm,
+                fixes=fixes,
             )
         )
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -94,9 +95,8 @@ def doctor(python: Path) -> dict:  # type: ignore[type-arg]
 
 
 def remedy_command(finding: dict) -> str:  # type: ignore[type-arg]
-    """The first pasteable command of a remedy (between backticks)."""
-    text = finding["remedy"]
-    return text[text.index("`") + 1 : text.index("`", text.index("`") + 1)]
+    """The remedy's pasteable commands (each between backticks, in order) as one command line."""
+    return " && ".join(re.findall(r"`([^`]+)`", finding["remedy"]))
 
 
 def run_remedy(command: str, python: Path) -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 from diffdata import dist_entry, manifest
 
+from envcheck.core.remedy import Install, Manual, RemoveFiles
 from envcheck.diff.causes import link
 from envcheck.diff.engine import doctor
 
@@ -93,3 +94,60 @@ def test_a_default_index_wheel_without_a_label_agrees_with_its_labelled_version_
 
     (f,) = rules(doctor(manifest("dev-cpu", other_label)), "ENV-VERSION-FILE")
     assert f.severity == "error"
+
+
+def test_an_interrupted_install_beside_a_live_dist_info_removes_the_partial_tree_too() -> None:
+    """A reinstall over an interrupted upgrade leaves the other build's files that no RECORD lists: the
+    remedy deletes the folders they are in with the stashes, then installs the labelled build from the index
+    its label names."""
+
+    def edit(d: dict[str, Any]) -> None:
+        version = dist_entry(d, "torch")["version"]
+        d["install"] = {
+            "stashes": [{"path": f"{SITE}/~orch", "kind": "package", "name": "torch", "files": 10}],
+            "orphans": [
+                {
+                    "folder": f"{SITE}/torch",
+                    "count": 201,
+                    "examples": ["torch/lib/libtorch_cuda.so"],
+                    "modules": 201,
+                    "likely": "stash torch",
+                    "owners": [f"torch=={version}"],
+                }
+            ],
+            "shared": [],
+            "walked": 10,
+            "truncated": False,
+        }
+
+    found = link(doctor(manifest("dev-cpu", edit)))
+    (interrupted,) = rules(found, "ENV-INSTALL-INTERRUPTED")
+    removed, reinstall = interrupted.actions
+    assert isinstance(removed, RemoveFiles) and removed.paths == (f"{SITE}/torch", f"{SITE}/~orch")
+    assert isinstance(reinstall, Install) and reinstall.force and reinstall.no_deps
+    assert reinstall.index_url == "https://download.pytorch.org/whl/cpu"
+    assert "<" not in interrupted.remedy
+
+
+def test_a_second_copy_pip_cannot_uninstall_is_deleted_before_every_dist_info_is_uninstalled() -> None:
+    (two,) = rules(doctor(manifest("dev-cpu", twice("1.26.4"))), "ENV-DIST-DUPLICATE")
+    kinds = [a.kind for a in two.actions]
+    assert kinds == ["remove", "uninstall", "install"]
+    assert two.actions[0] == RemoveFiles(paths=(f"{SITE}/numpy-1.26.4.egg-info",))
+
+
+def test_an_editable_checkout_gone_is_a_manual_step_that_names_it() -> None:
+    def edit(d: dict[str, Any]) -> None:
+        d["install"] = {
+            "stashes": [],
+            "orphans": [],
+            "shared": [],
+            "sources_missing": [{"name": "mylib", "version": "0.1.0", "path": "/src/mylib"}],
+            "walked": 1,
+            "truncated": False,
+        }
+
+    (gone,) = rules(doctor(manifest("dev-cpu", edit)), "ENV-SOURCE-GONE")
+    (step,) = gone.actions
+    assert isinstance(step, Manual) and "/src/mylib" in step.text
+    assert "<" not in gone.remedy and "mylib==0.1.0" not in gone.remedy  # no other build from an index

@@ -13,9 +13,23 @@ folds under the invariant it comes from.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from urllib.parse import unquote, urlsplit
 
+from envcheck.core.escape import one_line
 from envcheck.core.findings import Finding, Rule
+from envcheck.core.remedy import (
+    Action,
+    Install,
+    Manual,
+    Rebuild,
+    RemoveFiles,
+    Uninstall,
+    UnsafeValue,
+    checked_name,
+    checked_path,
+    make,
+)
 from envcheck.diff.rules.base import single_rule
 from envcheck.manifest.installation import (
     duplicates,
@@ -26,42 +40,105 @@ from envcheck.manifest.installation import (
     stash_groups,
     stashed_project,
 )
-from envcheck.manifest.model import Manifest
-from envcheck.manifest.query import local_label, pkg, public, torch_index_label
-from envcheck.manifest.remedy import pip_install, shell_word
+from envcheck.manifest.model import Distribution, Manifest, OrphanFiles, Stash
+from envcheck.manifest.provenance import source
+from envcheck.manifest.query import canon, local_label, pkg, public, torch_index_label
+from envcheck.manifest.remedy import install_action, remedy_text
 
 FAMILY = "installation"
 FM = ("FM-27",)
+# What a remedy of this family does: delete what no RECORD should hold (stashes, orphans, a second
+# dist-info), uninstall every copy, reinstall a build from where it came, or build it again from its source
+# folder when no index serves it.
+REINSTALL = ("remove", "install", "rebuild")
 
 
 def _folder(path: str) -> str:
     return posixpath.dirname(path.replace("\\", "/").rstrip("/"))
 
 
-def _after(first: str, install: str) -> str:
-    """``first && install`` as one pasteable command: ``install`` is ``pip_install``'s "`command` note"."""
-    if install.startswith("`"):
-        return f"`{first} && {install[1:]}"
-    return f"`{first}` then {install}"
+def _dist(m: Manifest, name: str, version: str) -> Distribution | None:
+    """The installed distribution ``name`` ``version`` (any spelling of the name)."""
+    wanted = canon(name)
+    return next((d for d in m.packages if canon(d.name) == wanted and d.version == version), None)
 
 
-def _reinstall(m: Manifest, pins: list[tuple[str, str]], options: str = "") -> str:
-    """``pip_install`` of ``pins``; one installed from a file or a URL (``direct_url.json``: a local build, a
-    wheel no index serves) is installed from there again, never looked up by name on an index."""
-    urls = []
-    for name, version in pins:
-        dist = next((d for d in m.packages if d.name == name and d.version == version), None)
-        url = dist.direct_url.get("url") if dist is not None and isinstance(dist.direct_url, dict) else None
-        if isinstance(url, str) and url:
-            urls.append(shell_word(f"{name} @ {url}", m))
-    if urls and len(urls) == len(pins):
-        return f"`pip install {options + ' ' if options else ''}{' '.join(urls)}`"
-    return pip_install(pins, on=m, options=options)
+def _local_path(url: str) -> str:
+    """The path of a ``file:`` URL (``file:///srv/pkg`` → ``/srv/pkg``; ``file:///C:/x`` → ``C:/x``)."""
+    path = unquote(urlsplit(url).path)
+    return path[1:] if len(path) > 2 and path[0] == "/" and path[2] == ":" else path
 
 
-def _uninstall(m: Manifest, names: list[str], times: int = 1) -> str:
-    words = " ".join(shell_word(n, m) for n in names)
-    return " && ".join([f"pip uninstall -y {words}"] * times)
+def _reinstall(m: Manifest, dist: Distribution) -> Action:
+    """``dist`` installed again, every file of its RECORD rewritten (``--force-reinstall --no-deps``), from
+    where it came: its index (PyTorch's for a labelled torch build, ``install_action``), the wheel or
+    archive its ``direct_url.json`` names, or its source folder built again (a local build no index
+    serves). An editable checkout or a VCS commit is a manual step that names it: pip would install
+    another build from there."""
+    origin = source(dist)
+    pin = (dist.name, dist.version)
+    what = f"reinstall {dist.name}=={dist.version}"
+    if origin.kind == "release":
+        return install_action([pin], source=m, force=True, no_deps=True)
+    direct = dist.direct_url if isinstance(dist.direct_url, dict) else {}
+    url = direct.get("url")
+    url = url if isinstance(url, str) else ""
+    if origin.kind == "editable":
+        path = _local_path(url)
+        return make(
+            lambda: _manual(
+                f"reinstall {dist.name} {dist.version} editable from its checkout {checked_path(path)} "
+                "(pip install --force-reinstall --no-deps -e with that folder)"
+            ),
+            what,
+        )
+    if origin.kind == "vcs" or not url:
+        return _manual(f"{what} from where it came ({origin.shown})")
+    if urlsplit(url).path.lower().endswith(".whl"):
+        return make(lambda: Install(pins=(pin,), wheel_url=url, force=True, no_deps=True), what)
+    # A source folder or a source archive: built again from it, as pip built it then.
+    built = _local_path(url) if url.startswith("file:") else url
+    return make(lambda: Rebuild(name=dist.name, version=dist.version, source=built), what)
+
+
+def _reinstall_pins(m: Manifest, pins: Iterable[tuple[str, str]]) -> list[Action]:
+    """``_reinstall`` of each installed ``(name, version)``, each once; a pin no distribution of ``m``
+    matches is installed from its index."""
+    out: list[Action] = []
+    for name, version in dict.fromkeys(pins):
+        dist = _dist(m, name, version)
+        action = (
+            _reinstall(m, dist)
+            if dist is not None
+            else install_action([(name, version)], source=m, force=True, no_deps=True)
+        )
+        if action not in out:
+            out.append(action)
+    return out
+
+
+def _manual(text: str) -> Manual:
+    """A manual step whose sentence holds values of the manifest: on one line, with no backtick to open a
+    command span in the remedy's text."""
+    line = one_line(text).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return Manual(text=line.replace("`", "'"))
+
+
+def _uninstall(name: str) -> Action:
+    """``pip uninstall -y name``: the copy of ``name`` pip meets first, with every file its RECORD lists."""
+    return make(lambda: Uninstall(names=(name,)), f"uninstall {name}")
+
+
+def _trust(actions: Iterable[Action]) -> str:
+    """What to check before running a command that uses a URL the manifest recorded."""
+    if any(isinstance(a, Install) and a.wheel_url is not None for a in actions):
+        return (
+            "(The wheel's URL is the one its direct_url.json recorded: check that you trust it before "
+            "running.)"
+        )
+    if any(isinstance(a, Rebuild) and a.source is not None for a in actions):
+        return "(Built again from the source its direct_url.json recorded, as it was installed.)"
+    return ""
 
 
 @single_rule(
@@ -78,6 +155,7 @@ def _uninstall(m: Manifest, names: list[str], times: int = 1) -> str:
         ".dist-info) mix nothing: a warning."
     ),
     fm=FM,
+    fixes=("remove", "uninstall", "install", "rebuild"),
     evidence=("python/cpython#100666", "python/importlib_metadata#291", "pypa/pip#3089"),
     static_facts=True,
 )
@@ -86,11 +164,11 @@ def dist_duplicate(rule: Rule, m: Manifest) -> Iterator[Finding]:
         versions = [d.version for d in duplicate.dists]
         keep = duplicate.newest
         display = duplicate.dists[0].name
-        reinstall = _reinstall(m, [(keep.name, keep.version)])
         # One release twice (a distributor's .egg-info beside its .dist-info, a reinstall with
         # --ignore-installed of the same version): the same files, so nothing mixes; tools still see the
         # project twice.
         same = len(set(versions)) == 1
+        remedy, actions = _duplicate_remedy(m, duplicate.dists, keep, display)
         yield rule.finding(
             duplicate.subject,
             f"{display} is installed {len(versions)} times in {duplicate.location} "
@@ -102,11 +180,44 @@ def dist_duplicate(rule: Rule, m: Manifest) -> Iterator[Finding]:
                 else f"importlib.metadata reports {versions[0]}, and the files of every copy are on disk, so "
                 "what `import` loads mixes releases."
             ),
-            "Remove every copy with their own RECORDs, then install the one you want (the newest here, or "
-            f"the reference's): {_after(_uninstall(m, [display], len(versions)), reinstall)}",
+            remedy,
             target=", ".join(versions),
+            actions=actions,
             severity="warning" if same else "error",
         )
+
+
+def _duplicate_remedy(
+    m: Manifest, copies: Iterable[Distribution], keep: Distribution, name: str
+) -> tuple[str, tuple[Action, ...]]:
+    """Every copy removed with the files its own RECORD lists, then ``keep`` installed again. A reinstall
+    over the copies would leave the files only the others list (C extensions of the other release,
+    importable, no RECORD owning them): so one ``pip uninstall`` per copy, each removing the copy pip meets
+    first with its RECORD's files. A copy pip cannot uninstall by RECORD (an ``.egg-info``, a distributor's
+    metadata) is deleted first, so that pip never meets it."""
+    copies = list(copies)
+    recordless = [d.metadata_dir for d in copies if not d.metadata_dir.rstrip("/\\").endswith(".dist-info")]
+    actions: list[Action] = []
+    if recordless:
+        actions.append(make(lambda: RemoveFiles(paths=tuple(recordless)), f"delete {', '.join(recordless)}"))
+    actions += [_uninstall(name)] * (len(copies) - len(recordless))
+    actions.append(_reinstall(m, keep))
+    note = " ".join(
+        n
+        for n in (
+            f"(pip cannot remove the files of {' and '.join(recordless)} by a RECORD: envcheck doctor "
+            "names any of them left as ENV-FILE-ORPHAN.)"
+            if recordless
+            else "",
+            _trust(actions),
+        )
+        if n
+    )
+    return (
+        f"Remove every copy with the files its own RECORD lists, then install the one you want "
+        f"({keep.version} here, or the reference's): " + remedy_text(actions, m, note=note),
+        tuple(actions),
+    )
 
 
 @single_rule(
@@ -121,6 +232,7 @@ def dist_duplicate(rule: Rule, m: Manifest) -> Iterator[Finding]:
         "terminal): the live tree beside it is another build, partly installed, not a tampered one."
     ),
     fm=FM,
+    fixes=REINSTALL,
     evidence=("pypa/pip#11849", "pypa/pip#12077", "astral-sh/uv#2304"),
 )
 def install_interrupted(rule: Rule, m: Manifest) -> Iterator[Finding]:
@@ -139,23 +251,60 @@ def install_interrupted(rule: Rule, m: Manifest) -> Iterator[Finding]:
         )
         stash_list = ", ".join(s.path for s in stashes)
         version = live.version if live is not None else (meta.version if meta and meta.version else None)
-        removed = [s.path for s in stashes] + [o.folder for o in partial if live is None]
-        remove = "rm -rf " + " ".join(shell_word(p, m) for p in sorted(set(removed)))
-        reinstall = (
-            _reinstall(m, [(live.name if live else subject, version)], "--force-reinstall --no-deps")
-            if version
-            else f"`pip install --force-reinstall --no-deps {shell_word(subject, m)}`"
-        )
+        name = live.name if live is not None else (meta.name if meta and meta.name else subject)
+        remedy, actions = _interrupted_remedy(m, stashes, partial, live, name, version)
         yield rule.finding(
             subject,
             f"An install of {subject} was interrupted: pip's stash of {before} ({stash_list}) is still "
             f"there, and {now}. What imports is neither the old build nor the new one.",
-            f"Remove the stash{' and the partial tree' if live is None and partial else ''}, then install "
-            f"the build you want (the reference's, or {version or 'the version you need'}): "
-            f"{_after(remove, reinstall)}",
+            remedy,
             base=before,
             target=live.version if live is not None else ("partial" if half else "absent"),
+            actions=actions,
         )
+
+
+def _interrupted_remedy(
+    m: Manifest,
+    stashes: list[Stash],
+    partial: list[OrphanFiles],
+    live: Distribution | None,
+    name: str,
+    version: str | None,
+) -> tuple[str, tuple[Action, ...]]:
+    """The stashes and every folder of the partial tree deleted (a reinstall over them leaves the files no
+    RECORD lists: the other build's, importable), then the project installed again from its index, and
+    every other distribution whose RECORD listed files in those folders with it."""
+    folders = sorted({s.path for s in stashes} | {o.folder for o in partial})
+    actions: list[Action] = [make(lambda: RemoveFiles(paths=tuple(folders)), f"delete {', '.join(folders)}")]
+    if live is not None:
+        actions.append(_reinstall(m, live))
+    elif version is not None:
+        actions.append(install_action([(name, version)], source=m, force=True, no_deps=True))
+    elif _is_name(name):
+        actions.append(
+            make(lambda: Install(requirements=(name,), force=True, no_deps=True), f"install {name}")
+        )
+    owners = [o.split("==", 1) for group in partial for o in group.owners if "==" in o]
+    others = [(n, v) for n, v in owners if live is None or canon(n) != canon(live.name)]
+    for action in _reinstall_pins(m, others):
+        if action not in actions:
+            actions.append(action)
+    wanted = version or "the version you need"
+    text = (
+        f"Remove pip's stash{' and the partial tree' if partial else ''}, then install the build you want "
+        f"(the reference's, or {wanted}): " + remedy_text(actions, m, note=_trust(actions))
+    )
+    return text, tuple(actions)
+
+
+def _is_name(name: str) -> bool:
+    """Whether ``name`` is a distribution name (a stash nothing names is called by its folder, ``~orch``)."""
+    try:
+        checked_name(name)
+    except UnsafeValue:
+        return False
+    return True
 
 
 @single_rule(
@@ -171,6 +320,7 @@ def install_interrupted(rule: Rule, m: Manifest) -> Iterator[Finding]:
         "code is among them, a warning for data files only."
     ),
     fm=FM,
+    fixes=REINSTALL,
     evidence=("numpy/numpy#12736", "numpy/numpy#12976", "nautobot/nautobot-docker-compose#126"),
 )
 def file_orphan(rule: Rule, m: Manifest) -> Iterator[Finding]:
@@ -183,7 +333,6 @@ def file_orphan(rule: Rule, m: Manifest) -> Iterator[Finding]:
         examples = [e for o in group for e in o.examples]
         shown = ", ".join(examples[:5]) + (" …" if count > len(examples[:5]) else "")
         folders = [o.folder for o in group]
-        owners = [o.split("==", 1) for o in group[0].owners if "==" in o]
         where = (
             f"an interrupted install of {project} (another build, partly installed)"
             if project is not None
@@ -194,21 +343,8 @@ def file_orphan(rule: Rule, m: Manifest) -> Iterator[Finding]:
             if group[0].likely == "no distribution"
             else group[0].likely
         )
-        remove = "rm -rf " + " ".join(shell_word(f, m) for f in folders)
         code_text = f"{code:,} of them code" if code else "none of them code"
-        remedy = (
-            f"Remove {'the folder' if len(folders) == 1 else 'the folders'} and reinstall what owns "
-            "them, so only their RECORDs' files remain: "
-            + _after(remove, _reinstall(m, [(n, v) for n, v in owners], "--force-reinstall --no-deps"))
-            if owners
-            else f"Reinstall the distribution that ships {' and '.join(folders)} (the reference names "
-            "it) with `pip install --force-reinstall`, which writes its files with their RECORD; or delete "
-            "the folder if nothing needs it."
-            if group[0].likely == "no distribution"
-            else f"Remove the files no RECORD lists under {' and '.join(folders)} (such as {examples[0]})."
-            if examples
-            else f"Remove the files no RECORD lists under {' and '.join(folders)}."
-        )
+        remedy, actions = _orphan_remedy(m, group, folders, project if cause else None, examples)
         yield rule.finding(
             subject,
             f"{count:,} files under {' and '.join(folders)} are listed by no RECORD ({code_text}): {shown}. "
@@ -218,7 +354,58 @@ def file_orphan(rule: Rule, m: Manifest) -> Iterator[Finding]:
             target=f"{count} unowned",
             severity="error" if code else "warning",
             caused_by=cause,
+            actions=actions,
         )
+
+
+def _orphan_remedy(
+    m: Manifest, group: list[OrphanFiles], folders: list[str], stashed: str | None, examples: list[str]
+) -> tuple[str, tuple[Action, ...]]:
+    """The folders deleted whole and the distributions whose RECORDs list files there installed again:
+    what remains is exactly their RECORDs' files. pip never removes a file no RECORD lists, so a reinstall
+    alone leaves them."""
+    shown = " and ".join(folders)
+    remove = make(lambda: RemoveFiles(paths=tuple(folders)), f"delete {shown}")
+    if stashed is not None:
+        # A partial tree of an interrupted install: its remedy reinstalls the project.
+        actions: tuple[Action, ...] = (remove,)
+        note = f"ENV-INSTALL-INTERRUPTED's remedy for {stashed} then installs it again."
+        return f"Remove the partial tree: {remedy_text(actions, m, note=note)}", actions
+    owners = [o.split("==", 1) for g in group for o in g.owners if "==" in o]
+    if owners:
+        actions = (remove, *_reinstall_pins(m, [(n, v) for n, v in owners]))
+        return (
+            f"Remove {'the folder' if len(folders) == 1 else 'the folders'} and reinstall what owns them, so "
+            "only their RECORDs' files remain: " + remedy_text(actions, m, note=_trust(actions)),
+            actions,
+        )
+    static = m.torch.static
+    if (
+        group[0].likely == "no distribution"
+        and static is not None
+        and static.version
+        and pkg(m, "torch") is None
+        and any(posixpath.normpath(f) == posixpath.normpath(static.location) for f in folders)
+    ):
+        # torch's tree without its dist-info (an uninstall that died after deleting it): its version file
+        # names the build, which its index serves.
+        actions = (remove, install_action([("torch", static.version)], source=m, force=True, no_deps=True))
+        return (
+            f"Remove the tree and install the build its version file names ({static.version}), which writes "
+            "its files with their RECORD: " + remedy_text(actions, m),
+            actions,
+        )
+    if group[0].likely == "no distribution":
+        step = _manual(
+            f"reinstall the distribution that ships {shown} (its dist-info is gone: the reference names "
+            "it) with pip install --force-reinstall, which writes its files with their RECORD; or delete "
+            f"{shown} if nothing imports it"
+        )
+        return remedy_text([step], m), (step,)
+    step = _manual(
+        f"delete the files no RECORD lists under {shown}" + (f" (such as {examples[0]})" if examples else "")
+    )
+    return remedy_text([step], m), (step,)
 
 
 @single_rule(
@@ -234,6 +421,7 @@ def file_orphan(rule: Rule, m: Manifest) -> Iterator[Finding]:
         "pkgutil namespace package's __init__.py) is legal and not reported."
     ),
     fm=FM,
+    fixes=("uninstall", "install", "rebuild"),
     evidence=("roboflow/supervision#351", "ltdrdata/ComfyUI-Impact-Pack#395"),
 )
 def file_shared(rule: Rule, m: Manifest) -> Iterator[Finding]:
@@ -243,23 +431,37 @@ def file_shared(rule: Rule, m: Manifest) -> Iterator[Finding]:
         if shared_is_duplicate(m, shared):
             continue  # one project twice: ENV-DIST-DUPLICATE says it
         names = shared_names(m, shared)
-        projects = sorted({n.split(" ", 1)[0] for n in names})
-        keep = names[-1].split(" ", 1)
         shown = ", ".join(shared.examples) + (" …" if shared.count > len(shared.examples) else "")
-        reinstall = (
-            _reinstall(m, [(keep[0], keep[1])])
-            if len(keep) == 2
-            else f"`pip install {shell_word(keep[0], m)}`"
-        )
+        remedy, actions = _shared_remedy(m, shared.owners)
         yield rule.finding(
             shared_subject(m, shared),
             f"{' and '.join(names)} both install {shared.count:,} of the same files with different content "
             f"({shown}): the last one installed overwrote the other's, and removing either breaks the "
             "other.",
-            f"Keep one of them: {_after(_uninstall(m, projects), reinstall)} (or the other one, if that is "
-            "the one you need).",
+            remedy,
             target=", ".join(names),
+            actions=actions,
         )
+
+
+def _shared_remedy(m: Manifest, owners: list[str]) -> tuple[str, tuple[Action, ...]]:
+    """Every claimant uninstalled (each with the files its RECORD lists: the shared ones go with the first),
+    then the last one installed again from where it came: one owner per file."""
+    by_dir = {d.metadata_dir: d for d in m.packages}
+    claimants = [by_dir[o] for o in owners if o in by_dir]
+    unknown = [o for o in owners if o not in by_dir]
+    actions: list[Action] = [_uninstall(d.name) for d in claimants]
+    actions += [_manual(f"delete {o} and the files its RECORD lists") for o in unknown]
+    keep = claimants[-1] if claimants else None
+    if keep is not None:
+        actions.append(_reinstall(m, keep))
+    other = " or ".join(d.name for d in claimants[:-1])
+    instead = f" (or {other} instead, if that is the one you need)" if other else ""
+    return (
+        f"Keep one of them: uninstall every one, then install {keep.name if keep else 'the one you need'} "
+        f"again{instead}: " + remedy_text(actions, m, note=_trust(actions)),
+        tuple(actions),
+    )
 
 
 @single_rule(
@@ -274,6 +476,7 @@ def file_shared(rule: Rule, m: Manifest) -> Iterator[Finding]:
         "than the one that imports: a tree copied or half-installed over another."
     ),
     fm=FM,
+    fixes=REINSTALL,
     evidence=("huggingface/transformers#29022",),
     static_facts=True,
 )
@@ -298,13 +501,21 @@ def version_file(rule: Rule, m: Manifest) -> Iterator[Finding]:
     said = (
         f"{static.version} ({variant}{' ' + (static.cuda or static.hip or '') if variant != 'cpu' else ''})"
     )
+    # The tree is another build's: deleted whole, so that only the reinstalled build's files remain (a
+    # reinstall over it leaves the other build's files its RECORD does not list).
+    tree = static.location if static.location.endswith(("/torch", "\\torch")) else None
+    actions = (
+        *([make(lambda: RemoveFiles(paths=(static.location,)), f"delete {tree}")] if tree else []),
+        _reinstall(m, dist),
+    )
     yield rule.finding(
         "torch",
         f"torch/version.py says {said}, its dist-info says {dist.version}: the files that import are "
         "another build than the metadata pip and envcheck read.",
-        "Reinstall the exact build: "
-        + pip_install([("torch", dist.version)], on=m, options="--force-reinstall --no-deps"),
+        f"{'Remove the tree and reinstall' if tree else 'Reinstall'} the exact build its dist-info names: "
+        + remedy_text(actions, m, note=_trust(actions)),
         target=f"{static.version} (dist-info {dist.version})",
+        actions=actions,
     )
 
 
@@ -321,6 +532,7 @@ def version_file(rule: Rule, m: Manifest) -> Iterator[Finding]:
         "Native files are ENV-NATIVE-FILE-MISSING's; byte-code is rewritten."
     ),
     fm=FM,
+    fixes=("install", "rebuild"),
     evidence=("nautobot/nautobot-docker-compose#126",),
 )
 def file_gone(rule: Rule, m: Manifest) -> Iterator[Finding]:
@@ -335,15 +547,17 @@ def file_gone(rule: Rule, m: Manifest) -> Iterator[Finding]:
         modules = (
             f"{gone.modules:,} of them modules" if gone.modules else "no module outside its tests among them"
         )
+        actions = (_reinstall(m, dist),)
         yield rule.finding(
             dist.name,
             f"{gone.count:,} files that {dist.name} {dist.version}'s RECORD lists are not on disk "
             f"({modules}): {shown}. An import that needs one of them fails.",
-            "Reinstall it, so that every file its RECORD lists is there again: "
-            + _reinstall(m, [(dist.name, dist.version)], "--force-reinstall --no-deps"),
+            "Reinstall it from where it came, so that every file its RECORD lists is there again: "
+            + remedy_text(actions, m, note=_trust(actions)),
             base="installed",
             target=f"{gone.count} missing",
             severity="error" if gone.modules else "warning",
+            actions=actions,
         )
 
 
@@ -359,18 +573,26 @@ def file_gone(rule: Rule, m: Manifest) -> Iterator[Finding]:
         "the distribution."
     ),
     fm=FM,
+    fixes=("manual",),
 )
 def source_gone(rule: Rule, m: Manifest) -> Iterator[Finding]:
     if m.install is None:
         return
     for gone in m.install.sources_missing:
+        # No index serves a checkout's build (a release of that name, if any, is other code): the checkout
+        # itself is the remedy, put back where the install points, or installed editable from where it is.
+        step = _manual(
+            f"put the checkout of {gone.name} {gone.version} back at {gone.path}, where its editable "
+            f"install points; if the checkout now lives elsewhere, reinstall {gone.name} editable from "
+            "there (pip install --no-deps -e with that folder), and if nothing imports it, uninstall it "
+            f"(pip uninstall {gone.name})"
+        )
         yield rule.finding(
             gone.name,
             f"{gone.name} {gone.version} is installed editable from {gone.path}, which does not exist here: "
             f"`import` of it fails, while pip and importlib.metadata still list {gone.name} {gone.version}.",
-            f"Put the checkout back at {gone.path} (or reinstall it editable from where it is: "
-            f"`pip install -e <its folder>`), or install a built release: "
-            + pip_install([(gone.name, gone.version)], on=m),
+            remedy_text([step], m),
             base="editable source",
             target=f"{gone.path} missing",
+            actions=(step,),
         )
