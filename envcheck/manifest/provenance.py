@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from envcheck.core.redact import redact_text
+from envcheck.core.remedy import Action, EditFile, Manual, Remedy, SetVariable, make
 from envcheck.manifest.identity import aliases, canonical
 from envcheck.manifest.model import Distribution, Manifest, PathEntry
 from envcheck.manifest.query import view, windows
-from envcheck.manifest.remedy import shell_word
+from envcheck.manifest.remedy import remedy_text
 
 # Sources whose code is a published release: what an index serves (no direct_url.json) or an archive URL.
 RELEASED = frozenset({"release", "url"})
@@ -139,44 +140,103 @@ def own(entry: PathEntry | None) -> bool:
     return entry is not None and entry.origin == "site"
 
 
-def take_off(m: Manifest, folder: str, name: str, metadata_dir: str | None = None) -> str | None:
-    """The pasteable way to take the copy in ``folder`` off ``sys.path`` by its origin, or None when the
-    origin is not recorded or is the environment's own (never a removal from the base interpreter)."""
+def take_off_remedy(m: Manifest, folder: str, name: str, metadata_dir: str | None = None) -> Remedy | None:
+    """How to take the copy of ``name`` in ``folder`` off ``sys.path``, by its origin, never touching that
+    folder (a team-shared one, another application's: a pip command there would change it): the line of
+    the environment's own ``.pth`` file that adds it deleted, ``PYTHONPATH`` set without it, the user site
+    kept off. None when the origin is not recorded or is the environment's own (never a removal from the
+    base interpreter)."""
     entry = origin(m, folder)
     if entry is None:
         return None
     if entry.origin == "pythonpath":
-        return _drop_from_pythonpath(m, folder)
-    if entry.origin == "pth":
+        return Remedy(actions=(_pythonpath_action(m, folder),))
+    user_files = f" ({metadata_dir} and the files its RECORD lists)" if metadata_dir else ""
+
+    def keep_user_site(what: str) -> str:
         return (
-            f"edit {_text(entry.pth)}: delete its line that adds {folder} (or delete the file if that is all "
-            "it does)"
+            f"where the application runs (or run `python -s`): {what} stays off this environment; or delete "
+            f"the user site's copy of {name}{user_files} if nothing else uses it"
+        )
+
+    if entry.origin == "pth" and entry.pth:
+        pth, home = entry.pth, origin(m, _folder_of(entry.pth))
+        if own(home) and not _ahead_of(m, folder, _folder_of(pth)):
+            # A path line, which site.py appends after the .pth file's folder, names the folder itself (as
+            # tools write it: absolute); a line written otherwise (relative) is left as it is, and envcheck
+            # run again still names it.
+            edit = make(
+                lambda: EditFile(
+                    path=pth,
+                    change=f"delete its line that adds {folder} (or the file, if that is all it does)",
+                    remove_line=folder,
+                ),
+                f"edit {_text(pth)}: delete its line that adds {folder}",
+            )
+            return Remedy(actions=(edit,), note=f"(deletes the line of {_text(pth)} that adds {folder})")
+        if own(home):
+            # Ahead of the site folder: an ``import`` line put it there, whose text the manifest does not
+            # hold: an edit by hand.
+            change = f"delete its import line that puts {folder} on sys.path"
+            return Remedy(actions=(make(lambda: EditFile(path=pth, change=change), f"edit {_text(pth)}"),))
+        if home is not None and home.origin == "user-site":
+            # A .pth file of the user site: every environment of the user reads it.
+            return Remedy(
+                actions=(SetVariable(name="PYTHONNOUSERSITE", value="1"),),
+                note=keep_user_site(f"the user site, whose {_text(pth)} adds {folder},"),
+            )
+        return Remedy(
+            actions=(
+                Manual(
+                    text=f"{_text(pth)} adds {folder} for every environment that reads it: delete its line "
+                    "that adds the folder if none of them needs it"
+                ),
+            )
         )
     if entry.origin == "user-site":
-        files = f" ({metadata_dir} and the files its RECORD lists)" if metadata_dir else ""
-        return (
-            "keep the user site off this environment: "
-            + ("`$env:PYTHONNOUSERSITE = 1`" if windows(m) else "`export PYTHONNOUSERSITE=1`")
-            + f" (or run `python -s`); or delete the user site's copy of {name}{files} if nothing else "
-            "uses it"
+        return Remedy(
+            actions=(SetVariable(name="PYTHONNOUSERSITE", value="1"),), note=keep_user_site("the user site")
         )
     if entry.origin == "other":
-        return (
-            f"find the code that adds {folder} to sys.path at start-up (sitecustomize, an `import` line of a "
-            ".pth file in site-packages) and remove it"
+        return Remedy(
+            actions=(
+                Manual(
+                    text=f"find the code that adds {folder} to sys.path at start-up (sitecustomize, an "
+                    "import line of a .pth file in site-packages) and remove it"
+                ),
+            )
         )
     return None
 
 
-def _drop_from_pythonpath(m: Manifest, folder: str) -> str:
-    """``export PYTHONPATH=...`` without ``folder`` (``unset`` when nothing is left), from the value the
-    target recorded; a plain instruction when it did not record one."""
+def take_off(m: Manifest, folder: str, name: str, metadata_dir: str | None = None) -> str | None:
+    """``take_off_remedy`` as a remedy's sentence for ``m``'s shell (None where it gives none)."""
+    remedy = take_off_remedy(m, folder, name, metadata_dir)
+    return remedy_text(remedy.actions, m, note=remedy.note) if remedy is not None else None
+
+
+def _folder_of(path: str) -> str:
+    cut = max(path.rfind("/"), path.rfind("\\"))
+    return path[:cut] if cut > 0 else path
+
+
+def _ahead_of(m: Manifest, folder: str, other: str) -> bool:
+    """Whether ``folder`` comes before ``other`` on ``m``'s recorded sys.path."""
+    order = [entry.path for entry in m.python.path_origins or ()]
+    first = next((i for i, p in enumerate(order) if same_folder(m, p, folder)), None)
+    second = next((i for i, p in enumerate(order) if same_folder(m, p, other)), None)
+    return first is not None and second is not None and first < second
+
+
+def _pythonpath_action(m: Manifest, folder: str) -> Action:
+    """``PYTHONPATH`` set without ``folder`` (unset when nothing is left), from the value the target
+    recorded; a manual step when it did not record one."""
     value = m.env.get("PYTHONPATH")
-    win = windows(m)
     if value is None or "<redacted>" in value:
-        return f"remove {folder} from PYTHONPATH"
-    separator = ";" if win else ":"
+        return Manual(text=f"remove {folder} from PYTHONPATH where the application runs")
+    separator = ";" if windows(m) else ":"
     kept = [p for p in value.split(separator) if p and not same_folder(m, p, folder)]
-    if win:
-        return "`$env:PYTHONPATH = " + (f"{shell_word(separator.join(kept), m)}`" if kept else "$null`")
-    return f"`export PYTHONPATH={shell_word(':'.join(kept), m)}`" if kept else "`unset PYTHONPATH`"
+    return make(
+        lambda: SetVariable(name="PYTHONPATH", value=separator.join(kept) if kept else None),
+        f"remove {folder} from PYTHONPATH",
+    )

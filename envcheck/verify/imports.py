@@ -48,10 +48,11 @@ import envcheck.verify.rules  # noqa: F401 - registers the VERIFY-* rules
 from envcheck.core.findings import Finding, Rule, registered_rule
 from envcheck.inside.copying import PACKAGE as TARGET_PACKAGE
 from envcheck.manifest.query import major, omp_family, pkg
-from envcheck.manifest.remedy import pip_install, shell_word
+from envcheck.manifest.remedy import install_action, pip_install, remedy_text, requirement_action
 from envcheck.process.runner import Deadline, TargetRun, run_target
 
 if TYPE_CHECKING:
+    from envcheck.core.remedy import Action
     from envcheck.manifest.model import Manifest, ProbeOutcome
 
 APP_IMPORTS_MODULE = f"{TARGET_PACKAGE}.app_imports"
@@ -528,13 +529,43 @@ def _result_findings(
     if _NUMPY_ABI.search(text):
         return [_numpy_abi(result, run, base, target)]
     where = _last_frame(result.traceback)
+    actions, remedy = _import_remedy(result, target)
     return [
-        _rule("VERIFY-IMPORT").finding(
+        _with_actions(
+            "VERIFY-IMPORT",
             subject,
             f"{result.who} raised {result.error}" + (f" ({where})" if where else ""),
-            _import_remedy(result),
+            remedy,
+            actions,
         )
     ]
+
+
+def _with_actions(
+    rule_id: str,
+    subject: str,
+    message: str,
+    remedy: str,
+    actions: tuple[Action, ...],
+    *,
+    base: str | None = None,
+    target: str | None = None,
+    caused_by: str | None = None,
+) -> Finding:
+    """A finding of ``rule_id`` whose remedy is ``actions`` (``remedy`` their text). The VERIFY-* rules are
+    registered by ``envcheck.verify.rules``: the actions ride on the finding where the rule declares their
+    kinds (``Rule.fixes``); the text says the same either way."""
+    rule = _rule(rule_id)
+    declared = {a.kind for a in actions} <= {*rule.fixes, "manual"}
+    return rule.finding(
+        subject,
+        message,
+        remedy,
+        base=base,
+        target=target,
+        caused_by=caused_by,
+        actions=actions if declared else (),
+    )
 
 
 def _exit_finding(
@@ -569,19 +600,22 @@ def _exit_finding(
     )
 
 
-def _import_remedy(result: ImportResult) -> str:
+def _import_remedy(result: ImportResult, target: Manifest | None) -> tuple[tuple[Action, ...], str]:
+    """The remedy of an import that raised: its distribution reinstalled (the same build, from where it
+    came: ``install_action``), or what to change where no command says it."""
     if result.error and result.error.startswith("ModuleNotFoundError") and result.distribution is None:
-        return (
+        return (), (
             f"Install the package that provides `{result.module}` in this environment, or run from the "
             "folder that holds it (the current folder is searched last); check the --import name."
         )
-    if result.distribution:
-        return (
-            "Reinstall it: `pip install --force-reinstall --no-deps "
-            f"{shell_word(f'{result.distribution}=={result.version}', None)}`; the error names a missing "
-            "library or a version the module needs."
+    if result.distribution and result.version:
+        pins = [(result.distribution, result.version)]
+        actions = (install_action(pins, source=target, force=True, no_deps=True),)
+        text = pip_install(pins, source=target, on=target, options="--force-reinstall --no-deps")
+        return actions, (
+            f"Reinstall it: {text}; the error names a missing library or a version the module needs."
         )
-    return "Fix what the exception names, at the innermost frame shown."
+    return (), "Fix what the exception names, at the innermost frame shown."
 
 
 def _numpy_abi(
@@ -594,28 +628,51 @@ def _numpy_abi(
     here_major = major(numpy_here)
     what = result.distribution or result.module
     built_for = "1.x" if here_major not in (None, "0", "1") else "2.x"
-    other = "'numpy<2'" if built_for == "1.x" else "'numpy>=2'"
+    other = "numpy<2" if built_for == "1.x" else "numpy>=2"
     head = (
         f"{result.who} fails: a NumPy ABI break: it was compiled against NumPy {built_for} and NumPy "
         f"{numpy_here or '?'} is installed here ({result.error})"
     )
-    upgrade = (
-        f"`pip install --upgrade {shell_word(what, target)}` (a release of {what} built for NumPy "
-        f"{here_major or '?'}.x)"
+    # A newer release of the module, built for the NumPy installed here (what ``pip install --upgrade``
+    # takes); under NumPy 1, a module built for NumPy 2 needs NumPy 2, which no release of it changes.
+    newer = (
+        requirement_action(f"{result.distribution}>{result.version.split('+')[0]}")
+        if result.distribution and result.version and built_for == "1.x"
+        else None
     )
     if numpy_base is not None and target is not None and major(numpy_base.version) != here_major:
-        return _rule("VERIFY-IMPORT").finding(
+        pins = [("numpy", numpy_base.version)]
+        upgrade = (
+            f", or {remedy_text([newer], target)} (a release of {what} built for NumPy {here_major}.x)"
+            if newer is not None
+            else ""
+        )
+        return _with_actions(
+            "VERIFY-IMPORT",
             f"import {result.module}",
             head + f"; the base has NumPy {numpy_base.version}, which it works with",
-            f"On the target: {pip_install([('numpy', numpy_base.version)], on=target)}, or {upgrade}.",
+            f"On the target: {pip_install(pins, source=base, on=target)}{upgrade}.",
+            (install_action(pins, source=base),),
             base=numpy_base.version,
             target=numpy_here,
             caused_by="ENV-NUMPY-MAJOR:numpy",
         )
-    return _rule("VERIFY-IMPORT").finding(
+    if newer is not None:
+        actions: tuple[Action, ...] = (newer,)
+        note = (
+            f"(a release of {what} built for NumPy {here_major}.x); or "
+            f"{remedy_text([requirement_action(other)], target)} where no release of {what} supports NumPy "
+            f"{here_major}."
+        )
+    else:
+        actions = (requirement_action(other),)
+        note = f"(the NumPy {what} was built for); or a build of {what} made against NumPy {numpy_here}."
+    return _with_actions(
+        "VERIFY-IMPORT",
         f"import {result.module}",
         head,
-        f"Either `pip install {other}`, or {upgrade}.",
+        remedy_text(actions, target, note=note),
+        actions,
         target=numpy_here,
     )
 

@@ -14,11 +14,11 @@ from collections.abc import Iterator
 
 from envcheck.core.findings import Finding, Rule, Severity
 from envcheck.core.redact import REDACTED, is_secret_name
+from envcheck.core.remedy import Action, Manual, SetVariable, make
 from envcheck.diff.rules.base import difference_rule, single_rule
 from envcheck.inside.environment import CALLER_SHELL
 from envcheck.manifest.model import Manifest
-from envcheck.manifest.query import windows
-from envcheck.manifest.remedy import shell_word
+from envcheck.manifest.remedy import remedy_text
 from envcheck.manifest.runtime_config import Entry, consequence
 
 FAMILY = "environment variables"
@@ -69,6 +69,7 @@ def _severity(name: str) -> Severity:
     ),
     fm=("FM-11", "FM-14", "FM-19", "FM-23", "FM-09"),
     evidence=("pytorch/pytorch#149422", "pytorch/pytorch#37377"),
+    fixes=("variable",),
 )
 def var_changed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
     b, t = base.env, target.env
@@ -91,13 +92,15 @@ def var_changed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
         if entry is not None:
             yield _cataloged(rule, entry, name, bv, tv, target)
             continue
+        actions, note = _remedy(name, bv, tv)
         yield rule.finding(
             name,
             f"{name} is {_show(bv)} on the base and {_show(tv)} on the target.",
-            _remedy(name, bv, tv),
+            remedy_text(actions, target, note=note),
             base=_show(bv),
             target=_show(tv),
             severity=_severity(name),
+            actions=actions,
         )
 
 
@@ -137,26 +140,29 @@ def _cataloged(
             f"{name} is {now} on the target, where on the base {name}={_show(bv)} {what}: the target runs "
             f"without that ({entry.consequence})."
         )
+    actions = (_set_like(name, bv),)
     return rule.finding(
         name,
         message,
-        _set_like(name, bv, target),
+        remedy_text(actions, target, note=_AS_ON_BASE),
         base=_show(bv),
         target=_show(tv),
         severity=severity,
+        actions=actions,
     )
 
 
-def _set_like(name: str, base_value: str | None, target: Manifest) -> str:
-    """A command, pasteable on the target's shell, that gives the target the base's setting."""
-    on_windows = windows(target)
-    note = "  # in the target's service environment, as on the base (or change both)"
-    if base_value is None:
-        return (f"Remove-Item Env:{name}" if on_windows else f"unset {name}") + note
-    if REDACTED in base_value:
-        return f"Set {name} on the target as on the base (the manifest holds its value redacted)."
-    word = shell_word(base_value, target)
-    return (f"$env:{name} = {word}" if on_windows else f"export {name}={word}") + note
+_AS_ON_BASE = "in the target's service environment, as on the base (or change both)."
+
+
+def _set_like(name: str, base_value: str | None) -> Action:
+    """The target given the base's setting of ``name``: unset where the base runs without it, else the
+    base's value (a manual step when the manifest holds it redacted, or it cannot be written)."""
+    if base_value is not None and REDACTED in base_value:
+        return Manual(
+            text=f"Set {name} on the target as on the base (the manifest holds its value redacted)."
+        )
+    return make(lambda: SetVariable(name=name, value=base_value), f"set {name} as on the base")
 
 
 # Search paths: a value the target does not set is nothing to change there; what the base's value made
@@ -166,18 +172,26 @@ _SEARCH_PATHS = frozenset(
 )
 
 
-def _remedy(name: str, base: str | None, target: str | None) -> str:
-    """What to do about ``name`` differing; never "set it" or "remove it" on a side that does not set it."""
+def _remedy(name: str, base: str | None, target: str | None) -> tuple[tuple[Action, ...], str]:
+    """What to do about ``name`` differing, and a note; never "set it" or "remove it" on a side that does
+    not set it. A search path is never copied from the base: its folders are the base machine's."""
     if target is None and name in _SEARCH_PATHS:
-        return (
+        return (), (
             "Nothing to change on the target, which does not set it; if the target lacks something the "
             "base's value gave the base, the findings about those libraries or packages name what to install."
         )
     if base is None:
-        return (
-            f"Unset {name} in the target's service environment (the base runs without it), or set it on both."
+        return (make(lambda: SetVariable(name=name), f"unset {name}"),), (
+            "in the target's service environment (the base runs without it), or set it on both."
         )
-    return f"Set {name} the same way in the target's service environment, or remove it from both."
+    if name in _SEARCH_PATHS or name == "PATH":
+        return (
+            Manual(
+                text=f"Set {name} on the target to the target's own folders for what the base's value "
+                f"({_show(base)}) gives the base"
+            ),
+        ), ""
+    return (_set_like(name, base),), _AS_ON_BASE
 
 
 def _show(value: str | None) -> str:
@@ -193,14 +207,31 @@ def _same_path(base: Manifest, target: Manifest, b: str, t: str) -> bool:
 # --- what the configuration names, checked live in the target ----------------------------------------------
 
 
-def _config_severity(entry: Entry | None) -> Severity:
-    # A tool or folder a documented call runs or writes to: that call fails. Otherwise only what the
-    # variable steers (debug output, a GPU-only path) is lost.
-    return "error" if entry is not None and entry.used_by else "warning"
+# Variables whose documented call runs only on a torch built for a GPU: nvcc's host compiler (``-ccbin``,
+# for the CUDA sources of torch.utils.cpp_extension) and Triton's assembler and cache (torch.compile's GPU
+# kernels). On a CPU build no call runs what they name: torch.compile's C++ kernels run CXX.
+_GPU_ONLY = frozenset({"CC", "TRITON_PTXAS_PATH", "TRITON_CACHE_DIR"})
 
 
-def _unset_or_fix(name: str, m: Manifest) -> str:
-    return f"Remove-Item Env:{name}" if windows(m) else f"unset {name}"
+def _cpu_build(m: Manifest) -> bool:
+    static = m.torch.static
+    return static is not None and static.cuda is None and static.hip is None
+
+
+def _config_use(variable: str, entry: Entry | None, m: Manifest) -> tuple[Severity, str]:
+    """The severity of a failed check of ``variable`` and what it breaks: an error where the catalog names
+    a call that runs the tool or writes to the folder and that call can run here, a warning otherwise (only
+    what the variable steers is lost: debug output, a GPU-only path). A CPU build's report so leads with the
+    compiler torch.compile runs (CXX), not with nvcc's host compiler (CC)."""
+    if entry is None or not entry.used_by:
+        return "warning", ""
+    if variable in _GPU_ONLY and _cpu_build(m):
+        return "warning", f" {entry.used_by} uses it, which this torch, built for the CPU only, never runs."
+    return "error", ""
+
+
+def _unset(variable: str, note: str) -> tuple[tuple[Action, ...], str]:
+    return (make(lambda: SetVariable(name=variable), f"unset {variable}"),), note
 
 
 @single_rule(
@@ -212,22 +243,30 @@ def _unset_or_fix(name: str, m: Manifest) -> str:
         "torch.compile's C++ kernels on the CPU run the compiler CXX names, torch.utils.cpp_extension runs "
         "CXX and (for CUDA sources) CC, Triton runs TRITON_PTXAS_PATH: a compiler that is not there or does "
         "not answer --version makes those calls fail at their first compile, long after start-up. An error "
-        "where the catalog (docs/runtime-config.md) names the call that runs it, a warning otherwise."
+        "where the catalog (docs/runtime-config.md) names the call that runs it and that call can run (CC "
+        "and Triton's tools only with a GPU build of torch), a warning otherwise."
     ),
+    fixes=("variable",),
 )
 def config_tool(rule: Rule, m: Manifest) -> Iterator[Finding]:
     for check in m.config_checks or ():
         if check.kind != "compiler" or check.ok:
             continue
         entry = consequence(check.variable)
-        used = f" {entry.used_by} runs it, so that call fails." if entry is not None and entry.used_by else ""
+        severity, idle = _config_use(check.variable, entry, m)
+        used = idle or (f" {entry.used_by} runs it, so that call fails." if entry and entry.used_by else "")
+        actions, note = _unset(
+            check.variable,
+            f"where the application runs: torch then uses its default compiler; or install the compiler, or "
+            f"point {check.variable} at one that answers --version.",
+        )
         yield rule.finding(
             check.variable,
             f"{check.variable}={_show(check.value)} names a compiler: {check.detail or 'it fails'}.{used}",
-            f"{_unset_or_fix(check.variable, m)}  # torch then uses its default compiler; or install the "
-            f"compiler, or point {check.variable} at one that answers --version",
+            remedy_text(actions, m, note=note),
             target=_show(check.value),
-            severity=_config_severity(entry),
+            severity=severity,
+            actions=actions,
         )
 
 
@@ -241,24 +280,29 @@ def config_tool(rule: Rule, m: Manifest) -> Iterator[Finding]:
         "torch.utils.cpp_extension builds under TORCH_EXTENSIONS_DIR, torch.hub downloads under TORCH_HOME, "
         "and import torch opens TORCH_LOGS_OUT: a folder that does not exist and cannot be created, or "
         "cannot be written, makes that call fail. An error where the catalog (docs/runtime-config.md) names "
-        "the call, a warning otherwise."
+        "the call and that call can run (Triton's cache only with a GPU build of torch), a warning otherwise."
     ),
+    fixes=("variable",),
 )
 def config_folder(rule: Rule, m: Manifest) -> Iterator[Finding]:
     for check in m.config_checks or ():
         if check.kind != "folder" or check.ok:
             continue
         entry = consequence(check.variable)
-        used = (
-            f" {entry.used_by} writes there, so that call fails."
-            if entry is not None and entry.used_by
-            else ""
+        severity, idle = _config_use(check.variable, entry, m)
+        used = idle or (
+            f" {entry.used_by} writes there, so that call fails." if entry and entry.used_by else ""
+        )
+        actions, note = _unset(
+            check.variable,
+            f"where the application runs: torch then uses its default; or point {check.variable} at a folder "
+            "the service can write.",
         )
         yield rule.finding(
             check.variable,
             f"{check.variable}={_show(check.value)}: {check.detail or 'cannot be written'}.{used}",
-            f"{_unset_or_fix(check.variable, m)}  # torch then uses its default; or point {check.variable} "
-            "at a folder the service can write",
+            remedy_text(actions, m, note=note),
             target=_show(check.value),
-            severity=_config_severity(entry),
+            severity=severity,
+            actions=actions,
         )

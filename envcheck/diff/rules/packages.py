@@ -6,13 +6,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from envcheck.core.findings import Finding, Rule
+from envcheck.core.remedy import Action, Uninstall, make
 from envcheck.diff.rules.base import difference_rule, single_rule
 from envcheck.diff.rules.cuda import pinned_nvidia
 from envcheck.diff.rules.torch import COMPANIONS, build_cause, installed_version, torch_causes
 from envcheck.manifest.model import Distribution, Manifest
 from envcheck.manifest.provenance import source
 from envcheck.manifest.query import canon, index, local_label, major, pkg, release, torch_index_label, view
-from envcheck.manifest.remedy import pip_install, pip_requirement, shell_word
+from envcheck.manifest.remedy import install_action, pip_install, remedy_text, requirement_action
 from envcheck.manifest.requirements import (
     Graph,
     Req,
@@ -203,10 +204,20 @@ def _any_dependents(m: Manifest) -> dict[str, set[str]]:
     return out
 
 
-def _install(base: Manifest, target: Manifest, dist: Distribution) -> str:
-    """The pasteable command that puts the base's ``dist`` on the target (a torch companion from torch's
-    index, with its label)."""
-    return pip_install([(dist.name, dist.version)], source=base, on=target)
+def _install(base: Manifest, target: Manifest, dist: Distribution) -> tuple[tuple[Action, ...], str]:
+    """The install that puts the base's ``dist`` on the target (a torch companion from torch's index, with
+    its label), and its command as text for the target's shell."""
+    return _reinstall([(dist.name, dist.version)], source=base, on=target)
+
+
+def _reinstall(
+    pins: list[tuple[str, str]], *, source: Manifest, on: Manifest, force: bool = False
+) -> tuple[tuple[Action, ...], str]:
+    """``install_action`` of ``pins`` from where ``source`` had them (``force``: reinstall what is there,
+    ``--no-deps``), and its text for ``on``'s shell (``pip_install``'s, which names a recorded URL)."""
+    action = install_action(pins, source=source, force=force, no_deps=force)
+    options = "--force-reinstall --no-deps" if force else ""
+    return (action,), pip_install(pins, source=source, on=on, options=options)
 
 
 @difference_rule(
@@ -219,6 +230,7 @@ def _install(base: Manifest, target: Manifest, dist: Distribution) -> str:
         "package installed on the target declares it as a requirement."
     ),
     fm=("FM-07", "FM-11"),
+    fixes=("install",),
 )
 def pkg_missing(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
     b_index, t_index = _index(base), _index(target)
@@ -234,16 +246,18 @@ def pkg_missing(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
         if change is None or change.key != f"{rule.id}:{dist.name}":
             continue  # torch: ENV-TORCH-MISSING (or ENV-TORCH-NO-METADATA) reports it, once
         cause = change.cause
+        actions, install = _install(base, target, dist)
         requirers = sorted(t_index[r].name for r in t_graph.required_by.get(name, ()))
         if requirers:
             yield rule.finding(
                 dist.name,
                 f"{dist.name} {dist.version} is resolved on the base but missing on the target, where "
                 f"{', '.join(requirers)} require(s) it: importing them fails.",
-                f"On the target: {_install(base, target, dist)} (better: reinstall from one lock file).",
+                f"On the target: {install} (better: reinstall from one lock file).",
                 base=dist.version,
                 target="missing",
                 severity="error",
+                actions=actions,
             )
             continue
         dependents = b_dependents.get(name, set())
@@ -262,11 +276,12 @@ def pkg_missing(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
                 else f"{dist.name} {dist.version} is installed on the base but not on the target: code that "
                 "imports it fails."
             ),
-            f"If the application uses it, on the target: {_install(base, target, dist)}.",
+            f"If the application uses it, on the target: {install}.",
             base=dist.version,
             target="missing",
             severity="info" if follows or cause is not None else None,
             caused_by=cause,
+            actions=actions,
         )
 
 
@@ -277,6 +292,7 @@ def pkg_missing(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
     title="a distribution is installed on the target only",
     why="Extra packages can shadow modules, load their own native runtimes, or patch torch at import.",
     fm=("FM-04", "FM-25"),
+    fixes=("uninstall",),
 )
 def pkg_added(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
     b_index, t_index = _index(base), _index(target)
@@ -290,18 +306,29 @@ def pkg_added(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]
         if change is None:
             continue  # torch, whose files the base has without their metadata: ENV-TORCH-NO-METADATA's
         cause = change.cause
+        actions = (_uninstall(dist.name),)
         yield rule.finding(
             dist.name,
             f"{dist.name} {dist.version} is installed on the target only"
             + (
                 ", brought by the other torch build." if cause in torch_causes(base, target).values() else "."
             ),
-            "Remove it if the application does not need it "
-            f"(`pip uninstall {shell_word(dist.name, target)}`), or add it to the base's lock file.",
+            remedy_text(
+                actions,
+                target,
+                note="if the application does not need it; or add it to the base's lock file.",
+            ),
             base="missing",
             target=dist.version,
             caused_by=cause,
+            actions=actions,
         )
+
+
+def _uninstall(name: str) -> Action:
+    """``pip uninstall`` of ``name``: every file its RECORD lists (a second copy of it elsewhere on
+    sys.path is ENV-TORCH-SHADOWED's to name)."""
+    return make(lambda: Uninstall(names=(name,)), f"uninstall {name}")
 
 
 @difference_rule(
@@ -312,6 +339,7 @@ def pkg_added(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]
     why="New versions change behaviour; a new major version is a warning, other changes are info.",
     fm=("FM-07", "FM-26"),
     static_facts=True,
+    fixes=("install",),
 )
 def pkg_version(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
     b_index, t_index = _index(base), _index(target)
@@ -326,6 +354,7 @@ def pkg_version(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
         label_changed = local_label(b.version) != local_label(t.version)
         is_major = major(b.version) != major(t.version)
         companion = name in COMPANIONS
+        actions, install = _install(base, target, b)
         yield rule.finding(
             t.name,
             f"{t.name} is {b.version} on the base and {t.version} on the target"
@@ -337,11 +366,12 @@ def pkg_version(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
                 if is_major
                 else "."
             ),
-            f"On the target: {_install(base, target, b)} (or update the base's lock file).",
+            f"On the target: {install} (or update the base's lock file).",
             base=b.version,
             target=t.version,
             severity="error" if companion else "warning" if is_major or label_changed else None,
             caused_by=changes[name].cause if name in changes else None,
+            actions=actions,
         )
 
 
@@ -357,12 +387,14 @@ def pkg_version(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
     fm=("FM-08",),
     evidence=("pytorch/pytorch#131668", "pytorch/pytorch#132179", "MIC-DKFZ/nnUNet#2299"),
     static_facts=True,
+    fixes=("install",),
 )
 def numpy_major(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
     b, t = pkg(base, "numpy"), pkg(target, "numpy")
     if b is None or t is None or b.version == t.version:
         return
     crossed = major(b.version) != major(t.version)
+    actions, install = _reinstall([("numpy", b.version)], source=base, on=target)
     yield rule.finding(
         "numpy",
         f"NumPy {b.version} on the base, {t.version} on the target"
@@ -371,11 +403,12 @@ def numpy_major(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
             if crossed
             else "."
         ),
-        f"On the target: {pip_install([('numpy', b.version)], on=target)}; or rebuild the extensions and "
-        "re-save checkpoints as pure-tensor state_dicts (or safetensors).",
+        f"On the target: {install}; or rebuild the extensions and re-save checkpoints as pure-tensor "
+        "state_dicts (or safetensors).",
         base=b.version,
         target=t.version,
         severity=None if crossed else "info",
+        actions=actions,
     )
 
 
@@ -497,6 +530,7 @@ def _nvidia_pinned_by_torch(m: Manifest) -> frozenset[str]:
     fm=("FM-07", "FM-11"),
     evidence=("pytorch/vision#8985",),
     static_facts=True,
+    fixes=("install",),
 )
 def pkg_unmet(rule: Rule, m: Manifest) -> Iterator[Finding]:
     installed = _index(m)
@@ -526,6 +560,7 @@ def pkg_unmet(rule: Rule, m: Manifest) -> Iterator[Finding]:
             f"{d.name} {d.version} requires {ask}" + (f" (through its extra '{extra}')" if extra else "")
             for (d, _, extra), ask in zip(needs, asks, strict=True)
         )
+        actions, install = _unmet_install(m, shown, needs)
         yield rule.finding(
             shown,
             (
@@ -533,7 +568,8 @@ def pkg_unmet(rule: Rule, m: Manifest) -> Iterator[Finding]:
                 if have is None
                 else f"{by}; {have.name} {have.version} is installed."
             ),
-            f"On this machine: {_unmet_install(m, shown, needs)}, then `pip check`.",
+            f"On this machine: {install}, then `pip check`.",
+            actions=actions,
             base=", ".join(asks),
             target="missing" if have is None else have.version,
             # In a diff, the base had it and the target lost it: that finding explains this one (the link
@@ -552,9 +588,12 @@ def _written(req: Req) -> str:
     return req.written + (f"[{','.join(sorted(req.extras))}]" if req.extras else "")
 
 
-def _unmet_install(m: Manifest, shown: str, needs: list[tuple[Distribution, Req, str]]) -> str:
-    """``pip install`` of what the requirers ask. An exact pin on torch or a companion by a labelled
-    requirer keeps that label and its index (a bare ``torch==X`` installs the CUDA build on Linux)."""
+def _unmet_install(
+    m: Manifest, shown: str, needs: list[tuple[Distribution, Req, str]]
+) -> tuple[tuple[Action, ...], str]:
+    """The install of what the requirers ask, and its text. An exact pin on torch or a companion by a
+    labelled requirer keeps that label and its index (a bare ``torch==X`` installs the CUDA build on
+    Linux)."""
     name = needs[0][1].name
     clauses = sorted({str(clause) for _, req, _ in needs for clause in specifier_set(req.specifier) or ()})
     label = torch_index_label(needs[0][0].version)
@@ -566,8 +605,9 @@ def _unmet_install(m: Manifest, shown: str, needs: list[tuple[Distribution, Req,
     ):
         pin = clauses[0][2:]
         if "*" not in pin:
-            return pip_install([(shown, f"{pin.split('+')[0]}+{label}")], source=m, on=m)
-    return pip_requirement(shown + ",".join(clauses), on=m)
+            return _reinstall([(shown, f"{pin.split('+')[0]}+{label}")], source=m, on=m)
+    action = requirement_action(shown + ",".join(clauses))
+    return (action,), remedy_text([action], m)
 
 
 @difference_rule(
@@ -587,6 +627,7 @@ def _unmet_install(m: Manifest, shown: str, needs: list[tuple[Distribution, Req,
     # Not beside a predicted side: its direct_url names the wheel pip would download from the index,
     # and predict leaves path and VCS installs out (ENV-PREDICT-LEFT-OUT).
     static_facts=False,
+    fixes=("install",),
 )
 def pkg_source(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
     b_index, t_index = _index(base), _index(target)
@@ -612,10 +653,10 @@ def pkg_source(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding
             if ts.released
             else "; the two ran different code."
         )
+        actions: tuple[Action, ...] = ()
         if bs.released:
-            remedy = "On the target, reinstall the release: " + pip_install(
-                [(b.name, b.version)], source=base, on=target, options="--force-reinstall --no-deps"
-            )
+            actions, install = _reinstall([(b.name, b.version)], source=base, on=target, force=True)
+            remedy = "On the target, reinstall the release: " + install
         else:
             remedy = (
                 f"Install on the target what the base ran ({bs.shown}), or rebuild the base from released "
@@ -628,6 +669,7 @@ def pkg_source(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding
             base=bs.shown,
             target=ts.shown,
             severity=None if bs.released and ts.built_here else "warning",
+            actions=actions,
         )
 
 
@@ -645,6 +687,7 @@ def pkg_source(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding
     # Not beside a predicted side: its direct_url names the wheel pip would download from the index,
     # and predict leaves path and VCS installs out (ENV-PREDICT-LEFT-OUT).
     static_facts=False,
+    fixes=("install",),
 )
 def pkg_direct(rule: Rule, m: Manifest) -> Iterator[Finding]:
     for _name, dist in sorted(_index(m).items()):
@@ -653,14 +696,16 @@ def pkg_direct(rule: Rule, m: Manifest) -> Iterator[Finding]:
         where = source(dist)
         if where.released:
             continue
+        actions, install = _reinstall([(dist.name, dist.version)], source=m, on=m, force=True)
         yield rule.finding(
             dist.name,
             f"{dist.name} {dist.version} is installed from {where.shown} (pip freeze shows it as "
             + ("`-e`" if where.kind == "editable" else "a direct reference")
             + "), not from an index.",
             "Nothing to do on a development machine; to run the release instead (where an index has it): "
-            + pip_install([(dist.name, dist.version)], source=m, on=m, options="--force-reinstall --no-deps")
+            + install
             + ".",
             target=where.shown,
             caused_by=f"ENV-PKG-SOURCE:{dist.name}",  # in a diff that reports it (dropped where absent)
+            actions=actions,
         )
