@@ -15,9 +15,10 @@ lists as left out (its ``# Left out`` comment block) is compared by name and ver
 extra.
 
 Bounded: the lock is read whole only up to ``MAX_LOCK_BYTES`` and then walked line by line, refused at the
-first pin past ``MAX_LOCK_PINS``. Every value of the lock that reaches a remedy is quoted for the shell of
-the checked machine (``envcheck.core.escape.shell_word``): pasted, a remedy expands nothing but the ``${VAR}``
-references pip itself expands in requirement files.
+first pin past ``MAX_LOCK_PINS``. The remedies are actions (``envcheck.core.remedy``): every value of the
+lock in them is checked (a name, a version, an index URL) and quoted for the shell of the checked machine,
+and a value that fails its check, or an index URL holding a ``${VAR}`` that only pip expands in a
+requirements file, makes a manual step that names it, never an argument.
 """
 
 from __future__ import annotations
@@ -28,16 +29,28 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from envcheck.core.errors import EnvcheckError
-from envcheck.core.escape import one_line, shell_word
+from envcheck.core.escape import one_line
 from envcheck.core.files import NotOpened, read_capped
 from envcheck.core.findings import Finding
 from envcheck.core.redact import redact_text
+from envcheck.core.remedy import (
+    Action,
+    Install,
+    Manual,
+    Shell,
+    Uninstall,
+    UnsafeValue,
+    describe,
+    make,
+    render,
+)
 from envcheck.lock.compile import without_userinfo
 from envcheck.lock.inputs import INSTALLER_TOOLING, LEFT_OUT_HEADER
 from envcheck.lock.rules import LOCK_EXTRA, LOCK_MISSING, LOCK_SOURCE, LOCK_VERSION
 from envcheck.manifest.io import is_environment_folder, what_else
 from envcheck.manifest.provenance import source
 from envcheck.manifest.query import canon, index, local_label, parse_version, torch_index_label, windows
+from envcheck.manifest.remedy import pytorch_index
 
 if TYPE_CHECKING:
     from packaging.markers import Marker
@@ -51,8 +64,8 @@ MAX_LOCK_BYTES = 16 * 1024 * 1024
 MAX_LOCK_PINS = 20_000
 # The entries of the comment block `envcheck lock --allow-unlocked` writes (``LEFT_OUT_HEADER``).
 _LEFT_OUT = re.compile(r"^#   (?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)==(?P<version>[^\s:]+): ")
-# What pip expands in a requirements file (``${VAR}``: upper case, digits, underscore), the only expansion a
-# remedy lets through.
+# What pip expands in a requirements file (``${VAR}``: upper case, digits, underscore), and only there: an
+# index URL holding one cannot be written as an argument (pip would take it literally).
 _PIP_VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)\}")
 # str.splitlines' line boundaries, matched one line at a time.
 _BREAK = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
@@ -320,14 +333,14 @@ def _wheel_version(url: str) -> str | None:
 
 def compare(lock: LockFile, live: Manifest, *, python: str | None) -> list[Finding]:
     """Each difference between ``lock`` and the environment of ``live``: missing, another version, extra.
-    Pure. ``python`` names the checked interpreter in the remedies (``python -m pip ...``), quoted for the
-    shell of ``live``'s machine (PowerShell on Windows)."""
-    on_windows = windows(live)
+    Pure. The remedies are actions; their words name the checked interpreter ``python`` (``python -m pip
+    ...``), quoted for the shell of ``live``'s machine (PowerShell on Windows)."""
+    shell: Shell = "powershell" if windows(live) else "posix"
     installed = {n: d for n, d in index(live).items() if n not in INSTALLER_TOOLING}
-    if python is None:
-        pip = "python -m pip"
-    else:
-        pip = f"{'& ' if on_windows else ''}{shell_word(python, windows=on_windows)} -m pip"
+
+    def say(action: Action) -> str:
+        return _words([action], shell, python)
+
     found: list[Finding] = []
     locked = {p.name: p for p in lock.pins if p.name not in INSTALLER_TOOLING}
     left_out = {e.name: e for e in lock.left_out if e.name not in locked}
@@ -335,35 +348,41 @@ def compare(lock: LockFile, live: Manifest, *, python: str | None) -> list[Findi
         dist = installed.get(name)
         wanted = f"{pin.written}=={pin.version}" if pin.version else pin.written
         if dist is None:
+            action = _install(pin, lock.sources)
             found.append(
                 LOCK_MISSING.finding(
                     pin.written,
                     f"{wanted} is in the lock (line {pin.line}) but not installed",
-                    _install(pip, pin, lock.sources, windows=on_windows),
+                    say(action),
                     base=pin.version,
+                    actions=(action,),
                 )
             )
         elif pin.version is not None and not _same(pin.version, dist.version):
+            action = _install(pin, lock.sources, installed=dist.version)
             found.append(
                 LOCK_VERSION.finding(
                     dist.name,
                     f"{dist.name} {dist.version} is installed; the lock pins {pin.version} (line {pin.line})"
                     + _ALREADY_SATISFIED * _satisfied(pin.version, dist.version),
-                    _install(pip, pin, lock.sources, windows=on_windows, installed=dist.version),
+                    say(action),
                     base=pin.version,
                     target=dist.version,
+                    actions=(action,),
                 )
             )
         elif not pin.direct and (where := _unreleased(dist)) is not None:
+            action = _install(pin, lock.sources, force=True)
             found.append(
                 LOCK_SOURCE.finding(
                     dist.name,
                     f"{dist.name} {dist.version} is installed from {where.shown}; the lock pins the index "
                     f"release {pin.version} (line {pin.line})" + ("" if where.built_here else _LOCAL_WHEEL),
-                    _install(pip, pin, lock.sources, windows=on_windows, options=_FORCE),
+                    say(action),
                     base=pin.version,
                     target=where.shown,
                     severity=None if where.built_here else "warning",
+                    actions=(action,),
                 )
             )
     for name, dist in sorted(installed.items()):
@@ -384,18 +403,40 @@ def compare(lock: LockFile, live: Manifest, *, python: str | None) -> list[Findi
                 )
             )
             continue
+        action = _uninstall(dist.name)
         found.append(
             LOCK_EXTRA.finding(
                 dist.name,
                 f"{dist.name} {dist.version} is installed but not in the lock",
-                f"`{pip} uninstall -y {shell_word(dist.name, windows=on_windows)}`",
+                say(action),
                 target=dist.version,
+                actions=(action,),
             )
         )
     return found
 
 
-_FORCE = "--force-reinstall --no-deps"
+def _uninstall(name: str) -> Action:
+    """``pip uninstall -y name`` (every file its RECORD lists), or a manual step for a name that fails its
+    check."""
+    return make(lambda: Uninstall(names=(name,)), f"uninstall {name}")
+
+
+def _words(actions: Sequence[Action], shell: Shell, python: str | None) -> str:
+    """``actions`` as a remedy's words for ``shell``: each command in backticks, run by the checked
+    interpreter's pip (``python``; without one, by the ``python`` of the shell it is pasted into), manual
+    steps as they are. A command that cannot be written safely is named, never written."""
+    parts = []
+    for action in actions:
+        try:
+            line = render(action, shell, python or "python", raw_python=python is None)
+        except UnsafeValue as e:
+            parts.append(f"(a {action.kind} envcheck does not write as a command: {e})")
+            continue
+        parts.append(f"`{line}`" if line is not None else describe(action))
+    return ", then ".join(parts)
+
+
 _ALREADY_SATISFIED = (
     " (the same version under PEP 440, another build: `pip install` of the pin alone answers "
     '"Requirement already satisfied")'
@@ -430,35 +471,62 @@ def _unreleased(dist: Distribution) -> Source | None:
 
 
 def _install(
-    pip: str,
     pin: LockedPin,
     sources: Sequence[tuple[str, str]],
     *,
-    windows: bool,
-    options: str = "",
+    force: bool = False,
     installed: str | None = None,
-) -> str:
-    """``pip install 'name==version'`` with the lock's ``--index-url``, and for a labelled torch build
-    (``+cpu``) all its index and find-links lines, which is where that build comes from (credentials
-    out: pip finds them in its keyring or netrc). Every value is quoted for the shell (``windows``:
-    PowerShell); a ``${VAR}`` of the lock is left for that shell to expand, as pip would.
+) -> Action:
+    """An ``Install`` of the pin from where the lock says it comes from (``_index``; credentials out: pip
+    finds them in its keyring or netrc). A direct reference (``name @ URL``), whose URL the check keeps
+    no copy of, and a pin whose name, version or index fails its check are manual steps.
 
     When ``installed`` meets the pin under PEP 440 but is another build (the pin ``2.13.0``, ``2.13.0+cpu``
     installed), pip would answer "already satisfied": the remedy forces the reinstall without touching
     the dependencies, and pins the plain version with ``===`` (pip would otherwise pick the labelled
-    file, which sorts higher, from any source that serves both)."""
-    requirement = f"{pin.written}=={pin.version}" if pin.version else pin.written
-    if pin.version is not None and installed is not None and _satisfied(pin.version, installed):
-        options = _FORCE
-        if local_label(pin.version) is None:
-            requirement = f"{pin.written}==={_normalised(pin.version)}"
-    command = f"{pip} install {options + ' ' if options else ''}{shell_word(requirement, windows=windows)}"
-    labelled = torch_index_label(pin.version) is not None
-    for option, value in sources:
-        if not labelled and option not in ("--index-url", "-i"):
-            continue
-        command += f" {option} {_source_word(value, windows=windows)}"
-    return f"`{command}`"
+    file, which sorts higher, from any source that serves both). ``force``: reinstall what is there (a
+    checkout or a local wheel at the pinned version), dependencies untouched."""
+    wanted = f"{pin.written}=={pin.version}" if pin.version else pin.written
+    if pin.direct:
+        return Manual(text=f"Install {wanted} from the URL that line {pin.line} of the lock names.")
+    version = pin.version or ""
+    exact = False
+    if installed is not None and _satisfied(version, installed):
+        force = True
+        exact = local_label(version) is None
+    url, problem = _index(version, sources)
+    if problem is not None:
+        return Manual(text=one_line(f"Install {wanted} {problem}").replace("`", "'"))
+    requirements = (f"{pin.written}==={_normalised(version)}",) if exact else ()
+    pins = () if exact else ((pin.written, version),)
+    return make(
+        lambda: Install(pins=pins, requirements=requirements, index_url=url, force=force, no_deps=force),
+        f"install {wanted}",
+    )
+
+
+def _index(version: str, sources: Sequence[tuple[str, str]]) -> tuple[str | None, str | None]:
+    """The index the pin of ``version`` comes from, and why none can be written (else None): for a
+    labelled torch build (``+cpu``) the lock's index named after its label, else the lock's one index when
+    it names no other source, else PyTorch's public index for that label; for any other pin the lock's
+    ``--index-url`` (None: pip's default). An index holding a ``${VAR}`` is pip's to expand in a
+    requirements file, never on its command line: it cannot be written."""
+    indexes = [(o, redact_text(without_userinfo(v))) for o, v in sources if o not in ("-f", "--find-links")]
+    main = [v for o, v in indexes if o in ("--index-url", "-i")]
+    label = torch_index_label(version) if version else None
+    chosen: str | None
+    if label is not None:
+        named = [v for _, v in indexes if v.rstrip("/").rsplit("/", 1)[-1] == label]
+        only = main if len(main) == 1 and len(sources) == 1 else []
+        chosen = (named or only or [pytorch_index(label)])[0]
+    else:
+        chosen = main[0] if main else None
+    if chosen is not None and _PIP_VARIABLE.search(chosen):
+        return None, (
+            f"from the index the lock names ({chosen}) with its ${{VAR}} expanded: pip expands it in a "
+            "requirements file, never on its command line"
+        )
+    return chosen, None
 
 
 def _normalised(version: str) -> str:
@@ -469,22 +537,3 @@ def _normalised(version: str) -> str:
         return str(Version(version))
     except InvalidVersion:
         return version
-
-
-def _source_word(value: str, *, windows: bool) -> str:
-    """An index or find-links value of the lock as shell words: credentials out, then every literal part
-    in single quotes and each ``${VAR}`` as a reference to that variable only (``"${VAR}"`` in a POSIX
-    shell, ``$env:VAR`` in PowerShell), so that ``${X}$(cmd)`` pasted runs nothing."""
-    text = redact_text(without_userinfo(value))
-    parts: list[str] = []
-    at = 0
-    for match in _PIP_VARIABLE.finditer(text):
-        if match.start() > at:
-            parts.append(shell_word(text[at : match.start()], windows=windows))
-        parts.append(f"$env:{match[1]}" if windows else f'"${{{match[1]}}}"')
-        at = match.end()
-    if at < len(text) or not parts:
-        parts.append(shell_word(text[at:], windows=windows))
-    if windows and len(parts) > 1:
-        return "(" + " + ".join(parts) + ")"  # PowerShell joins the parts in an expression
-    return "".join(parts)

@@ -25,6 +25,7 @@ LOCK_MISSING = _lock(
     "distribution fails, and a companion of torch that is absent fails at its first use.",
     _SYNC,
     ("FM-07",),
+    fixes=("install",),
 )
 LOCK_VERSION = _lock(
     "LOCK-VERSION",
@@ -35,6 +36,7 @@ LOCK_VERSION = _lock(
     "built for another torch fails to load its extension.",
     _SYNC,
     ("FM-01", "FM-07"),
+    fixes=("install",),
 )
 LOCK_EXTRA = _lock(
     "LOCK-EXTRA",
@@ -44,6 +46,7 @@ LOCK_EXTRA = _lock(
     "load a second native runtime, or be imported by a plugin entry point.",
     _SYNC,
     ("FM-07",),
+    fixes=("uninstall",),
 )
 
 LOCK_SOURCE = _lock(
@@ -54,6 +57,7 @@ LOCK_SOURCE = _lock(
     "version number, so the versions match while the code is not what the lock was tested with.",
     _SYNC,
     ("FM-07",),
+    fixes=("install",),
 )
 
 RULE_IDS = (LOCK_MISSING.id, LOCK_VERSION.id, LOCK_EXTRA.id, LOCK_SOURCE.id)

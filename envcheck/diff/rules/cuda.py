@@ -6,11 +6,13 @@ import re
 from collections.abc import Iterator
 
 from envcheck.core.findings import Finding, Rule
+from envcheck.core.remedy import Action, Manual, Uninstall, make
 from envcheck.diff.rules.base import difference_rule, single_rule
-from envcheck.diff.rules.torch import VARIANT_KEY, build_cause, family_pins, full_version
-from envcheck.manifest.model import Manifest
+from envcheck.diff.rules.torch import VARIANT_KEY, build_cause, family_pins, full_version, other_tree_cause
+from envcheck.manifest.model import Distribution, Manifest
+from envcheck.manifest.provenance import origin, own
 from envcheck.manifest.query import canon, pkg, release
-from envcheck.manifest.remedy import pip_install, shell_word
+from envcheck.manifest.remedy import pip_install, remedy_text, requirement_action
 from envcheck.manifest.requirements import Req, applicable, requirement_name, satisfies
 
 FAMILY = "CUDA, driver and GPU"
@@ -22,6 +24,22 @@ MIN_DRIVER = {11: 450, 12: 525, 13: 580}
 
 def _cuda(m: Manifest) -> str | None:
     return m.torch.static.cuda if m.torch.static else None
+
+
+def foreign_torch(m: Manifest) -> str | None:
+    """The key of the finding that says the torch ``m`` imports is not the environment's own: another torch
+    tree first on sys.path (``ENV-TORCH-TREES``), or another copy of the torch distribution shadowing the
+    environment's (``ENV-TORCH-SHADOWED``). What ``m`` says of torch's CUDA build and pins is then the
+    other torch's, and a remedy that installs CUDA wheels for it would change the environment for a torch
+    it does not use: the CUDA findings follow from that root (a key whose finding is absent is dropped
+    when causes are linked)."""
+    tree = other_tree_cause(m)
+    if tree is not None:
+        return tree
+    torch = pkg(m, "torch")
+    if torch is None or not any(d.shadowed and canon(d.name) == "torch" for d in m.packages):
+        return None
+    return None if own(origin(m, torch.location)) else f"ENV-TORCH-SHADOWED:{torch.name}"
 
 
 @difference_rule(
@@ -54,6 +72,7 @@ def cuda_version(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findi
         base=b,
         target=t,
         severity="error" if crossed else None,
+        caused_by=foreign_torch(target),
     )
 
 
@@ -313,32 +332,35 @@ def pinned_nvidia(m: Manifest) -> dict[str, list[tuple[Req, str]]]:
     ),
     fm=("FM-11",),
     evidence=("pytorch/pytorch#134929", "pytorch/pytorch#119932", "pytorch/pytorch#186591"),
+    fixes=("install",),
 )
 def nvidia_pins(rule: Rule, m: Manifest) -> Iterator[Finding]:
+    cause = foreign_torch(m)
     for name, pins in sorted(pinned_nvidia(m).items()):
         dist = pkg(m, name)
         for pin, by in pins:
             req = f"{pin.written}{pin.specifier}"
             if dist is None:
-                yield rule.finding(
-                    name,
+                message = (
                     f"{by} requires {req} but it is not installed: the CUDA library it provides is taken "
-                    "from the system, or missing.",
-                    f"Reinstall torch from one index so pip installs its pinned `{req}`.",
-                    base=req,
-                    target="missing",
+                    "from the system, or missing."
                 )
             elif not satisfies(dist.version, pin):
-                yield rule.finding(
-                    name,
-                    f"{by} requires {req}; {dist.version} is installed.",
-                    f"`pip install {shell_word(req, m)}` (or reinstall torch from one index with a "
-                    "constraints file).",
-                    base=req,
-                    target=dist.version,
-                )
+                message = f"{by} requires {req}; {dist.version} is installed."
             else:
                 continue
+            # The requirement exactly as torch states it: pip installs (or replaces the installed version
+            # with) one that meets it, and nothing else changes.
+            action = requirement_action(req)
+            yield rule.finding(
+                name,
+                message,
+                remedy_text([action], m, note=f"(the requirement of {by})."),
+                base=req,
+                target="missing" if dist is None else dist.version,
+                caused_by=cause,
+                actions=(action,),
+            )
             break
 
 
@@ -354,24 +376,82 @@ _CUDA_MAJOR_BY_VERSION = ("nvidia-cuda-runtime", "nvidia-cuda-nvrtc", "nvidia-cu
     why="Two families of CUDA libraries (cu12 and cu13) in one environment: the wrong one gets loaded.",
     fm=("FM-11",),
     evidence=("pytorch/pytorch#186591", "pytorch/pytorch#119072"),
+    fixes=("uninstall",),
 )
 def nvidia_mixed(rule: Rule, m: Manifest) -> Iterator[Finding]:
-    majors: dict[str, list[str]] = {}
+    majors = _nvidia_majors(m)
+    if len(majors) > 1:
+        described = "; ".join(
+            f"CUDA {k}: {', '.join(sorted(f'{d.name} {d.version}' for d in v))}"
+            for k, v in sorted(majors.items())
+        )
+        remedy, actions = _mixed_remedy(m, majors)
+        yield rule.finding(
+            "nvidia-* wheels",
+            f"nvidia-* wheels for {len(majors)} CUDA majors are installed ({described}).",
+            remedy,
+            target=", ".join(f"cu{k}" for k in sorted(majors)),
+            caused_by=foreign_torch(m),
+            actions=actions,
+        )
+
+
+def _nvidia_majors(m: Manifest) -> dict[str, list[Distribution]]:
+    """The installed nvidia-* wheels by the CUDA major they are for: the ``-cuNN`` of the name, or, for the
+    wheels named without it, the major of their version."""
+    majors: dict[str, list[Distribution]] = {}
     for dist in m.packages:
         name = canon(dist.name)
         if not name.startswith("nvidia-") or dist.shadowed:
             continue
         suffix = _CU_SUFFIX.search(name)
         if suffix:
-            majors.setdefault(suffix.group(1), []).append(f"{dist.name} {dist.version}")
+            majors.setdefault(suffix.group(1), []).append(dist)
         elif name in _CUDA_MAJOR_BY_VERSION:
-            majors.setdefault(dist.version.split(".")[0], []).append(f"{dist.name} {dist.version}")
-    if len(majors) > 1:
-        described = "; ".join(f"CUDA {k}: {', '.join(sorted(v))}" for k, v in sorted(majors.items()))
-        yield rule.finding(
-            "nvidia-* wheels",
-            f"nvidia-* wheels for {len(majors)} CUDA majors are installed ({described}).",
-            "Uninstall the wheels of the CUDA major torch does not use (`pip uninstall nvidia-...-cuNN`), "
-            "then reinstall torch from one index.",
-            target=", ".join(f"cu{k}" for k in sorted(majors)),
+            majors.setdefault(dist.version.split(".")[0], []).append(dist)
+    return majors
+
+
+def _torch_major(m: Manifest, majors: dict[str, list[Distribution]]) -> str | None:
+    """The CUDA major torch uses: its build's, else the one major of the installed wheels it pins."""
+    cuda = _cuda(m)
+    if cuda:
+        return cuda.split(".")[0]
+    pinned = set(pinned_nvidia(m))
+    used = {major for major, dists in majors.items() if any(canon(d.name) in pinned for d in dists)}
+    return used.pop() if len(used) == 1 else None
+
+
+def _mixed_remedy(m: Manifest, majors: dict[str, list[Distribution]]) -> tuple[str, tuple[Action, ...]]:
+    """Uninstall, by name, the wheels of the CUDA majors torch does not use, when no other installed
+    distribution requires them; otherwise a manual step that names them and who needs them."""
+    keep = _torch_major(m, majors)
+    listing = "; ".join(
+        f"CUDA {k}: {', '.join(sorted(d.name for d in v))}" for k, v in sorted(majors.items())
+    )
+    if keep is None or keep not in majors:
+        step = Manual(
+            text=f"Keep the nvidia-* wheels of the CUDA major your packages use and uninstall the others "
+            f"({listing}): torch uses none of them."
         )
+        return step.text, (step,)
+    extra = sorted({d.name for major, dists in majors.items() if major != keep for d in dists})
+    wanted = {canon(n) for n in extra}
+    users = sorted(
+        f"{d.name} requires {requirement_name(line)}"
+        for d in m.packages
+        if not d.shadowed and canon(d.name) not in wanted and canon(d.name) != "torch"
+        for line in d.requires
+        if requirement_name(line) in wanted
+    )
+    others = ", ".join(sorted(k for k in majors if k != keep))
+    if users:
+        step = Manual(
+            text=f"torch uses CUDA {keep}; the CUDA {others} wheels ({', '.join(extra)}) are required by "
+            f"other packages ({'; '.join(users[:6])}): install their builds for CUDA {keep}, then uninstall "
+            "those wheels."
+        )
+        return step.text, (step,)
+    action = make(lambda: Uninstall(names=tuple(extra)), f"uninstall {', '.join(extra)}")
+    note = f"(torch uses CUDA {keep}; nothing installed requires the CUDA {others} wheels)."
+    return remedy_text([action], m, note=note), (action,)

@@ -7,17 +7,19 @@ file relative to its prefix — so two venvs at different paths with the same wh
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from envcheck.core.findings import Finding, Rule, Severity
+from envcheck.core.remedy import Action, Install, Manual, make
 from envcheck.diff.rules.base import difference_rule, single_rule
 from envcheck.manifest.identity import Aliases, aliases, canonical, folder_entries, foreign_libpython
 from envcheck.manifest.installation import install_cause
 from envcheck.manifest.model import Distribution, LoadedLibrary, Manifest, NativeFile
 from envcheck.manifest.native import RECORD_FILE_ABSENT, NativeNode, shipped_by_python
+from envcheck.manifest.provenance import source
 from envcheck.manifest.query import VENDORED_HASH, canon, library_key, pkg
-from envcheck.manifest.remedy import pip_install, shell_word
+from envcheck.manifest.remedy import install_action, remedy_text
 
 FAMILY = "native tree"
 
@@ -305,9 +307,8 @@ def loader_fix(m: Manifest, path: str, how: str | None = None) -> str:
             "package that put it there if nothing else needs it, or make the wheel's copy load first"
         )
     return (
-        f"the loader finds {folder} through its cache: remove the file of "
-        "/etc/ld.so.conf.d that names it "
-        f"(`grep -rl {shell_word(folder, m)} /etc/ld.so.conf /etc/ld.so.conf.d`) and run `sudo ldconfig`"
+        f"the loader finds {folder} through its cache: delete the line that names {folder} from "
+        "/etc/ld.so.conf or from the file of /etc/ld.so.conf.d that holds it, then run ldconfig as root"
     )
 
 
@@ -347,12 +348,15 @@ def _libpython_cause(base: Manifest, target: Manifest, key: str = "") -> str | N
     ),
     fm=("FM-03",),
     evidence=("pytorch/pytorch#29279", "zeyad-mansour/lunar#58"),
+    fixes=("install",),
 )
 def native_changed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
     b_versions = {canon(d.name): d.version for d in base.packages if not d.shadowed}
     t_versions = {canon(d.name): d.version for d in target.packages if not d.shadowed}
     if base.native is not None and target.native is not None and base.native.nodes and target.native.nodes:
-        yield from _nodes_changed(rule, base.native.nodes, target.native.nodes, b_versions, t_versions)
+        yield from _nodes_changed(
+            rule, target, base.native.nodes, target.native.nodes, b_versions, t_versions
+        )
         return
     b, t = placed(base), placed(target)
     for key in sorted(set(b) & set(t)):
@@ -362,21 +366,25 @@ def native_changed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Fin
         owner = canon(tp.owner)
         if _is_wheel(tp.owner) and b_versions.get(owner) != t_versions.get(owner):
             continue  # the package changed version: ENV-PKG-VERSION / ENV-TORCH-VERSION say so
+        remedy, actions = _changed_remedy(target, tp.owner)
         yield rule.finding(
             key,
             f"{key} in {tp.where} is a different file on the target ({tp.owner}) than on the base, with no "
             "version change to explain it.",
-            (
-                f"Reinstall {tp.owner} "
-                f"(`pip install --force-reinstall --no-deps {shell_word(tp.owner, target)}`), or find who "
-                "replaced the file."
-                if _is_wheel(tp.owner)
-                else "Reinstall the operating system's package that provides it, or find who replaced the "
-                "file."
-            ),
+            remedy,
             base=bp.identity,
             target=tp.identity,
+            actions=actions,
         )
+
+
+def _changed_remedy(m: Manifest, owner: str) -> tuple[str, tuple[Action, ...]]:
+    """ENV-NATIVE-CHANGED's remedy on ``m`` for a file of ``owner``: its exact build installed again (the
+    file as the wheel shipped it), or, for a file of the machine, its package."""
+    if not _is_wheel(owner):
+        return "Reinstall the operating system's package that provides it, or find who replaced the file.", ()
+    text, actions = _reinstall_owner(m, owner)
+    return f"Reinstall {_owner_release(m, owner)}: {text}, or find who replaced the file.", actions
 
 
 def _grouped(
@@ -579,6 +587,7 @@ def cuda_lib_shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
     fm=("FM-02", "FM-11", "FM-13"),
     evidence=("pytorch/pytorch#131662", "pytorch/pytorch#125109", "ContinuumIO/anaconda-issues#13513"),
     static_facts=True,
+    fixes=("install",),
 )
 def native_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
     native = m.native
@@ -602,15 +611,17 @@ def native_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
             if shippers:
                 # The distribution's own file is gone (its RECORD lists it): only reinstalling it puts back
                 # the build its other files were linked against; an OS package would be another build.
-                remedy = f"Reinstall what ships {', '.join(names)}: {reinstall(m, shippers)}."
+                actions = reinstall_actions(m, shippers)
+                remedy = f"Reinstall what ships {', '.join(names)}: {_reinstall_text(m, actions)}."
             else:
-                remedy = _missing_remedy(m, root, names)
+                remedy, actions = _missing_remedy(m, root, names)
             yield rule.finding(
                 short,
                 f"Importing {root} fails: {', '.join(names)} cannot be found ({texts[root]}).",
                 remedy,
                 base=root,
                 target="missing: " + ", ".join(names),
+                actions=actions,
             )
         elif (backend := _optional_extension(root)) is not None:
             yield rule.finding(
@@ -637,6 +648,7 @@ def native_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
             # No extension module links this library: it is a plugin opened on demand (an RDMA transport, an
             # MPI bootstrap). Only the feature that opens it fails.
             shippers = _shipped_by(m, names)
+            actions = reinstall_actions(m, shippers)
             # The same file missing from an import's closure is that import's failure: reported there.
             cause = next(
                 (
@@ -651,13 +663,14 @@ def native_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
                 f"The plugin {root} cannot load here ({', '.join(names)} missing); only the feature that "
                 "opens it fails.",
                 f"Only if the application uses that feature: reinstall what ships {', '.join(names)}, "
-                f"{reinstall(m, shippers)}."
+                f"{_reinstall_text(m, actions)}."
                 if shippers
                 else f"Install {', '.join(names)} only if the application uses that feature.",
                 base=root,
                 target="missing: " + ", ".join(names),
                 severity="info",
                 caused_by=cause,
+                actions=actions,
             )
 
 
@@ -686,14 +699,17 @@ def _missing_subjects(roots: list[str]) -> dict[str, str]:
     return {root: name if counts[name] == 1 else root.split(":", 1)[-1] for root, name in short.items()}
 
 
-def _missing_remedy(m: Manifest, root: str, names: list[str]) -> str:
+def _missing_remedy(m: Manifest, root: str, names: list[str]) -> tuple[str, tuple[Action, ...]]:
     """What to do about ``names`` that no installed distribution ships, missing from the import of
     ``root``: a library only a Python distribution ships (a torch build's ``libc10_cuda.so``, an nvidia-*
-    wheel's ``libcudart.so.13``) comes from that distribution, never from the operating system; others
-    from the OS's packages (Windows: the VC++ redistributable)."""
+    wheel's ``libcudart.so.13``) comes from that distribution, never from the operating system: torch's
+    exact build installed again, which also installs the wheels it pins that are gone (pip adds a missing
+    requirement; what is there stays). Others come from the OS's packages (Windows: the VC++
+    redistributable), a step envcheck does not write as a command."""
     wheel = {n: what for n in names if (what := shipped_by_python(n)) is not None}
     rest = [n for n in names if n not in wheel]
-    parts = []
+    parts: list[str] = []
+    actions: list[Action] = []
     if wheel:
         owner = root.split(":", 1)[0] if ":" in root else None
         dist = pkg(m, owner) if owner else None
@@ -710,10 +726,15 @@ def _missing_remedy(m: Manifest, root: str, names: list[str]) -> str:
                 f"{dist.name} build made for torch {torch.version} from the index that serves it (or "
                 "rebuild it against the installed torch), or the torch build it was made for"
             )
-        else:
+        elif torch is not None:
+            action = install_action([("torch", torch.version)], source=m)
+            actions.append(action)
             parts.append(
-                f"{head}: reinstall torch and the wheels it pins in one command from the index of its build"
+                f"{head}: install torch {torch.version} again from the index of its build, which installs "
+                f"the wheels it pins that are gone: {remedy_text([action], m)}"
             )
+        else:
+            parts.append(f"{head}: install the torch build that {root.split(':', 1)[0]} was made for")
     if rest:
         provider = (
             " (for Windows runtimes the current VC++ 2015-2022 x64 redistributable; never a "
@@ -726,7 +747,7 @@ def _missing_remedy(m: Manifest, root: str, names: list[str]) -> str:
             "bundle it"
         )
     text = "; ".join(parts) + "."
-    return text[:1].upper() + text[1:]
+    return text[:1].upper() + text[1:], tuple(actions)
 
 
 def _shipped_by(m: Manifest, names: list[str]) -> list[Distribution]:
@@ -746,11 +767,44 @@ def _shipped_by(m: Manifest, names: list[str]) -> list[Distribution]:
     return [found[k] for k in sorted(found)] if covered == wanted else []
 
 
-def reinstall(m: Manifest, dists: list[Distribution]) -> str:
-    """A pasteable reinstall of ``dists`` at their exact versions (local labels and the index that serves
-    them kept, ``pip_install``), without touching their dependencies."""
-    command = pip_install(((d.name, d.version) for d in dists), source=m, on=m)
-    return command.replace("`pip install ", "`pip install --force-reinstall --no-deps ", 1)
+def reinstall_actions(m: Manifest, dists: Iterable[Distribution]) -> tuple[Action, ...]:
+    """``dists`` installed again at their exact builds (``--force-reinstall --no-deps``: their files as the
+    wheel shipped them, their dependencies untouched), each from where that build comes from: the index
+    of its label or the one its pip was configured with (``install_action``), or the wheel file its
+    ``direct_url.json`` recorded. A build no index serves (an editable checkout, a VCS commit, a local
+    folder) is a manual step naming its source: an index's release of that version is another build."""
+    return tuple(_reinstall_action(m, d) for d in dists)
+
+
+def _reinstall_action(m: Manifest, dist: Distribution) -> Action:
+    found = source(dist)
+    if found.released:
+        return install_action([(dist.name, dist.version)], source=m, force=True, no_deps=True)
+    url = dist.direct_url.get("url") if isinstance(dist.direct_url, dict) else None
+    if found.wheel and isinstance(url, str):
+        pins = ((dist.name, dist.version),)
+        return make(
+            lambda: Install(pins=pins, wheel_url=url, force=True, no_deps=True),
+            f"reinstall {dist.name} {dist.version} from {found.shown}",
+        )
+    return Manual(
+        text=f"Install {dist.name} {dist.version} again from where it came from ({found.shown}): no index "
+        "serves that build."
+    )
+
+
+def reinstall(m: Manifest, dists: Iterable[Distribution]) -> str:
+    """``reinstall_actions`` of ``dists`` as a remedy's words for ``m``'s shell."""
+    return _reinstall_text(m, reinstall_actions(m, dists))
+
+
+def _reinstall_text(m: Manifest, actions: tuple[Action, ...]) -> str:
+    """``reinstall_actions``' steps as a remedy's words for ``m``'s shell, with a note where a recorded
+    wheel URL is used (the manifest's word for where the build is)."""
+    text = remedy_text(actions, m)
+    if any(isinstance(a, Install) and a.wheel_url is not None for a in actions):
+        text += " (the wheel's URL as its direct_url.json recorded it: check that you trust it first)"
+    return text
 
 
 def version_tuple(text: str | None) -> tuple[int, ...]:
@@ -822,6 +876,7 @@ def symbol_version(rule: Rule, m: Manifest) -> Iterator[Finding]:
     ),
     fm=("FM-11", "FM-03"),
     evidence=("pytorch/pytorch#134929", "pytorch/pytorch#29279", "pytorch/pytorch#36868"),
+    fixes=("install",),
 )
 def native_shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
     if m.native is None:
@@ -839,11 +894,13 @@ def native_shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
         loaded = " The process loaded that copy." if shadow.loaded else ""
         if shadow.shipped in absent and shadow.how != "ld-library-path":
             # Nothing shadows it: the wheel's own file is gone and the loader searched on.
+            text, actions = _reinstall_owner(m, shadow.owner)
             yield rule.finding(
                 shadow.name,
                 f"{shadow.owner}'s own {shadow.name} ({shadow.shipped}) is not on disk, so its {needers} "
                 f"resolve it to {shadow.resolved}{through}.{loaded}",
-                f"Reinstall {_owner_release(m, shadow.owner)}: {_reinstall_owner(m, shadow.owner)}.",
+                f"Reinstall {_owner_release(m, shadow.owner)}: {text}.",
+                actions=actions,
                 base=shadow.shipped,
                 target=shadow.resolved,
                 severity=None if not _is_wheel(shadow.resolved_owner) else "warning",
@@ -939,12 +996,14 @@ def _static_shadows(m: Manifest) -> list[_Shadow]:
 
 def _nodes_changed(
     rule: Rule,
+    target: Manifest,
     base_nodes: list[NativeNode],
     target_nodes: list[NativeNode],
     b_versions: dict[str, str],
     t_versions: dict[str, str],
 ) -> Iterator[Finding]:
-    """Same location-independent key, another file, and no version change of its owner to explain it."""
+    """Same location-independent key, another file, and no version change of its owner to explain it
+    (the remedy: ``target``'s own build of the owner, installed again)."""
     base_by_key = {n.key: n for n in base_nodes}
     for node in target_nodes:
         old = base_by_key.get(node.key)
@@ -955,13 +1014,14 @@ def _nodes_changed(
             continue
         # A system file (its key is its absolute path): distributions patch their libraries; info.
         severity: Severity | None = "info" if node.key.startswith("/") else None
+        remedy, actions = _changed_remedy(target, node.owner)
         yield rule.finding(
             node.key,
             f"{node.key} is a different file on the target than on the base"
             + (" (RECORD no longer matches it)" if node.integrity == "modified" else "")
             + ", with no version change to explain it.",
-            f"Reinstall {node.owner if _is_wheel(node.owner) else 'the package that provides it'} "
-            "(`pip install --force-reinstall --no-deps`), or find who replaced the file.",
+            remedy,
+            actions=actions,
             base=old.identity,
             target=node.identity,
             severity=severity,
@@ -1053,6 +1113,7 @@ def _same_node(
     ),
     fm=("FM-03", "FM-02"),
     evidence=("pytorch/pytorch#29279", "pytorch/pytorch#129568", "zeyad-mansour/lunar#58"),
+    fixes=("install",),
 )
 def native_tampered(rule: Rule, m: Manifest) -> Iterator[Finding]:
     if m.native is None:
@@ -1066,22 +1127,30 @@ def native_tampered(rule: Rule, m: Manifest) -> Iterator[Finding]:
                 if resized and record.size is not None  # type: ignore[union-attr]
                 else "differs from the sha256 its RECORD promises"
             )
+            text, actions = _reinstall_owner(m, node.owner)
             yield rule.finding(
                 node.key,
                 f"{node.path} {differs}: it was replaced or patched after {node.owner} was installed.",
-                f"Reinstall {_owner_release(m, node.owner)}: {_reinstall_owner(m, node.owner)}, and find out "
-                f"who replaced the file (never take {'DLLs' if _is_windows(m) else 'libraries'} from "
-                "download sites).",
+                f"Reinstall {_owner_release(m, node.owner)}: {text}, and find out who replaced the file "
+                f"(never take {'DLLs' if _is_windows(m) else 'libraries'} from download sites).",
+                actions=actions,
                 base="RECORD",
                 target=node.identity or (f"{node.size} bytes" if node.size is not None else "modified"),
                 caused_by=install_cause(m, node.owner, _relative(node)),
             )
         elif node.owner == "unowned":
+            # Not a command: a file some library links by name may be all that makes it load, and which
+            # package should own it is no RECORD's word.
+            step = Manual(
+                text=f"Delete {node.path} if no library needs it, or reinstall the package that should own "
+                "it."
+            )
             yield rule.finding(
                 node.key,
                 f"{node.path} sits inside site-packages but no installed package lists it: copied by hand or "
                 "left behind by an uninstall, and the loader may pick it first.",
-                "Delete the stray file (or reinstall the package that should own it).",
+                step.text,
+                actions=(step,),
                 base="no owner",
                 target=node.path,
                 severity="warning",
@@ -1108,12 +1177,13 @@ def _owner_release(m: Manifest, owner: str) -> str:
     return f"{owner} {dist.version}" if dist is not None else owner
 
 
-def _reinstall_owner(m: Manifest, owner: str) -> str:
-    """The pasteable reinstall of ``owner`` at its exact version, local label and index kept."""
+def _reinstall_owner(m: Manifest, owner: str) -> tuple[str, tuple[Action, ...]]:
+    """The reinstall of ``owner``'s exact build (``reinstall_actions``), and its words."""
     dist = pkg(m, owner)
     if dist is None:  # a node's owner is one of the manifest's distributions; an edited manifest may lie
-        return "reinstall it at the version it had, with --force-reinstall --no-deps"
-    return reinstall(m, [dist])
+        return f"install {owner} again at the version it had, from the index it came from", ()
+    actions = reinstall_actions(m, [dist])
+    return _reinstall_text(m, actions), actions
 
 
 def absent_files(m: Manifest) -> dict[str, NativeNode]:
@@ -1135,6 +1205,7 @@ def absent_files(m: Manifest) -> dict[str, NativeNode]:
     ),
     fm=("FM-02", "FM-03", "FM-14"),
     static_facts=True,
+    fixes=("install",),
 )
 def native_file_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
     native = m.native
@@ -1189,11 +1260,12 @@ def native_file_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
                 "a dlopen) fails."
             )
             target = "missing"
+        text, actions = _reinstall_owner(m, node.owner)
         yield rule.finding(
             key,
             message,
-            f"Reinstall {_owner_release(m, node.owner)}: {_reinstall_owner(m, node.owner)}, and find out "
-            "what deleted the file.",
+            f"Reinstall {_owner_release(m, node.owner)}: {text}, and find out what deleted the file.",
+            actions=actions,
             base=f"RECORD: {rel}",
             target=target,
         )
@@ -1347,13 +1419,27 @@ def native_record_escape(rule: Rule, m: Manifest) -> Iterator[Finding]:
     for entry in sorted(m.native.refused or [], key=lambda r: (r.owner, r.path)):
         if entry.kind != "record-escape":
             continue
+        dist = pkg(m, entry.owner)
+        record = f"{dist.metadata_dir}/RECORD" if dist is not None and dist.metadata_dir else "its RECORD"
+        # By hand, and first: the reinstall's uninstall deletes every file RECORD lists, that line's too, so
+        # no command is written that could run before the edit (a script runs its commands in order).
+        step = Manual(
+            text=f"Delete the line naming {entry.path} from {record} before any pip uninstall or upgrade "
+            "(pip deletes every file RECORD lists)."
+        )
+        then = (
+            f" Then install {dist.name} {dist.version} again from a trusted index: "
+            + remedy_text(reinstall_actions(m, [dist]), m)
+            + "."
+            if dist is not None
+            else f" Then install {entry.owner} again from a trusted index."
+        )
         yield rule.finding(
             f"{entry.owner}:{entry.path}",
             f"The RECORD of {entry.owner} lists {entry.path}, which leads outside the environment; "
             "envcheck did not read that file.",
-            f"Delete that line from the RECORD of {entry.owner} before any pip uninstall or upgrade (pip "
-            f"deletes every file RECORD lists), then reinstall it from a trusted index: "
-            f"`pip install --force-reinstall --no-deps {shell_word(entry.owner, m)}`.",
+            step.text + then,
+            actions=(step,),
             base="inside the environment",
             target=entry.path,
         )
