@@ -121,6 +121,7 @@ _verify(
     "of the module built for the installed one. A module the application never imports can be skipped "
     'with `not_imported = ["name"]` in the policy.',
     ("FM-08",),
+    fixes=("install",),
 )
 _verify(
     "VERIFY-IMPORT-OPENMP",

@@ -26,7 +26,7 @@ from venvs import _link_or_copy, clone_site_packages, make_venv, site_packages, 
 from wheels import wheel
 
 from envcheck import api
-from envcheck.core.findings import Finding, registered_rule
+from envcheck.core.findings import Finding
 from envcheck.core.remedy import Action, EditFile, Install, Manual, SetVariable, Uninstall, render
 from envcheck.diff.policy import Policy
 from envcheck.manifest.model import Manifest
@@ -523,20 +523,10 @@ def test_the_numpy_major_remedy_never_touches_a_shared_numpy_and_then_fixes_the_
     assert state(shared) == before
 
 
-# envcheck.verify.rules registers VERIFY-IMPORT; until it declares the install kind (Rule.fixes), the
-# finding carries its remedy as text only (envcheck.verify.imports._with_actions).
-_VERIFY_IMPORT = registered_rule("VERIFY-IMPORT")
-IMPORT_FIXES = _VERIFY_IMPORT is not None and "install" in _VERIFY_IMPORT.fixes
-
 
 @needs_torch
 @pytest.mark.slow
 @pytest.mark.remedy("VERIFY-IMPORT")
-@pytest.mark.xfail(
-    not IMPORT_FIXES,
-    reason="envcheck/verify/rules.py does not declare fixes=('install',) for VERIFY-IMPORT",
-    strict=True,
-)
 def test_an_import_built_for_numpy_1_is_fixed_by_a_release_built_for_numpy_2(tmp_path: Path) -> None:
     # A venv of NumPy 2 (the test environment's) and pip only: the plan of native imports is NumPy's and
     # h5py's, each named with its distribution.
