@@ -295,7 +295,8 @@ def test_the_gate_leads_with_the_mismatched_builds(venvs: dict[str, Path]) -> No
     for f in missing:
         assert f["caused_by"] == f"ENV-BUILT-FOR-VARIANT:{f['subject'].split('/')[0]}"
         assert "operating system's packages" not in f["remedy"]
-        assert "never an operating system's package" in f["remedy"]
+        # A consequence carries no remedy of its own: it points at the mismatched build's.
+        assert f["remedy"].startswith("Follows from ENV-BUILT-FOR-VARIANT")
     assert (
         "undefined symbol: _ZN3c106detail14torchCheckFailEPKcS2_jRKSs"
         in by[("VERIFY-IMPORT", "import abiops")]["message"]
@@ -303,12 +304,16 @@ def test_the_gate_leads_with_the_mismatched_builds(venvs: dict[str, Path]) -> No
     # The remedies: the matching build from the index that serves it, or a rebuild with the right flags.
     cuda = by[("ENV-BUILT-FOR-VARIANT", "visionops")]
     assert "is a CUDA build" in cuda["message"] and "libc10_cuda.so" in cuda["message"]
-    assert "pip install 'visionops==0.3.0+cpu' --index-url" in cuda["remedy"] and "/cpu" in cuda["remedy"]
+    assert "pip install --no-deps 'visionops==0.3.0+cpu' --index-url" in cuda["remedy"]
+    assert "'https://download.pytorch.org/whl/cpu'" in cuda["remedy"]
     rocm = by[("ENV-BUILT-FOR-VARIANT", "rocmops")]
     assert "is a ROCm build" in rocm["message"] and "librocmops_hip.so" in rocm["message"]
     abi = by[("ENV-BUILT-FOR-ABI", "abiops")]
     assert "_GLIBCXX_USE_CXX11_ABI=0" in abi["message"]
-    assert "-D_GLIBCXX_USE_CXX11_ABI=1" in abi["remedy"] and "'/src/abiops'" in abi["remedy"]
+    # Built again from its checkout (direct_url.json) with torch's flag, its stale build folder deleted first.
+    assert "`rm -rf -- '/src/abiops/build'`" in abi["remedy"]
+    assert "CPPFLAGS='-D_GLIBCXX_USE_CXX11_ABI=1' pip install --force-reinstall --no-deps" in abi["remedy"]
+    assert "--no-build-isolation '/src/abiops'" in abi["remedy"]
 
 
 @needs_torch
@@ -444,6 +449,14 @@ def test_the_registrys_torchvision_beside_a_cpu_torch_is_named_as_the_build_it_i
     assert (first["rule"], first["subject"]) == ("ENV-BUILT-FOR-VARIANT", "torchvision")
     assert "torchvision 0.28.0 is a CUDA build" in first["message"]
     assert "'torchvision==0.28.0+cpu' --index-url 'https://download.pytorch.org/whl/cpu'" in first["remedy"]
+    # Its CPU build, from PyTorch's index for torch's label: never the same CUDA build again.
+    (action,) = first["actions"]
+    assert (action["kind"], action["pins"], action["index_url"], action["force"]) == (
+        "install",
+        [["torchvision", "0.28.0+cpu"]],
+        "https://download.pytorch.org/whl/cpu",
+        False,
+    )
     key = f"{first['rule']}:{first['subject']}"
     under = {(f["rule"], f["subject"]) for f in report["findings"] if f["caused_by"] == key}
     assert ("VERIFY-IMPORT", "import torchvision") in under

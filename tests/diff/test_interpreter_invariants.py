@@ -591,7 +591,8 @@ def test_a_deleted_script(tmp_path: Path) -> None:
     _, found = report("doctor", "--python", python)
     assert ours(found) == [("ENV-SCRIPT-BROKEN", "error", "envdemo-x")]
     (f,) = [f for f in found if f["rule"] in RULES]
-    assert "--force-reinstall --no-deps 'envdemo==1.0'" in f["remedy"]
+    # Installed from a wheel file: the reinstall takes the wheel its direct_url.json recorded.
+    assert "--force-reinstall --no-deps 'envdemo @ file://" in f["remedy"]
 
 
 @pytest.fixture(scope="session")

@@ -26,8 +26,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
 
+from envcheck.core.escape import one_line
 from envcheck.core.findings import Finding, Rule
+from envcheck.core.remedy import Action, Manual, Rebuild, RemoveFiles, make
 from envcheck.diff.rules.base import single_rule
 from envcheck.diff.rules.torch import COMPANIONS, installed_version
 from envcheck.manifest.model import Distribution, Manifest
@@ -40,7 +43,7 @@ from envcheck.manifest.native import (
 )
 from envcheck.manifest.provenance import source
 from envcheck.manifest.query import canon, local_label, pkg, public, torch_index_label
-from envcheck.manifest.remedy import pip_install, shell_word
+from envcheck.manifest.remedy import install_action, pip_install, remedy_text
 
 FAMILY = "built against torch"
 
@@ -164,26 +167,58 @@ def _torch_words(m: Manifest) -> str:
     return installed_version(m) or "the installed torch"
 
 
-def _rebuild(m: Manifest, b: Built, flags: str) -> str:
-    """Rebuild ``b`` from its source against the installed torch, with ``flags`` (a clause: lower case,
-    ending with a full stop)."""
+def _folder(url: str) -> str:
+    """The path of a ``file:`` URL (``file:///srv/pkg`` -> ``/srv/pkg``; ``file:///C:/x`` -> ``C:/x``)."""
+    path = unquote(urlsplit(url).path)
+    return path[1:] if len(path) > 2 and path[0] == "/" and path[2] == ":" else path
+
+
+def _rebuild(
+    m: Manifest, b: Built, variables: tuple[tuple[str, str], ...], flags: str
+) -> tuple[list[Action], str]:
+    """``b`` built again from its source against the installed torch, with ``variables`` set for the build
+    (``flags`` says the rest, a clause): its source folder (``direct_url.json``: the folder, or an archive
+    URL), else the index's source distribution of its release (``--no-binary``). A folder's ``build``
+    directory goes first: setuptools reuses the objects there, compiled with the old flags, when no source
+    file changed. An editable checkout, a VCS commit or unowned files are manual steps that name them."""
     if b.dist is None:
-        return (
+        text = (
             f"rebuild {', '.join(b.files)} against the installed torch ({flags}), or delete the files: no "
-            "installed distribution owns them."
+            "installed distribution owns them"
         )
-    src = source(b.dist)
-    where = src.shown.split(": ", 1)[1] if ": " in src.shown and not src.released else None
-    path = where.removeprefix("file://") if where and where.startswith(("file://", "/")) else None
-    target = path if path and not path.lower().endswith(".whl") else None
-    command = (
-        f"`pip install --no-build-isolation --no-deps --force-reinstall {shell_word(target, m)}`"
-        if target
-        else f"`pip install --no-build-isolation --no-deps --force-reinstall --no-binary "
-        f"{shell_word(b.dist.name, m)} {shell_word(b.dist.name, m)}`"
+        return [Manual(text=one_line(text).replace("`", "'"))], ""
+    dist = b.dist
+    direct = dist.direct_url if isinstance(dist.direct_url, dict) else {}
+    url = direct.get("url") if isinstance(direct.get("url"), str) else ""
+    what = f"rebuild {dist.name} {dist.version} against the installed torch"
+    if isinstance(direct.get("vcs_info"), dict) or (
+        isinstance(direct.get("dir_info"), dict) and direct["dir_info"].get("editable") is True
+    ):
+        return [
+            Manual(text=one_line(f"{what} from its source ({source(dist).shown}), {flags}").replace("`", "'"))
+        ], ""
+    if url and not urlsplit(url).path.lower().endswith(".whl"):
+        if isinstance(direct.get("dir_info"), dict) and url.startswith("file:"):
+            folder = _folder(url)
+            sep = "\\" if "\\" in folder else "/"
+            build = folder.rstrip("/\\") + sep + "build"
+            actions = [
+                make(lambda: RemoveFiles(paths=(build,)), f"delete {build}"),
+                make(lambda: Rebuild(name=dist.name, source=folder, variables=variables), what),
+            ]
+            note = (
+                f"(from its source folder, as it was installed; {build} holds objects compiled with the old "
+                f"flags, which setuptools would reuse) {_capital(flags)}."
+            )
+            return actions, note
+        built = _folder(url) if url.startswith("file:") else url
+        rebuild = make(lambda: Rebuild(name=dist.name, source=built, variables=variables), what)
+        return [rebuild], f"(from the source archive it was installed from) {_capital(flags)}."
+    rebuild = make(lambda: Rebuild(name=dist.name, version=public(dist.version), variables=variables), what)
+    return [rebuild], (
+        f"(from the index's source distribution of {dist.name} {public(dist.version)}: a project no index "
+        f"serves builds from its checkout the same way) {_capital(flags)}."
     )
-    shown = "" if src.released else f" ({src.shown})"
-    return f"rebuild it from source{shown} against the installed torch, {flags}: {command}."
 
 
 def _capital(text: str) -> str:
@@ -201,13 +236,17 @@ def _local(b: Built) -> bool:
     return not (wheel and canon(b.dist.name) in COMPANIONS)
 
 
-def _variant_flags(kind: BuildKind | None, major: int | None) -> str:
+def _variant_build(kind: BuildKind | None, major: int | None) -> tuple[tuple[tuple[str, str], ...], str]:
+    """The variables a rebuild for torch's variant sets (``FORCE_CUDA``, which torchvision, detectron2,
+    mmcv and most CUDA extensions' setup.py read) and what else it needs (a clause)."""
     if kind == "cpu":
-        return "with CUDA and ROCm off (FORCE_CUDA=0, no CUDA_HOME in the environment)"
+        return (("FORCE_CUDA", "0"),), "build it with CUDA and ROCm off (no CUDA_HOME in the environment)"
     if kind == "cuda":
         toolkit = f"the CUDA {major} toolkit" if major else "the CUDA toolkit torch was built with"
-        return f"with FORCE_CUDA=1 and {toolkit} (CUDA_HOME)"
-    return "with ROCm's compilers (ROCM_HOME) and the ROCm release torch was built with"
+        return (("FORCE_CUDA", "1"),), f"build it with {toolkit} (CUDA_HOME)"
+    return (
+        ("FORCE_CUDA", "1"),
+    ), "build it with ROCm's compilers (ROCM_HOME) of the release torch was built with"
 
 
 @single_rule(
@@ -225,6 +264,7 @@ def _variant_flags(kind: BuildKind | None, major: int | None) -> str:
     fm=("FM-07",),
     evidence=("pytorch/vision#4222", "pytorch/pytorch#62350"),
     static_facts=True,
+    fixes=("install", "remove", "rebuild"),
 )
 def built_for_variant(rule: Rule, m: Manifest) -> Iterator[Finding]:
     if pkg(m, "torch") is None and m.torch.static is None:
@@ -243,39 +283,50 @@ def built_for_variant(rule: Rule, m: Manifest) -> Iterator[Finding]:
             continue
         built = f"CUDA {b.cuda_major}" if other_major else _KIND_WORDS[b.kind]
         has = f"CUDA {major}" if other_major else _KIND_WORDS[kind]
+        remedy, actions = _variant_remedy(m, b, kind, major)
         yield rule.finding(
             _subject(b),
             f"{_who(b)} is a {built} build ({b.evidence}); torch is {_torch_words(m)}, a {has} build: "
             "its native code cannot load or run against it.",
-            _variant_remedy(m, b, kind, major),
+            remedy,
             base=f"torch {_torch_words(m)} ({has})",
             target=f"{_subject(b)} ({built})",
+            actions=actions,
         )
 
 
-def _variant_remedy(m: Manifest, b: Built, kind: BuildKind, major: int | None) -> str:
+def _variant_remedy(
+    m: Manifest, b: Built, kind: BuildKind, major: int | None
+) -> tuple[str, tuple[Action, ...]]:
+    """The build of ``b`` for torch's variant from the index that serves it (PyTorch's, for its label: never
+    the same build again from the default index), or ``b`` built again for it where no index serves one."""
     torch_version = installed_version(m) or ""
     torch_label = torch_index_label(torch_version) or (
         m.torch.static.variant if m.torch.static is not None else None
     )
-    flags = _variant_flags(kind, major)
+    variables, flags = _variant_build(kind, major)
     if b.dist is None or _local(b):
-        return _capital(_rebuild(m, b, flags))
+        actions, note = _rebuild(m, b, variables, flags)
+        return _capital(remedy_text(actions, m, note=note)), tuple(actions)
     label = torch_index_label(b.dist.version)
     # PyTorch's index serves every companion in every build torch has (torchvision 0.28.0+cpu beside torch
     # 2.13.0+cpu), whatever label the installed one carries (none, from the default index).
     companion = canon(b.dist.name) in COMPANIONS
     if (label or companion) and torch_label and torch_index_label(f"0+{torch_label}"):
         pins = [(b.dist.name, f"{public(b.dist.version)}+{torch_label}")]
+        # --no-deps: only this build changes; what it requires is torch's release, already installed.
+        action = install_action(pins, source=m, no_deps=True)
         return (
             f"Install its {_KIND_WORDS[kind]} build for torch {public(torch_version)} from the index that "
-            f"serves it: {pip_install(pins, source=m, on=m)}; or install the torch build it was made for."
-        )
+            f"serves it: {pip_install(pins, source=m, on=m, options='--no-deps')}; or install the torch "
+            "build it was made for."
+        ), (action,)
+    actions, note = _rebuild(m, b, variables, flags)
     return (
-        f"Install the {b.dist.name} build made for torch {torch_version} ({_KIND_WORDS[kind]}) from the "
-        f"index that serves it, in the same command as torch; or, where none is published, "
-        + _rebuild(m, b, flags)
-    )
+        f"Build {b.dist.name} again for torch {torch_version} ({_KIND_WORDS[kind]}): "
+        + remedy_text(actions, m, note=note)
+        + f" Or install a {b.dist.name} build made for that torch where its project publishes one."
+    ), tuple(actions)
 
 
 @single_rule(
@@ -292,6 +343,7 @@ def _variant_remedy(m: Manifest, b: Built, kind: BuildKind, major: int | None) -
     fm=("FM-07",),
     evidence=("pytorch/pytorch#51039", "pytorch/pytorch#17492", "Dao-AILab/flash-attention#853"),
     static_facts=True,
+    fixes=("remove", "rebuild"),
 )
 def built_for_abi(rule: Rule, m: Manifest) -> Iterator[Finding]:
     want = torch_abi(m)
@@ -302,17 +354,22 @@ def built_for_abi(rule: Rule, m: Manifest) -> Iterator[Finding]:
         wrong = [name for name, abi in b.abi if abi != want]
         if not wrong:
             continue
+        # CPPFLAGS: what setuptools adds to every compile (CFLAGS and CXXFLAGS would replace its own flags).
+        variables = (("CPPFLAGS", f"-D_GLIBCXX_USE_CXX11_ABI={flag}"),)
         flags = (
-            f"with -D_GLIBCXX_USE_CXX11_ABI={flag} (torch.utils.cpp_extension sets it from "
-            "torch.compiled_with_cxx11_abi(); a CMake build takes it from torch's TorchConfig.cmake)"
+            f"compile it with -D_GLIBCXX_USE_CXX11_ABI={flag} (torch.utils.cpp_extension sets it from the "
+            "installed torch; a CMake build takes it from torch's TorchConfig.cmake; a setup.py or "
+            "CMakeLists.txt that sets the flag itself must be changed there)"
         )
+        actions, note = _rebuild(m, b, variables, flags)
         if b.dist is not None and not _local(b):
             remedy = (
-                f"Install the {b.dist.name} release built for torch {_torch_words(m)} (its wheels are "
-                f"built with torch's ABI), or {_rebuild(m, b, flags)}"
+                f"Build {b.dist.name} again against torch {_torch_words(m)}: "
+                + remedy_text(actions, m, note=note)
+                + f" Or install the {b.dist.name} release built for that torch (its wheels use torch's ABI)."
             )
         else:
-            remedy = _capital(_rebuild(m, b, flags))
+            remedy = _capital(remedy_text(actions, m, note=note))
         yield rule.finding(
             _subject(b),
             f"{_who(b)} was compiled with _GLIBCXX_USE_CXX11_ABI={1 - flag} ({', '.join(wrong)} names "
@@ -321,4 +378,5 @@ def built_for_abi(rule: Rule, m: Manifest) -> Iterator[Finding]:
             remedy,
             base=f"torch _GLIBCXX_USE_CXX11_ABI={flag}",
             target=f"{_subject(b)} _GLIBCXX_USE_CXX11_ABI={1 - flag}",
+            actions=tuple(actions),
         )

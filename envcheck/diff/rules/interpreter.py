@@ -10,13 +10,17 @@ rules say nothing of it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from urllib.parse import unquote, urlsplit
 
+from envcheck.core.escape import one_line
 from envcheck.core.findings import Finding, Rule
+from envcheck.core.remedy import Action, Install, Manual, Rebuild, make
 from envcheck.diff.rules.base import single_rule
 from envcheck.manifest.model import BrokenScript, Distribution, Manifest
-from envcheck.manifest.query import canon, windows
-from envcheck.manifest.remedy import pip_install, shell_word
+from envcheck.manifest.provenance import source
+from envcheck.manifest.query import canon, torch_index_label, windows
+from envcheck.manifest.remedy import install_action, remedy_text, shell_word
 
 FAMILY = "interpreter"
 
@@ -40,23 +44,91 @@ def _minor(version: str | None) -> str | None:
 
 
 def _recreate(m: Manifest) -> str:
-    """A pasteable command that recreates ``m``'s environment with the interpreter that runs it, then
-    reinstalls from the project's requirements."""
+    """How to recreate ``m``'s environment with the interpreter that runs it, as a manual step's sentence:
+    no command does it, since what the environment held comes from the project's own lock or requirements,
+    which envcheck does not know."""
     py = m.python
-    prefix = shell_word(py.prefix, m)
     minor = _minor(py.version) or "3"
     if windows(m):
-        python = shell_word(py.prefix.rstrip(BACKSLASH) + SCRIPTS_EXE, m)
-        return f"`py -{minor} -m venv --clear {prefix}; & {python} -m pip install -r requirements.txt`"
+        command = f"py -{minor} -m venv --clear {shell_word(py.prefix, m)}"
+    else:
+        command = f"python{minor} -m venv --clear {shell_word(py.prefix, m)}"
     return (
-        f"`python{minor} -m venv --clear {prefix} && {shell_word(py.prefix.rstrip('/') + '/bin/python', m)} "
-        "-m pip install -r requirements.txt` (or `uv venv --clear` and `uv pip sync` from your lock)"
+        f"recreate the environment at {_inert(py.prefix)} with Python {minor}, the interpreter that runs it "
+        f"(`{command}`, or `uv venv --clear`), then install its packages again from the project's lock or "
+        "requirements file"
     )
 
 
-def _reinstall(m: Manifest, name: str, version: str) -> str:
-    """The pasteable reinstall of one distribution's exact version, for this interpreter."""
-    return pip_install([(name, version)], on=m, options="--force-reinstall --no-deps")
+def _direct(dist: Distribution | None) -> tuple[str, dict[str, object]]:
+    """The URL ``dist``'s ``direct_url.json`` names and the file itself (empty for an index's install)."""
+    direct = dist.direct_url if dist is not None and isinstance(dist.direct_url, dict) else {}
+    url = direct.get("url")
+    return (url if isinstance(url, str) else ""), direct
+
+
+def _file_path(url: str) -> str:
+    """The path of a ``file:`` URL (``file:///srv/pkg`` -> ``/srv/pkg``; ``file:///C:/x`` -> ``C:/x``)."""
+    path = unquote(urlsplit(url).path)
+    return path[1:] if len(path) > 2 and path[0] == "/" and path[2] == ":" else path
+
+
+def _reinstall(m: Manifest, name: str, version: str, *, same_wheel: bool) -> Action:
+    """``name==version`` installed again for this interpreter (``--force-reinstall --no-deps``: every file of
+    its RECORD and its scripts written again), from where it came: its index (PyTorch's for a labelled
+    torch build, ``install_action``), the wheel its ``direct_url.json`` names when ``same_wheel`` (a wheel
+    for this interpreter), its source folder or archive built again. A wheel file for another interpreter,
+    an editable checkout or a VCS commit is a manual step that names it."""
+    dist = next((d for d in m.packages if canon(d.name) == canon(name) and not d.shadowed), None)
+    url, direct = _direct(dist)
+    what = f"reinstall {name}=={version} for this interpreter"
+    if dist is None or not url:
+        return install_action([(name, version)], source=m, force=True, no_deps=True)
+    info = direct.get("dir_info")
+    if isinstance(direct.get("vcs_info"), dict) or (isinstance(info, dict) and info.get("editable") is True):
+        return Manual(text=_inert(f"{what} from its source ({source(dist).shown}), as it was installed"))
+    if urlsplit(url).path.lower().endswith(".whl"):
+        if same_wheel:
+            return make(
+                lambda: Install(pins=((name, version),), wheel_url=url, force=True, no_deps=True), what
+            )
+        return Manual(
+            text=_inert(
+                f"install the {name} {version} wheel built for this interpreter ({m.python.implementation} "
+                f"{m.python.version}): the one installed came from a wheel file for another one "
+                f"({source(dist).shown})"
+            )
+        )
+    built = _file_path(url) if url.startswith("file:") else url
+    return make(lambda: Rebuild(name=name, version=version, source=built), what)
+
+
+def _reinstalls(m: Manifest, pins: Iterable[tuple[str, str]], *, same_wheel: bool) -> list[Action]:
+    """``_reinstall`` of each pin, the ones from the default index in one command."""
+    out: list[Action] = []
+    plain: list[tuple[str, str]] = []
+    for name, version in dict.fromkeys(pins):
+        dist = next((d for d in m.packages if canon(d.name) == canon(name) and not d.shadowed), None)
+        if not _direct(dist)[0] and not torch_index_label(version):
+            plain.append((name, version))
+        else:
+            out.append(_reinstall(m, name, version, same_wheel=same_wheel))
+    if plain:
+        out.insert(0, install_action(plain, source=m, force=True, no_deps=True))
+    return out
+
+
+def _inert(text: str) -> str:
+    return one_line(text).replace("`", "'")
+
+
+def _trust(actions: Iterable[Action]) -> str:
+    """What a command built from the manifest's recorded URL asks of the reader."""
+    if any(isinstance(a, Install) and a.wheel_url is not None for a in actions):
+        return "(the wheel's URL as its direct_url.json recorded it: check that you trust it)"
+    if any(isinstance(a, Rebuild) for a in actions):
+        return "(built again from the source its direct_url.json recorded, as it was installed)"
+    return ""
 
 
 def _extension_file(path: str) -> tuple[str, str] | None:
@@ -109,6 +181,7 @@ def _unsupported(m: Manifest) -> dict[str, tuple[str, ...]]:
         "run (a warning)."
     ),
     fm=("FM-28",),
+    fixes=("install", "rebuild"),
     static_facts=False,  # live facts of the target: a predicted manifest has none
     evidence=("laoshanxi/app-mesh#214",),
 )
@@ -127,22 +200,26 @@ def wheel_tag(rule: Rule, m: Manifest) -> Iterator[Finding]:
             if native or not pure
             else "it ships no compiled code, so it may still run, but no installer would have put it here"
         )
+        actions = (_reinstall(m, wheel.name, wheel.version, same_wheel=False),)
+        note = f"If the whole environment was copied from another Python, {_recreate(m)} instead."
         yield rule.finding(
             wheel.name,
             f"{wheel.name} {wheel.version} was installed from a wheel tagged {tags}; this interpreter "
             f"({py.implementation} {py.version}) supports none of those tags: {what}.",
-            f"Reinstall it for this interpreter: {_reinstall(m, wheel.name, wheel.version)}"
-            f"; if the whole environment was copied from another Python, recreate it: {_recreate(m)}.",
+            f"Reinstall it for this interpreter: {remedy_text(actions, m, note=_trust(actions))}. {note}",
             target=tags,
             severity="error" if native or not pure else "warning",
+            actions=actions,
         )
     if support.count > len(support.unsupported):
+        step = Manual(text=_recreate(m))
         yield rule.finding(
             "more wheels",
             f"{support.count - len(support.unsupported)} more distributions have wheel tags this interpreter "
             "does not support (the probe records the first ones).",
-            f"Recreate the environment with the interpreter that runs it: {_recreate(m)}.",
+            f"The environment was made for another Python: {remedy_text([step], m)}.",
             target=str(support.count),
+            actions=(step,),
         )
 
 
@@ -160,6 +237,7 @@ def wheel_tag(rule: Rule, m: Manifest) -> Iterator[Finding]:
         "path and is not checked."
     ),
     fm=("FM-28",),
+    fixes=("install", "rebuild"),
     static_facts=False,  # live facts of the target: a predicted manifest has none
     evidence=("laoshanxi/app-mesh#214",),
 )
@@ -176,15 +254,18 @@ def extension_suffix(rule: Rule, m: Manifest) -> Iterator[Finding]:
         cause = f"ENV-WHEEL-TAG:{dist.name}" if canon(dist.name) in unsupported else None
         shown = ", ".join(wrong[:SHOWN]) + (f" and {len(wrong) - SHOWN} more" if len(wrong) > SHOWN else "")
         modules = sorted({found[0] for path in wrong[:SHOWN] if (found := _extension_file(path))})
+        # Not the same wheel again: a wheel whose tag this interpreter takes holds these files.
+        actions = (_reinstall(m, dist.name, dist.version, same_wheel=False),)
+        note = f"If the environment was copied from another Python, {_recreate(m)} instead."
         yield rule.finding(
             dist.name,
             f"{len(wrong)} extension module(s) of {dist.name} {dist.version} have a suffix this interpreter "
             f"never imports ({shown}); it imports {', '.join(m.python.extension_suffixes)}: "
             f"`import {modules[0]}` fails or falls back to slower code.",
-            f"Reinstall it for this interpreter: {_reinstall(m, dist.name, dist.version)}"
-            f"; if the environment was copied from another Python, recreate it: {_recreate(m)}.",
+            f"Reinstall it for this interpreter: {remedy_text(actions, m, note=_trust(actions))}. {note}",
             target=", ".join(wrong[:SHOWN]),
             caused_by=cause,
+            actions=actions,
         )
 
 
@@ -225,12 +306,14 @@ def venv_interpreter(rule: Rule, m: Manifest) -> Iterator[Finding]:
         problems.append(f"its `home` {cfg.home} holds no python")
     if not problems:
         return
+    step = Manual(text=_recreate(m))
     yield rule.finding(
         "pyvenv.cfg",
         f"{cfg.path}: " + "; ".join(problems) + ".",
-        f"Recreate the venv with the interpreter that runs it and reinstall: {_recreate(m)}.",
+        f"The venv cannot be repaired in place: {remedy_text([step], m)}.",
         base=cfg.version or cfg.home,
         target=running,
+        actions=(step,),
     )
 
 
@@ -257,6 +340,7 @@ _PROBLEMS = {
         "or directory', or runs another environment's python without this one's packages."
     ),
     fm=("FM-28",),
+    fixes=("install", "rebuild"),
     static_facts=False,  # live facts of the target: a predicted manifest has none
     evidence=("astral-sh/uv-docker-example#38", "pypa/virtualenv#2113"),
 )
@@ -272,16 +356,18 @@ def script_broken(rule: Rule, m: Manifest) -> Iterator[Finding]:
         shown = ", ".join(names[:SHOWN]) + (
             f" and {scripts.count - SHOWN} more" if scripts.count > SHOWN else ""
         )
+        actions = tuple(_reinstalls(m, dists, same_wheel=True))
         yield rule.finding(
             "scripts",
             f"None of the console and GUI scripts the distributions declare ({scripts.count}: {shown}) is in "
             f"{scripts.folder}: the site-packages was assembled without its scripts. Running one fails with "
             "'command not found', or runs a command of that name from another environment on PATH; "
             "`python -m` of the module still works.",
-            "Install the distributions with pip or uv, which write the scripts: "
-            f"{pip_install(dists[:SHOWN], on=m, options='--force-reinstall --no-deps')}.",
+            "Install the distributions again with pip, which writes their scripts: "
+            f"{remedy_text(actions, m, note=_trust(actions))}.",
             target=str(scripts.count),
             severity="info",
+            actions=actions,
         )
         return
     by_interpreter: dict[tuple[str, str], list[BrokenScript]] = {}
@@ -289,15 +375,15 @@ def script_broken(rule: Rule, m: Manifest) -> Iterator[Finding]:
         if script.problem in ("interpreter-missing", "foreign-interpreter") and script.interpreter:
             by_interpreter.setdefault((script.problem, script.interpreter), []).append(script)
             continue
-        fix = pip_install(
-            [(script.distribution, script.version)], on=m, options="--force-reinstall --no-deps"
-        )
+        actions = (_reinstall(m, script.distribution, script.version, same_wheel=True),)
         yield rule.finding(
             script.name,
             f"The {script.kind} script {script.name} of {script.distribution} {script.version} "
             f"({script.path}) {_PROBLEMS.get(script.problem, script.problem)}.",
-            f"Reinstall the distribution to rewrite its scripts: {fix}.",
+            "Reinstall the distribution, which writes its scripts again: "
+            f"{remedy_text(actions, m, note=_trust(actions))}.",
             target=script.problem,
+            actions=actions,
         )
     for (problem, interpreter), group in sorted(by_interpreter.items()):
         names = sorted(s.name for s in group)
@@ -308,11 +394,18 @@ def script_broken(rule: Rule, m: Manifest) -> Iterator[Finding]:
             else "the scripts were written by another environment"
         )
         total = f" ({scripts.count} broken scripts in all)" if scripts.count > len(scripts.broken) else ""
+        # pip writes each script's #! line for the interpreter that runs it: this environment's own python.
+        actions = tuple(_reinstalls(m, sorted({(s.distribution, s.version) for s in group}), same_wheel=True))
+        note = (
+            "A venv keeps other absolute paths of where it was made (bin/activate): where it is meant to "
+            "move, build it with `uv venv --relocatable`, or make it where it runs."
+        )
         yield rule.finding(
             f"#!{interpreter}",
             f"{len(names)} script(s) in {scripts.folder} ({shown}) {_PROBLEMS[problem]}: #!{interpreter}; "
             f"{moved}{total}.",
-            f"Recreate the environment where it runs (a venv cannot be moved): {_recreate(m)}; or build it "
-            "in place with `uv venv --relocatable`.",
+            "Reinstall the distributions that own them, which writes their scripts for this environment's "
+            f"python: {remedy_text(actions, m, note=_trust(actions))}. {note}",
             target=interpreter,
+            actions=actions,
         )

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 
+from envcheck.core.escape import one_line
 from envcheck.core.findings import Finding, Rule
+from envcheck.core.remedy import Manual
 from envcheck.diff.rules.base import difference_rule, single_rule
 from envcheck.manifest.model import Manifest
 
@@ -138,13 +141,70 @@ def probe_failed(rule: Rule, m: Manifest) -> Iterator[Finding]:
         "error": f"failed{where}: {o.exception}",
     }.get(o.status, o.status)
     tail = (o.stderr_tail or "").strip().splitlines()
+    step = _probe_step(o.status, o.stage, o.exception or (tail[-1] if tail else ""), o.signal)
     yield rule.finding(
         o.stage or "probe",
         f"The probe {detail}" + (f"; last output: {tail[-1][:200]}" if tail else "."),
-        "Run `python -c 'import torch'` in this environment to see the failure; the other findings "
-        "(native tree, OpenMP, glibc, CPU) usually name the cause.",
+        f"{step.text}.",
         target=o.status,
+        actions=(step,),
     )
+
+
+_NO_MODULE = re.compile(r"No module named '([^']+)'")
+_NO_LIBRARY = re.compile(
+    r"([\w.+-]+\.(?:so[.\d]*|dylib|dll))[^\n]*(?:cannot open shared object file|not found|image not found)"
+    r"|Library not loaded: ([^\s,]+)|(?:DLL load failed|Error loading) [^\n]*?([\w.+-]+\.dll)",
+    re.IGNORECASE,
+)
+_UNDEFINED = re.compile(r"undefined symbol: (\S+)")
+_VERSION_NOT_FOUND = re.compile(r"version `([^']+)' not found \(required by ([^)]+)\)")
+
+
+def _probe_step(status: str, stage: str | None, error: str, signal: str | None) -> Manual:
+    """What to change, read from the error the probe met: the module to install, the library to make
+    loadable, the builds to match; else the error itself, named. Usually a consequence: the root cause
+    above it in the report (the native tree, glibc, the CPU) carries the command."""
+    return Manual(text=one_line(_probe_change(status, stage or "the probe", error, signal)).replace("`", "'"))
+
+
+def _probe_change(status: str, what: str, error: str, signal: str | None) -> str:
+    shown = error.strip()[:300]
+    if status == "timeout":
+        return f"Find what the probe's {what} waits on (a lock, a network mount, a GPU that does not answer)"
+    if status == "crashed" and signal == "SIGILL":
+        return (
+            f"Install a torch build made for this CPU: the probe's {what} died of SIGILL, an instruction the "
+            "build uses that this CPU lacks (ENV-CPU-ISA names the instruction set)"
+        )
+    if not shown:
+        return f"Run {what} in this environment to see why it {status}: the probe recorded no error message"
+    if found := _NO_MODULE.search(error):
+        module = found.group(1)
+        top = module.split(".", 1)[0]
+        if top != module:
+            return (
+                f"Reinstall the distribution that provides {top} for this interpreter: its {module} is "
+                f"missing or not importable here ({shown})"
+            )
+        return f"Install the distribution that provides {module} into this environment ({shown})"
+    if found := _VERSION_NOT_FOUND.search(error):
+        return (
+            f"Install a build of {found.group(2)} made for this system, or run on a system that provides "
+            f"{found.group(1)} ({shown})"
+        )
+    if found := _NO_LIBRARY.search(error):
+        library = next(g for g in found.groups() if g)
+        return (
+            f"Install the distribution that ships {library} (the native findings name it and what the loader "
+            f"found instead): the probe's {what} cannot load it ({shown})"
+        )
+    if found := _UNDEFINED.search(error):
+        return (
+            f"Install builds that match: a library the probe's {what} loads was built against another build "
+            f"of one it links (undefined symbol {found.group(1)}; {shown})"
+        )
+    return f"Change what the probe's {what} error names ({shown}): the other findings name it where known"
 
 
 @difference_rule(

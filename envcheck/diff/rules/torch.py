@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from envcheck.core.findings import Finding, Rule
+from envcheck.core.remedy import Action, Manual
 from envcheck.diff.rules.base import difference_rule, single_rule
 from envcheck.manifest.model import Backends, Distribution, Manifest
 from envcheck.manifest.provenance import origin, own, same_folder, take_off, where
 from envcheck.manifest.query import canon, local_label, pkg, public, release, windows
-from envcheck.manifest.remedy import pip_install
+from envcheck.manifest.remedy import install_action, pip_install, pytorch_index, remedy_text
 
 FAMILY = "torch build and variant"
 
@@ -104,11 +105,14 @@ def family_pins(source: Manifest, version: str) -> list[tuple[str, str]]:
     return pins
 
 
-def _family_install(base: Manifest, target: Manifest, version: str) -> str:
+def _family_install(base: Manifest, target: Manifest, version: str) -> tuple[str, tuple[Action, ...]]:
+    """The base's torch build and companions installed on the target in one command, from the index that
+    serves that build (``install_action``: the one the base recorded, else PyTorch's for its label)."""
+    pins = family_pins(base, version)
     return (
-        f"On the target: {pip_install(family_pins(base, version), source=base, on=target)}; one command "
-        "for torch and its companions, pinned in a constraints or lock file."
-    )
+        f"On the target: {pip_install(pins, source=base, on=target)}; one command for torch and its "
+        "companions, pinned in a constraints or lock file."
+    ), (install_action(pins, source=base),)
 
 
 @difference_rule(
@@ -118,16 +122,19 @@ def _family_install(base: Manifest, target: Manifest, version: str) -> str:
     title="torch is installed on the base but not on the target",
     why="Nothing that imports torch can run on the target.",
     fm=("FM-25",),
+    fixes=("install",),
 )
 def torch_missing(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
     b, t = _torch_version(base), _torch_version(target)
     if b and not t:
+        remedy, actions = _family_install(base, target, full_version(base) or b)
         yield rule.finding(
             "torch",
             f"torch {b} is installed on the base; the target has no torch: `import torch` fails.",
-            _family_install(base, target, full_version(base) or b),
+            remedy,
             base=b,
             target="not installed",
+            actions=actions,
         )
 
 
@@ -143,19 +150,22 @@ def torch_missing(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Find
     ),
     fm=("FM-25",),
     static_facts=True,
+    fixes=("install",),
 )
 def torch_no_metadata(rule: Rule, m: Manifest) -> Iterator[Finding]:
     static = m.torch.static
     if static is None or not static.version or pkg(m, "torch") is not None:
         return
+    pins = [("torch", static.version)]
     yield rule.finding(
         "torch",
         f"torch {static.version} is in {static.location}, but no torch .dist-info folder is on sys.path: "
         "pip does not see it.",
         "Reinstall it so its metadata is written again: "
-        + pip_install([("torch", static.version)], source=m, on=m, options="--force-reinstall --no-deps")
+        + pip_install(pins, source=m, on=m, options="--force-reinstall --no-deps")
         + ".",
         target=static.version,
+        actions=(install_action(pins, source=m, force=True, no_deps=True),),
     )
 
 
@@ -170,6 +180,7 @@ def torch_no_metadata(rule: Rule, m: Manifest) -> Iterator[Finding]:
     ),
     fm=("FM-07", "FM-26", "FM-09"),
     evidence=("pytorch/audio#3335", "pytorch/vision#4222", "pytorch/pytorch#105837"),
+    fixes=("install",),
 )
 def torch_version(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
     b, t = _torch_version(base), _torch_version(target)
@@ -178,14 +189,16 @@ def torch_version(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Find
     b_release, t_release = b.split("+", 1)[0], t.split("+", 1)[0]
     if b_release == t_release:
         return
+    remedy, actions = _family_install(base, target, full_version(base) or b)
     yield rule.finding(
         "torch",
         f"torch {b_release} on the base, {t_release} on the target: compiled extensions and companion "
         "packages built for one do not load against the other, and model outputs may change.",
-        _family_install(base, target, full_version(base) or b) + f" Or re-validate the model on {t_release}.",
+        remedy + f" Or re-validate the model on {t_release}.",
         base=b,
         target=t,
         caused_by=other_tree_cause(target),
+        actions=actions,
     )
 
 
@@ -212,6 +225,7 @@ def _kind(variant: str) -> str:
     ),
     fm=("FM-01", "FM-10"),
     evidence=("pytorch/pytorch#51858", "pytorch/pytorch#43493", "pytorch/pytorch.github.io#757"),
+    fixes=("install",),
 )
 def torch_variant(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Finding]:
     bs, ts = base.torch.static, target.torch.static
@@ -234,14 +248,15 @@ def torch_variant(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Find
     else:
         message = f"torch is built for {bs.variant} on the base and {ts.variant} on the target."
     version = full_version(base) or _pin(bs.version, bs.variant)
+    remedy, actions = _family_install(base, target, version)
     yield rule.finding(
         "torch",
         message,
-        _family_install(base, target, version)
-        + " Or declare the difference intended in the policy if the target is meant to differ.",
+        remedy + " Or declare the difference intended in the policy if the target is meant to differ.",
         base=bs.variant,
         target=ts.variant,
         caused_by=other_tree_cause(target),
+        actions=actions,
     )
 
 
@@ -456,14 +471,16 @@ def _shadow(rule: Rule, m: Manifest, winner: Distribution, loser: Distribution) 
     if same_folder(m, winner.location, loser.location):
         if not winner.metadata_dir or _name(winner.metadata_dir) == _name(loser.metadata_dir):
             return  # one folder on sys.path twice (an older manifest): one copy, listed twice
+        # Which copy importlib.metadata meets first is an accident of directory order, not the one to keep:
+        # ENV-DIST-DUPLICATE, whose consequence this is, uninstalls each copy with its own RECORD and
+        # installs the one to keep. No command here competes with it.
         yield rule.finding(
             name,
             f"{name} has two metadata folders in {winner.location}: {_name(winner.metadata_dir)} and "
             f"{_name(loser.metadata_dir)}; one is left over from an install or an uninstall that did not "
             "finish, and tools may read either.",
-            "Reinstall it once: "
-            + pip_install([(name, winner.version)], source=m, on=m, options="--force-reinstall --no-deps")
-            + f", then delete {loser.metadata_dir} if it is still there.",
+            f"Keep one copy of {name}: uninstall each one (pip uninstall, once per metadata folder), then "
+            "install the release you need once; ENV-DIST-DUPLICATE's remedy writes the commands.",
             target=f"{winner.version}, {loser.version}",
             severity="warning",
         )
@@ -556,20 +573,43 @@ def gpu_unused(rule: Rule, m: Manifest) -> Iterator[Finding]:
     if static.cuda or static.hip:
         return
     names = ", ".join(sorted({g.name for g in m.gpu.gpus}))
+    step = _cuda_build_step(m, static.version or "", m.gpu.cuda_driver_version)
     yield rule.finding(
         "torch",
         f"The machine has {len(m.gpu.gpus)} NVIDIA GPU(s) ({names}) but torch {static.version} is built "
         f"without CUDA ({static.variant}).",
-        "Install a CUDA build the driver supports: "
-        + (
-            "`pip install torch --index-url $env:TORCH_INDEX_URL`"
-            if windows(m)
-            else '`pip install torch --index-url "$TORCH_INDEX_URL"`'
-        )
-        + " (set TORCH_INDEX_URL to the PyTorch wheel index for the CUDA release the driver supports: its "
-        "URL ends in /cuNNN, e.g. /cu130); or declare CPU-only intended in the policy.",
+        f"{step.text[:1].upper()}{step.text[1:]}; or declare CPU-only intended in the policy.",
         target=static.variant,
         caused_by=VARIANT_KEY,  # in a diff from a GPU build: the variant change (dropped where absent)
+        actions=(step,),
+    )
+
+
+# The CUDA builds PyTorch's index serves for current releases (2.9 onward), newest first, with the
+# driver's CUDA version (``cuda_driver_version``: 1000 * major + 10 * minor) each needs.
+_CUDA_BUILDS = ((13000, "cu130"), (12080, "cu128"), (12060, "cu126"))
+
+
+def _cuda_build_step(m: Manifest, version: str, driver: int | None) -> Manual:
+    """The CUDA build of torch ``version`` (and of its companions) the driver runs, from PyTorch's index
+    for it: a manual step, since no machine of envcheck's tests has a GPU to prove the command on. A driver
+    older than every build says so."""
+    label = next((lb for need, lb in _CUDA_BUILDS if driver is None or driver >= need), None)
+    if label is None:
+        shown = f"{driver // 1000}.{driver % 1000 // 10}" if driver is not None else "?"
+        return Manual(
+            text=f"upgrade the NVIDIA driver: it supports CUDA {shown}, older than every CUDA build of "
+            f"torch PyTorch publishes ({', '.join(lb for _, lb in _CUDA_BUILDS)}), then install one"
+        )
+    pins = [("torch", f"{public(version)}+{label}")] + [
+        (d.name, f"{public(d.version)}+{label}")
+        for d in sorted(m.packages, key=lambda d: canon(d.name))
+        if canon(d.name) in COMPANIONS and not d.shadowed
+    ]
+    which = "the newest" if driver is None else "the newest the driver supports"
+    return Manual(
+        text=f"install the {label} build of torch {public(version)} ({which}) from PyTorch's index "
+        f"{pytorch_index(label)}: {remedy_text([install_action(pins, source=m)], m)}"
     )
 
 
