@@ -425,9 +425,7 @@ def _through_the_door(module: str) -> bool:
 
 
 def test_the_commands_and_the_plugin_go_through_the_api() -> None:
-    faces = [
-        m for m in _all_imports() if m.startswith(("envcheck.commands.", "envcheck.pytest_plugin"))
-    ]
+    faces = [m for m in _all_imports() if m.startswith(("envcheck.commands.", "envcheck.pytest_plugin"))]
     assert "envcheck.pytest_plugin.gate" in faces and "envcheck.commands.diff" in faces
     past = sorted(
         f"{module}:{i.line} imports {i.module}"
@@ -436,3 +434,16 @@ def test_the_commands_and_the_plugin_go_through_the_api() -> None:
         if i.module.startswith("envcheck") and not _through_the_door(i.module)
     )
     assert not past, "imports from a command or the plugin that go round envcheck.api:\n" + "\n".join(past)
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    found = []
+    for module, (path, tree) in _sources().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("envcheck"):
+                private = [
+                    a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")
+                ]
+                if private and node.module != module:
+                    found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.module}: {private}")
+    assert not found, "imports of another module's private names:\n" + "\n".join(found)

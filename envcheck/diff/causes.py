@@ -600,7 +600,7 @@ def _explains(cause: Finding | None, consequence: Finding) -> bool:
 
 
 # Rules that name ENV-VAR-CHANGED:LD_PRELOAD only for a file an entry of the target's value resolves to
-# and the base's does not (``envcheck.diff.rules.native.loader_cause``, ``preloaded_files``).
+# and the base's does not (``envcheck.diff.rules.loader.loader_cause``, ``preloaded_files``).
 _PRELOAD_RESOLVED = frozenset(
     {"ENV-NATIVE-LOADED-FROM", "ENV-NATIVE-SHADOWED", "ENV-NATIVE-RESOLVED-ELSEWHERE", "ENV-PYTHON-LIBPYTHON"}
 )

@@ -38,7 +38,7 @@ from envcheck.core.files import NotOpened, open_regular
 from envcheck.core.redact import redact_text
 from envcheck.lock.inputs import LEFT_OUT_HEADER, LockInputs, Unlocked, lock_inputs
 from envcheck.manifest.query import canon, parse_version, torch_index_label, views
-from envcheck.manifest.remedy import _recorded_index
+from envcheck.manifest.remedy import recorded_index
 from envcheck.manifest.requirements import graph
 from envcheck.process import sessions
 
@@ -233,7 +233,7 @@ def _torch_index(
     if not inputs.labels or options.index_url or options.extra_index_urls:
         return None
     for label in inputs.labels:
-        url = _recorded_index(m, label)
+        url = recorded_index(m, label)
         if url is None:
             continue
         if options.trust_manifest_index:

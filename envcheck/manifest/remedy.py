@@ -28,7 +28,7 @@ def shell_word(value: str, m: Manifest | None) -> str:
     return _quote(value, m is not None and windows(m))
 
 
-def _recorded_index(source: Manifest, label: str) -> str | None:
+def recorded_index(source: Manifest, label: str) -> str | None:
     """An index URL the source machine's pip was configured with that serves ``label`` (its path ends in
     ``/<label>``, the PyTorch index's convention), unless redaction made it unusable."""
     found = _recorded_index_var(source, label)
@@ -36,7 +36,7 @@ def _recorded_index(source: Manifest, label: str) -> str | None:
 
 
 def _recorded_index_var(source: Manifest, label: str) -> tuple[str, str] | None:
-    """``(variable, URL)`` of ``_recorded_index``."""
+    """``(variable, URL)`` of ``recorded_index``."""
     for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"):
         for url in (source.env.get(var) or "").split():
             if "<redacted>" in url or not url.startswith(("https://", "http://", "file://")):

@@ -71,7 +71,7 @@ def scan_target(path: str, *, deadline: Deadline | None = None) -> NativeSection
         # A folder an interrupt removes too, even while extraction is blocked in a worker.
         with temporary_folder("envcheck-scan-") as folder:
             tmp = str(folder)
-            skipped = _extract_native(target, tmp, deadline=deadline)
+            skipped = extract_native(target, tmp, deadline=deadline)
             return scan_folder(tmp, display_root=tmp, refused=skipped, wheel=True, deadline=deadline)
     if not target.is_dir():
         raise UsageError(f"{path} is neither a file nor a folder")
@@ -132,7 +132,7 @@ def _directory_size(wheel: Path) -> tuple[int, int]:
     return int(count), int(directory)
 
 
-def _extract_native(
+def extract_native(
     wheel: Path,
     into: str,
     *,

@@ -33,7 +33,7 @@ from envcheck.manifest.codec import decode, encode
 from envcheck.manifest.native import NativeSection
 from envcheck.native.binary import BinaryError
 from envcheck.native.macho import check_layout
-from envcheck.native.scan import _extract_native, directory_problem, scan_folder
+from envcheck.native.scan import directory_problem, extract_native, scan_folder
 from envcheck.predict import pip_entry
 from envcheck.predict.resolve import IndexOptions, ResolvedWheel, run_pip
 from envcheck.predict.target import PredictTarget
@@ -348,7 +348,7 @@ class WheelCache:
                 # The scanner's own extraction (caps, zip-slip and ratio checks), into one site-packages,
                 # within what the command may still write in all.
                 written, files = _bytes_under(tree)
-                refused += _extract_native(
+                refused += extract_native(
                     path,
                     tree,
                     max_total=max(0, MAX_WRITTEN_BYTES - written),

@@ -532,7 +532,7 @@ def test_the_deadline_stops_extraction_between_members(tmp_path: Path) -> None:
     is extracted stops it there, naming how far it got (a fault injected: the deadline passes after the
     second member)."""
     from envcheck.core.deadline import Deadline, DeadlineExpired
-    from envcheck.native.scan import _extract_native
+    from envcheck.native.scan import extract_native
 
     class PassesAfterTwo:
         calls = 0
@@ -548,5 +548,5 @@ def test_the_deadline_stops_extraction_between_members(tmp_path: Path) -> None:
     with pytest.raises(
         DeadlineExpired, match=r"while extracting many-1\.0-.*\(2 of its native files written\)"
     ):
-        _extract_native(path, str(into), deadline=PassesAfterTwo())  # type: ignore[arg-type]
+        extract_native(path, str(into), deadline=PassesAfterTwo())  # type: ignore[arg-type]
     assert len(list(into.rglob("*.so"))) == 2

@@ -7,241 +7,38 @@ file relative to its prefix — so two venvs at different paths with the same wh
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from envcheck.core.findings import Finding, Rule, Severity
-from envcheck.core.remedy import Action, Install, Manual, make
+from envcheck.core.remedy import Action, Manual
 from envcheck.diff.rules.base import difference_rule, single_rule
-from envcheck.manifest.identity import Aliases, aliases, canonical, folder_entries, foreign_libpython
+from envcheck.diff.rules.loader import (
+    Placed,
+    aligned,
+    is_wheel,
+    is_windows,
+    loader_cause,
+    loader_fix,
+    loader_variable,
+    name_list,
+    placed,
+    reinstall_actions,
+    reinstall_text,
+    shipped_by,
+    tree_names,
+    variant_cause,
+    version_cause,
+    version_tuple,
+)
+from envcheck.manifest.identity import Aliases, aliases, canonical, foreign_libpython
 from envcheck.manifest.installation import install_cause
-from envcheck.manifest.model import Distribution, LoadedLibrary, Manifest, NativeFile
+from envcheck.manifest.model import Manifest, NativeFile
 from envcheck.manifest.native import RECORD_FILE_ABSENT, NativeNode, shipped_by_python
-from envcheck.manifest.provenance import source
-from envcheck.manifest.query import VENDORED_HASH, canon, library_key, pkg
+from envcheck.manifest.query import canon, library_key, pkg
 from envcheck.manifest.remedy import install_action, remedy_text
 
 FAMILY = "native tree"
-
-
-@dataclass(frozen=True, slots=True)
-class Placed:
-    """A loaded library as compared: its key, where it came from relative to its root, its identity, and
-    its folder as an absolute path with the manifest's aliases applied (``folder``)."""
-
-    key: str
-    owner: str
-    where: str
-    identity: str | None
-    folder: str = ""
-
-
-def _norm(path: str, windows: bool) -> str:
-    """Forward slashes, no trailing slash; case-folded where the file system ignores case (Windows)."""
-    out = path.replace("\\", "/").rstrip("/")
-    return out.lower() if windows else out
-
-
-def _roots(m: Manifest, windows: bool, table: Aliases) -> list[tuple[str, str]]:
-    py = m.python
-    roots = [("{prefix}", py.prefix), ("{base_prefix}", py.base_prefix)]
-    roots += [("{exec_prefix}", py.exec_prefix), ("{base_exec_prefix}", py.base_exec_prefix)]
-    # Longest first: a venv inside another prefix is matched by the more specific root.
-    return sorted(((n, _norm(canonical(r, table), windows)) for n, r in roots if r), key=lambda x: -len(x[1]))
-
-
-_PLACED: dict[int, tuple[Manifest, dict[str, Placed]]] = {}
-
-
-def placed(m: Manifest) -> dict[str, Placed]:
-    """Loaded libraries by key, located relative to their owner or to the interpreter's prefixes (cached
-    for the last manifests: four rules ask)."""
-    hit = _PLACED.get(id(m))
-    if hit is not None and hit[0] is m:
-        return hit[1]
-    out = _placed(m)
-    if len(_PLACED) >= 16:
-        _PLACED.clear()
-    _PLACED[id(m)] = (m, out)
-    return out
-
-
-def _placed(m: Manifest) -> dict[str, Placed]:
-    if m.runtimes is None:
-        return {}
-    windows = m.platform is not None and m.platform.system == "Windows"
-    table = aliases(m)
-    locations = {
-        canon(d.name): _norm(canonical(d.location, table), windows) for d in m.packages if not d.shadowed
-    }
-    roots = _roots(m, windows, table)
-    # torch's files without its metadata (ENV-TORCH-NO-METADATA): no distribution owns them, and the
-    # probe calls them "system"; they are still torch's own, in torch's own place.
-    orphan = None
-    static = m.torch.static
-    if static is not None and static.location and "torch" not in locations:
-        orphan = _norm(canonical(static.location, table), windows)
-        locations["torch"] = orphan.rsplit("/", 1)[0]
-    out: dict[str, Placed] = {}
-    for lib in m.runtimes.loaded:
-        if (
-            orphan
-            and not _is_wheel(lib.owner)
-            and _norm(canonical(lib.path, table), windows).startswith(orphan + "/")
-        ):
-            lib = replace(lib, owner="torch")  # noqa: PLW2901
-        placed_lib = _place(lib, locations, roots, windows, table)
-        out.setdefault(placed_lib.key, placed_lib)
-    return out
-
-
-def _place(
-    lib: LoadedLibrary,
-    locations: dict[str, str],
-    roots: list[tuple[str, str]],
-    windows: bool,
-    table: Aliases,
-) -> Placed:
-    path = _norm(canonical(lib.path, table), windows)
-    folder = path.rsplit("/", 1)[0]
-    location = locations.get(canon(lib.owner))
-    where = folder
-    if location and folder.startswith(location + "/"):
-        where = f"{{{lib.owner}}}" + VENDORED_HASH.sub("", folder[len(location) :])
-    else:
-        for name, root in roots:
-            if folder == root or folder.startswith(root + "/"):
-                where = name + folder[len(root) :]
-                break
-    return Placed(library_key(path), lib.owner, where, lib.identity, folder)
-
-
-def _stem(key: str) -> str | None:
-    """``libgomp.so`` of ``libgomp.so.1`` and of ``libgomp.so.1.0.0``; None for names without ``.so``."""
-    head, sep, _ = key.partition(".so")
-    return head + sep if sep else None
-
-
-def aligned(base: Manifest, target: Manifest) -> tuple[dict[str, Placed], dict[str, Placed]]:
-    """Both sides' loaded libraries by key, where a library one side names by its soname
-    (``libgomp.so.1``, the wheel's file) and the other by its real file name (``libgomp.so.1.0.0``, what
-    /proc/self/maps shows for the system's link) is keyed by the shorter name on both: it is one library
-    in two places, not one lost and another added."""
-    b, t = placed(base), placed(target)
-    only_b = [k for k in b if k not in t]
-    only_t = [k for k in t if k not in b]
-    if not only_b or not only_t:
-        return b, t
-    stems_b: dict[str, list[str]] = {}
-    for k in only_b:
-        stem = _stem(k)
-        if stem:
-            stems_b.setdefault(stem, []).append(k)
-    renames_b: dict[str, str] = {}
-    renames_t: dict[str, str] = {}
-    for k in only_t:
-        stem = _stem(k)
-        candidates = stems_b.get(stem or "", [])
-        if len(candidates) != 1:
-            continue
-        other = candidates[0]
-        short, long = sorted((k, other), key=len)
-        if long.startswith(short + "."):
-            renames_t[k] = short
-            renames_b[other] = short
-    if not renames_t:
-        return b, t
-
-    def renamed(side: dict[str, Placed], renames: dict[str, str]) -> dict[str, Placed]:
-        return {renames.get(k, k): v for k, v in side.items()}
-
-    return renamed(b, renames_b), renamed(t, renames_t)
-
-
-# Distributions a torch build brings with it: its own wheel and the CUDA / ROCm stack it pins.
-_TORCH_STACK = ("torch", "nvidia-", "triton", "pytorch-triton", "cuda-", "rocm")
-
-
-def variant_cause(base: Manifest, target: Manifest, owners: list[str]) -> str | None:
-    """``ENV-TORCH-VARIANT:torch`` when the torch build variant differs and every one of ``owners``
-    belongs to the stack a torch build brings (torch itself, nvidia-*, triton): the libraries come and go
-    with the build. None otherwise."""
-    b = base.torch.static.variant if base.torch.static is not None else None
-    t = target.torch.static.variant if target.torch.static is not None else None
-    if b is None or t is None or b == t or not owners:
-        return None
-    if all(canon(o).startswith(_TORCH_STACK) for o in owners):
-        return "ENV-TORCH-VARIANT:torch"
-    return None
-
-
-def version_cause(base: Manifest, target: Manifest, owner: str) -> str | None:
-    """The key of the finding that reports ``owner``'s version change (``ENV-PKG-VERSION:six``,
-    ``ENV-NUMPY-MAJOR:numpy``, ``ENV-TORCH-VERSION:torch``) when the distribution is installed on both
-    sides at different versions: another release ships, loads and places other libraries (numpy 2 moved
-    its extension modules from ``numpy/core`` to ``numpy/_core``). None otherwise; a key whose finding is
-    absent is dropped when causes are linked."""
-    b, t = pkg(base, owner), pkg(target, owner)
-    if b is None or t is None or b.version == t.version:
-        return None
-    name = canon(owner)
-    if name == "torch":
-        return "ENV-TORCH-VERSION:torch"
-    return "ENV-NUMPY-MAJOR:numpy" if name == "numpy" else f"ENV-PKG-VERSION:{t.name}"
-
-
-def _tree_names(m: Manifest) -> frozenset[str]:
-    """File names and sonames of the native tree's nodes: the libraries some wheel's file needs."""
-    if m.native is None or not m.native.nodes:
-        return frozenset()
-    names: set[str] = set()
-    for n in m.native.nodes:
-        names.add(library_key(n.path))
-        if n.soname:
-            names.add(library_key(n.soname))
-    return frozenset(names)
-
-
-def preloaded_files(m: Manifest) -> set[str]:
-    """The files LD_PRELOAD makes the loader map on ``m``, canonical: an entry that is a link counts as the
-    file it resolves to (recorded by the probe, ``python.startup.preload``), which is what the process's
-    loaded-library list shows."""
-    table = aliases(m)
-    resolved = m.python.startup.preload if m.python.startup is not None else {}
-    entries = (m.env.get("LD_PRELOAD") or "").replace(":", " ").split()
-    return {canonical(resolved.get(e, e), table) for e in entries if e}
-
-
-def loader_cause(m: Manifest, folder: str, path: str, other: Manifest | None = None) -> str | None:
-    """The key of the variable finding that explains a library coming from ``folder`` (``path``) on
-    ``m``: ``ENV-VAR-CHANGED:LD_PRELOAD`` when LD_PRELOAD names the file, ``…:LD_LIBRARY_PATH`` when
-    LD_LIBRARY_PATH names the folder; with ``other`` (the base), only when its value did not name it
-    too. None when no variable explains it."""
-    table = aliases(m)
-    other_table = aliases(other) if other is not None else ()
-    preload = m.env.get("LD_PRELOAD")
-    if preload:
-        files = preloaded_files(m)
-        was = preloaded_files(other) if other is not None else set()
-        if path in files and path not in was:
-            return "ENV-VAR-CHANGED:LD_PRELOAD"
-    folders = folder_entries(m.env.get("LD_LIBRARY_PATH"), table)
-    if folder in folders:
-        if other is not None and folder in folder_entries(other.env.get("LD_LIBRARY_PATH"), other_table):
-            return None
-        return "ENV-VAR-CHANGED:LD_LIBRARY_PATH"
-    return None
-
-
-def _is_wheel(owner: str) -> bool:
-    return owner not in ("system", "unknown", "")
-
-
-def _list(names: list[str], limit: int = 6) -> str:
-    # Shared libraries first: they name the runtime (libcudnn), extension modules only the package.
-    names = sorted(names, key=lambda n: (".cpython-" in n or n.endswith(".pyd"), n))
-    shown = ", ".join(names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 @difference_rule(
@@ -266,10 +63,10 @@ def loaded_from(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
             continue
         if bp.identity and bp.identity == tp.identity and bp.owner == tp.owner:
             continue  # the same bytes of the same owner under another spelling: nothing moved
-        to_system = _is_wheel(bp.owner) and not _is_wheel(tp.owner)
+        to_system = is_wheel(bp.owner) and not is_wheel(tp.owner)
         restore = (
             f"reinstall {bp.owner} so its own copy is loaded"
-            if _is_wheel(bp.owner)
+            if is_wheel(bp.owner)
             else f"make the loader find {bp.where}/{key} first again"
         )
         yield rule.finding(
@@ -284,48 +81,6 @@ def loaded_from(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
             or _libpython_cause(base, target, key)
             or (version_cause(base, target, tp.owner) if bp.owner == tp.owner else None),
         )
-
-
-def loader_fix(m: Manifest, path: str, how: str | None = None) -> str:
-    """What to do on ``m`` so that the loader stops taking ``path`` (a canonical library path), in words
-    that fit a sentence ("remove … from LD_LIBRARY_PATH for this application"). Only a variable the machine
-    sets is named: an LD_PRELOAD entry that loads the file, or the folder in the loader's search variable;
-    otherwise the loader found it in the loader cache or a system folder, and the fix is there. ``how``:
-    the static tree's ``ld-so-cache`` / ``default-dirs`` / ``ld-library-path`` when it knows."""
-    folder = path.rsplit("/", 1)[0] or "/"
-    variable = _loader_variable(m)
-    if _is_windows(m):
-        return f"remove {folder} from {variable} for this application"
-    table = aliases(m)
-    if path in preloaded_files(m):
-        return f"take {path} (or the link to it) out of LD_PRELOAD for this application"
-    if folder in folder_entries(m.env.get(variable), table):
-        return f"remove {folder} from {variable} for this application"
-    if how == "default-dirs" or folder in _DEFAULT_DIRS:
-        return (
-            f"the loader takes it from the system folder {folder}: uninstall the OS "
-            "package that put it there if nothing else needs it, or make the wheel's copy load first"
-        )
-    return (
-        f"the loader finds {folder} through its cache: delete the line that names {folder} from "
-        "/etc/ld.so.conf or from the file of /etc/ld.so.conf.d that holds it, then run ldconfig as root"
-    )
-
-
-# The folders glibc's loader searches without being told (besides its cache).
-_DEFAULT_DIRS = frozenset({"/lib", "/lib64", "/usr/lib", "/usr/lib64"}) | {
-    f"{prefix}/{arch}-linux-gnu"
-    for prefix in ("/lib", "/usr/lib")
-    for arch in ("x86_64", "aarch64", "powerpc64le", "s390x", "i386", "arm")
-}
-
-
-def _loader_variable(m: Manifest) -> str:
-    """The variable that steers this platform's loader, for remedies."""
-    system = m.platform.system if m.platform is not None else None
-    return {"Windows": "PATH / os.add_dll_directory", "Darwin": "DYLD_LIBRARY_PATH"}.get(
-        system or "", "LD_LIBRARY_PATH"
-    )
 
 
 def _libpython_cause(base: Manifest, target: Manifest, key: str = "") -> str | None:
@@ -364,7 +119,7 @@ def native_changed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Fin
         if bp.where != tp.where or not bp.identity or not tp.identity or bp.identity == tp.identity:
             continue
         owner = canon(tp.owner)
-        if _is_wheel(tp.owner) and b_versions.get(owner) != t_versions.get(owner):
+        if is_wheel(tp.owner) and b_versions.get(owner) != t_versions.get(owner):
             continue  # the package changed version: ENV-PKG-VERSION / ENV-TORCH-VERSION say so
         remedy, actions = _changed_remedy(target, tp.owner)
         yield rule.finding(
@@ -381,7 +136,7 @@ def native_changed(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Fin
 def _changed_remedy(m: Manifest, owner: str) -> tuple[str, tuple[Action, ...]]:
     """ENV-NATIVE-CHANGED's remedy on ``m`` for a file of ``owner``: its exact build installed again (the
     file as the wheel shipped it), or, for a file of the machine, its package."""
-    if not _is_wheel(owner):
+    if not is_wheel(owner):
         return "Reinstall the operating system's package that provides it, or find who replaced the file.", ()
     text, actions = _reinstall_owner(m, owner)
     return f"Reinstall {_owner_release(m, owner)}: {text}, or find who replaced the file.", actions
@@ -396,7 +151,7 @@ def _grouped(
     orphaned: list[str] = []
     for key in keys:
         owner = places[key].owner
-        if _is_wheel(owner) and pkg(other, owner) is None:
+        if is_wheel(owner) and pkg(other, owner) is None:
             orphaned.append(key)
         else:
             by_owner.setdefault(owner, []).append(key)
@@ -419,7 +174,7 @@ def _interpreter_side(
     system = by_owner.get("system")
     if cause is None or not system:
         return by_owner, [], None
-    needed = _tree_names(base) | _tree_names(target)
+    needed = tree_names(base) | tree_names(target)
     own = [k for k in system if k not in needed]
     rest = [k for k in system if k in needed]
     out = {o: keys for o, keys in by_owner.items() if o != "system"}
@@ -429,7 +184,7 @@ def _interpreter_side(
 
 
 def _whose(owner: str) -> str:
-    return owner if _is_wheel(owner) else f"the {owner}" if owner == "system" else f"{owner} files"
+    return owner if is_wheel(owner) else f"the {owner}" if owner == "system" else f"{owner} files"
 
 
 def _n(keys: list[str]) -> str:
@@ -454,10 +209,10 @@ def native_lost(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
         yield rule.finding(
             owner,
             f"{_n(keys)} of {_whose(owner)} loaded on the base {'is' if len(keys) == 1 else 'are'} not "
-            f"loaded on the target: {_list(keys)}.",
+            f"loaded on the target: {name_list(keys)}.",
             f"Check why the target no longer loads {'it' if len(keys) == 1 else 'them'}: another build of "
-            f"{owner if _is_wheel(owner) else 'the system libraries'}, or a library path.",
-            base=_list(keys),
+            f"{owner if is_wheel(owner) else 'the system libraries'}, or a library path.",
+            base=name_list(keys),
             target="not loaded",
             caused_by=variant_cause(base, target, [owner]) or version_cause(base, target, owner),
         )
@@ -466,9 +221,9 @@ def native_lost(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
             INTERPRETER_SIDE,
             f"{_n(own)} that no wheel's native file needs (the interpreter's stdlib modules and what they "
             f"link) loaded on the base {'is' if len(own) == 1 else 'are'} not loaded on the target, which "
-            f"runs another libpython: {_list(own)}.",
+            f"runs another libpython: {name_list(own)}.",
             "Run the interpreter with its own libpython (see ENV-PYTHON-LIBPYTHON).",
-            base=_list(own),
+            base=name_list(own),
             target="not loaded",
             caused_by=cause,
         )
@@ -477,11 +232,11 @@ def native_lost(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findin
         yield rule.finding(
             "libraries of packages missing on the target",
             f"{_n(orphaned)} the base loads come from {len(owners)} package(s) not installed on the target "
-            f"({_list(owners, 20)}): {_list(orphaned, 40)}. Whatever needs them (CUDA kernels, cuDNN, "
-            "NCCL, ...) is unavailable there.",
+            f"({name_list(owners, 20)}): {name_list(orphaned, 40)}. Whatever needs them (CUDA kernels, "
+            "cuDNN, NCCL, ...) is unavailable there.",
             "Install the base's packages on the target from its lock file (the torch build decides most of "
             "them), or declare the difference intended.",
-            base=_list(orphaned, 3),
+            base=name_list(orphaned, 3),
             target="not installed",
             caused_by=variant_cause(base, target, owners),
         )
@@ -504,20 +259,20 @@ def native_added(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findi
     for owner, keys in sorted(by_owner.items()):
         yield rule.finding(
             owner,
-            f"{_n(keys)} of {_whose(owner)} loaded on the target only: {_list(keys)}.",
+            f"{_n(keys)} of {_whose(owner)} loaded on the target only: {name_list(keys)}.",
             "Expected if the target's build differs on purpose; otherwise align the two environments.",
             base="not loaded",
-            target=_list(keys),
+            target=name_list(keys),
             caused_by=variant_cause(base, target, [owner]) or version_cause(base, target, owner),
         )
     if own:
         yield rule.finding(
             INTERPRETER_SIDE,
             f"{_n(own)} that no wheel's native file needs (the interpreter's stdlib modules and what they "
-            f"link) loaded on the target only, which runs another libpython: {_list(own)}.",
+            f"link) loaded on the target only, which runs another libpython: {name_list(own)}.",
             "Run the interpreter with its own libpython (see ENV-PYTHON-LIBPYTHON).",
             base="not loaded",
-            target=_list(own),
+            target=name_list(own),
             caused_by=cause,
         )
     if orphaned:
@@ -525,10 +280,10 @@ def native_added(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Findi
         yield rule.finding(
             "libraries of packages added on the target",
             f"{_n(orphaned)} loaded on the target come from {len(owners)} package(s) the base lacks "
-            f"({_list(owners, 20)}): {_list(orphaned, 40)}.",
+            f"({name_list(owners, 20)}): {name_list(orphaned, 40)}.",
             "Expected if the target's build differs on purpose; otherwise align the two environments.",
             base="not installed",
-            target=_list(orphaned, 3),
+            target=name_list(orphaned, 3),
             caused_by=variant_cause(base, target, owners),
         )
 
@@ -563,7 +318,7 @@ def cuda_lib_shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
             shipped.setdefault(library_key(nf.path), dist.name)
     for lib in sorted(m.runtimes.loaded, key=lambda x: x.path):
         key = library_key(lib.path)
-        if _is_wheel(lib.owner) or key not in shipped or not _CUDA_LIB.match(key):
+        if is_wheel(lib.owner) or key not in shipped or not _CUDA_LIB.match(key):
             continue
         yield rule.finding(
             key,
@@ -607,12 +362,12 @@ def native_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
         names = sorted(set(missing))
         short = subjects[root]
         if root in imported:
-            shippers = _shipped_by(m, names)
+            shippers = shipped_by(m, names)
             if shippers:
                 # The distribution's own file is gone (its RECORD lists it): only reinstalling it puts back
                 # the build its other files were linked against; an OS package would be another build.
                 actions = reinstall_actions(m, shippers)
-                remedy = f"Reinstall what ships {', '.join(names)}: {_reinstall_text(m, actions)}."
+                remedy = f"Reinstall what ships {', '.join(names)}: {reinstall_text(m, actions)}."
             else:
                 remedy, actions = _missing_remedy(m, root, names)
             yield rule.finding(
@@ -647,7 +402,7 @@ def native_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
         else:
             # No extension module links this library: it is a plugin opened on demand (an RDMA transport, an
             # MPI bootstrap). Only the feature that opens it fails.
-            shippers = _shipped_by(m, names)
+            shippers = shipped_by(m, names)
             actions = reinstall_actions(m, shippers)
             # The same file missing from an import's closure is that import's failure: reported there.
             cause = next(
@@ -663,7 +418,7 @@ def native_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
                 f"The plugin {root} cannot load here ({', '.join(names)} missing); only the feature that "
                 "opens it fails.",
                 f"Only if the application uses that feature: reinstall what ships {', '.join(names)}, "
-                f"{_reinstall_text(m, actions)}."
+                f"{reinstall_text(m, actions)}."
                 if shippers
                 else f"Install {', '.join(names)} only if the application uses that feature.",
                 base=root,
@@ -739,7 +494,7 @@ def _missing_remedy(m: Manifest, root: str, names: list[str]) -> tuple[str, tupl
         provider = (
             " (for Windows runtimes the current VC++ 2015-2022 x64 redistributable; never a "
             "DLL-download site)"
-            if _is_windows(m)
+            if is_windows(m)
             else " (from the operating system's packages)"
         )
         parts.append(
@@ -748,72 +503,6 @@ def _missing_remedy(m: Manifest, root: str, names: list[str]) -> tuple[str, tupl
         )
     text = "; ".join(parts) + "."
     return text[:1].upper() + text[1:], tuple(actions)
-
-
-def _shipped_by(m: Manifest, names: list[str]) -> list[Distribution]:
-    """The importable distributions whose files (their RECORD) include a library of ``names`` (by file
-    name, case-insensitive), when every name is one of them; else [] (some name is no distribution's)."""
-    wanted = {n.lower() for n in names}
-    found: dict[str, Distribution] = {}
-    covered: set[str] = set()
-    for dist in m.packages:
-        if dist.shadowed:
-            continue
-        for nf in dist.native_files:
-            name = nf.path.replace("\\", "/").rsplit("/", 1)[-1].lower()
-            if name in wanted:
-                covered.add(name)
-                found.setdefault(canon(dist.name), dist)
-    return [found[k] for k in sorted(found)] if covered == wanted else []
-
-
-def reinstall_actions(m: Manifest, dists: Iterable[Distribution]) -> tuple[Action, ...]:
-    """``dists`` installed again at their exact builds (``--force-reinstall --no-deps``: their files as the
-    wheel shipped them, their dependencies untouched), each from where that build comes from: the index
-    of its label or the one its pip was configured with (``install_action``), or the wheel file its
-    ``direct_url.json`` recorded. A build no index serves (an editable checkout, a VCS commit, a local
-    folder) is a manual step naming its source: an index's release of that version is another build."""
-    return tuple(_reinstall_action(m, d) for d in dists)
-
-
-def _reinstall_action(m: Manifest, dist: Distribution) -> Action:
-    found = source(dist)
-    if found.released:
-        return install_action([(dist.name, dist.version)], source=m, force=True, no_deps=True)
-    url = dist.direct_url.get("url") if isinstance(dist.direct_url, dict) else None
-    if found.wheel and isinstance(url, str):
-        pins = ((dist.name, dist.version),)
-        return make(
-            lambda: Install(pins=pins, wheel_url=url, force=True, no_deps=True),
-            f"reinstall {dist.name} {dist.version} from {found.shown}",
-        )
-    return Manual(
-        text=f"Install {dist.name} {dist.version} again from where it came from ({found.shown}): no index "
-        "serves that build."
-    )
-
-
-def reinstall(m: Manifest, dists: Iterable[Distribution]) -> str:
-    """``reinstall_actions`` of ``dists`` as a remedy's words for ``m``'s shell."""
-    return _reinstall_text(m, reinstall_actions(m, dists))
-
-
-def _reinstall_text(m: Manifest, actions: tuple[Action, ...]) -> str:
-    """``reinstall_actions``' steps as a remedy's words for ``m``'s shell, with a note where a recorded
-    wheel URL is used (the manifest's word for where the build is)."""
-    text = remedy_text(actions, m)
-    if any(isinstance(a, Install) and a.wheel_url is not None for a in actions):
-        text += " (the wheel's URL as its direct_url.json recorded it: check that you trust it first)"
-    return text
-
-
-def version_tuple(text: str | None) -> tuple[int, ...]:
-    parts: list[int] = []
-    for piece in (text or "").split("."):
-        if not piece.isdigit():
-            break
-        parts.append(int(piece))
-    return tuple(parts)
 
 
 @single_rule(
@@ -856,8 +545,9 @@ def symbol_version(rule: Rule, m: Manifest) -> Iterator[Finding]:
         have_text = ".".join(map(str, provided[family]))
         yield rule.finding(
             f"{family}_{need_text}",
-            f"{_list(sorted(files), 3) or 'a native file'} require(s) {family}_{need_text}; the machine's "
-            f"library provides up to {family}_{have_text}: the import fails with 'version not found'.",
+            f"{name_list(sorted(files), 3) or 'a native file'} require(s) {family}_{need_text}; the "
+            f"machine's library provides up to {family}_{have_text}: the import fails with 'version not "
+            "found'.",
             "Use a newer base OS (glibc ≥ 2.28 for manylinux_2_28 wheels), or one consistent libstdc++ "
             "(conda's libstdcxx-ng or the system's), or a torch built for this system.",
             base=f"{family}_{need_text}",
@@ -885,7 +575,7 @@ def native_shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
     absent = absent_files(m)
     for shadow in _static_shadows(m):
         reported.add(shadow.name.lower())
-        needers = _list(sorted(shadow.needers), 3)
+        needers = name_list(sorted(shadow.needers), 3)
         through = {
             "ld-library-path": " through LD_LIBRARY_PATH",
             "ld-so-cache": " through the loader cache",
@@ -903,7 +593,7 @@ def native_shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
                 actions=actions,
                 base=shadow.shipped,
                 target=shadow.resolved,
-                severity=None if not _is_wheel(shadow.resolved_owner) else "warning",
+                severity=None if not is_wheel(shadow.resolved_owner) else "warning",
                 caused_by=f"ENV-NATIVE-FILE-MISSING:{shadow.shipped}",
             )
             continue
@@ -915,7 +605,7 @@ def native_shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
             f"{shadow.name} is found first.",
             base=shadow.shipped,
             target=shadow.resolved,
-            severity=None if not _is_wheel(shadow.resolved_owner) else "warning",
+            severity=None if not is_wheel(shadow.resolved_owner) else "warning",
             caused_by="ENV-VAR-CHANGED:LD_LIBRARY_PATH" if shadow.how == "ld-library-path" else None,
         )
     table = aliases(m)
@@ -923,7 +613,7 @@ def native_shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
         if item.kind != "elsewhere" or item.name.lower() in reported:
             continue
         expected = item.expected or "the tree's copy"
-        from_system = not _is_wheel(item.loaded_owner)
+        from_system = not is_wheel(item.loaded_owner)
         path = canonical(item.loaded, table)
         yield rule.finding(
             item.name,
@@ -957,13 +647,13 @@ def _static_shadows(m: Manifest) -> list[_Shadow]:
     by_key = {n.key: n for n in nodes}
     shipped: dict[tuple[str, str], str] = {}
     for n in nodes:
-        if not _is_wheel(n.owner) or n.owner == "interpreter":
+        if not is_wheel(n.owner) or n.owner == "interpreter":
             continue
         for name in {library_key(n.path), *((library_key(n.soname),) if n.soname else ())}:
             shipped.setdefault((n.owner, name.lower()), n.key)
     found: dict[tuple[str, str], tuple[str, str, str, list[str]]] = {}
     for n in nodes:
-        if not _is_wheel(n.owner) or n.owner == "interpreter":
+        if not is_wheel(n.owner) or n.owner == "interpreter":
             continue
         for dep in n.dependencies or []:
             if dep.kind in ("bundled", "missing") or dep.target is None:
@@ -1010,7 +700,7 @@ def _nodes_changed(
         if old is None or not old.identity or not node.identity or old.identity == node.identity:
             continue
         owner = canon(node.owner)
-        if _is_wheel(node.owner) and b_versions.get(owner) != t_versions.get(owner):
+        if is_wheel(node.owner) and b_versions.get(owner) != t_versions.get(owner):
             continue
         # A system file (its key is its absolute path): distributions patch their libraries; info.
         severity: Severity | None = "info" if node.key.startswith("/") else None
@@ -1074,9 +764,9 @@ def resolved_elsewhere(rule: Rule, base: Manifest, target: Manifest) -> Iterator
         yield rule.finding(
             name,
             f"{name} resolves to {old_target or old_kind} on the base and to {new_target or new_kind} on the "
-            f"target, for {_list(sorted(needers), 3)}"
+            f"target, for {name_list(sorted(needers), 3)}"
             + (": the machine's copy replaces the one a wheel ships." if to_machine else "."),
-            f"Remove the folder of the other copy from {_loader_variable(target)} (or the loader cache) for "
+            f"Remove the folder of the other copy from {loader_variable(target)} (or the loader cache) for "
             "this application, or reinstall the package whose copy should win.",
             base=old_target or old_kind,
             target=new_target or new_kind,
@@ -1132,7 +822,7 @@ def native_tampered(rule: Rule, m: Manifest) -> Iterator[Finding]:
                 node.key,
                 f"{node.path} {differs}: it was replaced or patched after {node.owner} was installed.",
                 f"Reinstall {_owner_release(m, node.owner)}: {text}, and find out who replaced the file "
-                f"(never take {'DLLs' if _is_windows(m) else 'libraries'} from download sites).",
+                f"(never take {'DLLs' if is_windows(m) else 'libraries'} from download sites).",
                 actions=actions,
                 base="RECORD",
                 target=node.identity or (f"{node.size} bytes" if node.size is not None else "modified"),
@@ -1183,13 +873,13 @@ def _reinstall_owner(m: Manifest, owner: str) -> tuple[str, tuple[Action, ...]]:
     if dist is None:  # a node's owner is one of the manifest's distributions; an edited manifest may lie
         return f"install {owner} again at the version it had, from the index it came from", ()
     actions = reinstall_actions(m, [dist])
-    return _reinstall_text(m, actions), actions
+    return reinstall_text(m, actions), actions
 
 
 def absent_files(m: Manifest) -> dict[str, NativeNode]:
     """Node key -> node of every native file a distribution's RECORD lists that is not on disk."""
     nodes = (m.native.nodes if m.native is not None else None) or []
-    return {n.key: n for n in nodes if n.error == RECORD_FILE_ABSENT and _is_wheel(n.owner)}
+    return {n.key: n for n in nodes if n.error == RECORD_FILE_ABSENT and is_wheel(n.owner)}
 
 
 @single_rule(
@@ -1244,7 +934,7 @@ def native_file_missing(rule: Rule, m: Manifest) -> Iterator[Finding]:
                 else ""
             )
             message = (
-                f"{rel} is missing: {where} loads instead, {label}, for {_list(needers, 3)}.{seen} "
+                f"{rel} is missing: {where} loads instead, {label}, for {name_list(needers, 3)}.{seen} "
                 f"{node.owner}'s files were built and tested with their own copy."
             )
             target = where
@@ -1338,11 +1028,11 @@ def native_requires(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Fi
         for dep in node.dependencies or []:
             if dep.target is not None and dep.kind in ("bundled", "distribution"):
                 resolved_before.setdefault(dep.name.lower(), dep.target)
-    windows = _is_windows(target)
+    windows = is_windows(target)
     for req in sorted(target.native.requires or [], key=lambda r: r.name.lower()):
         if req.kind not in _MACHINE_PROVIDED or req.name.lower() in before:
             continue
-        needers = _list(sorted(req.needed_by), 3) or f"{req.count} file(s)"
+        needers = name_list(sorted(req.needed_by), 3) or f"{req.count} file(s)"
         what = f"{req.name}" + (f" ({req.runtime})" if req.runtime else "")
         bundled = resolved_before.get(req.name.lower())
         if bundled is not None:
@@ -1365,7 +1055,7 @@ def native_requires(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Fi
         elif bundled is not None:
             remedy = (
                 f"Let the wheel's own copy ({bundled}) be found again: remove the machine's folder from "
-                f"{_loader_variable(target)} for this application."
+                f"{loader_variable(target)} for this application."
             )
         elif windows:
             remedy = (
@@ -1393,12 +1083,6 @@ def native_requires(rule: Rule, base: Manifest, target: Manifest) -> Iterator[Fi
 
 def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:]
-
-
-def _is_windows(m: Manifest) -> bool:
-    if m.native is not None and m.native.loader is not None:
-        return m.native.loader == "windows"
-    return m.platform is not None and m.platform.system == "Windows"
 
 
 @single_rule(

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from envcheck.core.findings import Finding, Rule
 from envcheck.diff.rules.base import difference_rule, single_rule
-from envcheck.diff.rules.native import loader_cause, loader_fix
+from envcheck.diff.rules.loader import loader_cause, loader_fix
 from envcheck.manifest.identity import aliases, canonical, foreign_libpython
 from envcheck.manifest.model import Manifest
 from envcheck.manifest.query import release

@@ -14,7 +14,7 @@ from pathlib import PureWindowsPath
 
 from envcheck.core.findings import Finding, Rule
 from envcheck.diff.rules.base import single_rule
-from envcheck.diff.rules.native import _shipped_by, reinstall
+from envcheck.diff.rules.loader import reinstall, shipped_by
 from envcheck.manifest.model import DllLoadFailure, Manifest
 from envcheck.manifest.query import vc_state
 
@@ -78,7 +78,7 @@ def dll_not_found(rule: Rule, m: Manifest) -> Iterator[Finding]:
             remedy = f"Install the {VC_RUNTIME}{minimum}: {VC_RUNTIME_INSTALL}."
         else:
             message = f"{name}, needed by {needer}, {how}. {stops}, so import torch fails."
-            shippers = _shipped_by(m, [name])
+            shippers = shipped_by(m, [name])
             remedy = (
                 f"Reinstall what ships {name}: {reinstall(m, shippers)}."
                 if shippers
