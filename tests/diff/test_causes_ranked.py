@@ -274,7 +274,10 @@ def test_ld_preload_naming_a_link_is_linked_to_the_library_it_loads(
     shadow = found["ENV-NATIVE-SHADOWED:libgomp.so.1"]
     assert shadow.target == os.path.realpath(system)
     assert shadow.caused_by == "ENV-VAR-CHANGED:LD_PRELOAD"
-    assert "out of LD_PRELOAD" in shadow.remedy
+    # A consequence: its root's remedy (LD_PRELOAD changed back) is the one to run.
+    assert shadow.remedy.startswith("Follows from ENV-VAR-CHANGED (LD_PRELOAD)") and not shadow.actions
+    root = found["ENV-VAR-CHANGED:LD_PRELOAD"]
+    assert [(a.kind, a.name) for a in root.actions] == [("variable", "LD_PRELOAD")]
     assert_no_unset_variable_remedies(report.findings, m.env)
 
 

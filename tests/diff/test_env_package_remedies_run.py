@@ -523,7 +523,6 @@ def test_the_numpy_major_remedy_never_touches_a_shared_numpy_and_then_fixes_the_
     assert state(shared) == before
 
 
-
 @needs_torch
 @pytest.mark.slow
 @pytest.mark.remedy("VERIFY-IMPORT")

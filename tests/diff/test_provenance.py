@@ -308,6 +308,37 @@ def test_a_pth_file_that_puts_another_torch_first_is_named_and_edited(tmp_path: 
     assert shadow["remedy"].startswith("Follows from ENV-TORCH-TREES") and not shadow["actions"]
 
 
+@pytest.mark.remedy("ENV-TORCH-TREES")
+def test_another_torch_tree_is_taken_off_by_its_remedy_and_the_tree_finding_goes(tmp_path: Path) -> None:
+    # Two ways another torch tree gets on sys.path, each fixed by running what the report says: a path line
+    # of the environment's own .pth file (the line deleted by the --remedies script), and PYTHONPATH (set
+    # where the application runs: the variable step applied to the next run).
+    python = venv(tmp_path / "venv")
+    site = venv_site(python)
+    fake_torch(site, "2.13.0+cpu")
+    leftover = fake_torch(tmp_path / "leftover", "2.12.0+cpu")
+    pth = site / "leftover.pth"
+    pth.write_text(f"# kept by an old install\n{leftover}\n", encoding="utf-8")
+    manifest = snapshot(python, tmp_path / "m.json", probe=False)
+    script = tmp_path / "fix.sh"
+    done = run("doctor", manifest, "--format", "json", "--remedies", script)
+    (trees,) = of(json.loads(done.stdout)["findings"], "ENV-TORCH-TREES")
+    assert [a["kind"] for a in trees["actions"]] == ["edit"] and trees["actions"][0]["path"] == str(pth)
+    subprocess.run(["sh", str(script)], check=True, capture_output=True, timeout=60)
+    assert pth.read_text(encoding="utf-8") == "# kept by an old install\n"
+    assert (leftover / "torch" / "version.py").is_file()  # the other folder itself is never touched
+    again = snapshot(python, tmp_path / "again.json", probe=False)
+    assert not of(findings("doctor", again)[1], "ENV-TORCH-TREES")
+
+    env: dict[str, str | None] = {"PYTHONPATH": str(leftover)}
+    manifest = snapshot(python, tmp_path / "pp.json", env=env, probe=False)
+    (trees,) = of(findings("doctor", manifest)[1], "ENV-TORCH-TREES")
+    assert trees["severity"] == "error"
+    assert trees["actions"] == [{"kind": "variable", "name": "PYTHONPATH", "value": None}]
+    fixed = snapshot(python, tmp_path / "pp-fixed.json", env={"PYTHONPATH": None}, probe=False)
+    assert not of(findings("doctor", fixed)[1], "ENV-TORCH-TREES")
+
+
 def test_the_user_site_after_the_venvs_own_copy_is_named(tmp_path: Path) -> None:
     # A --system-site-packages venv keeps the user site (after its own site-packages), and the .pth
     # files there: the copy they add is not imported, and the remedy edits that .pth.

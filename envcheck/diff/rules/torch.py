@@ -8,7 +8,7 @@ from envcheck.core.findings import Finding, Rule
 from envcheck.core.remedy import Action, Manual
 from envcheck.diff.rules.base import difference_rule, single_rule
 from envcheck.manifest.model import Backends, Distribution, Manifest
-from envcheck.manifest.provenance import origin, own, same_folder, take_off, where
+from envcheck.manifest.provenance import origin, own, same_folder, take_off, take_off_remedy, where
 from envcheck.manifest.query import canon, local_label, pkg, public, release, windows
 from envcheck.manifest.remedy import install_action, pip_install, pytorch_index, remedy_text
 
@@ -390,6 +390,7 @@ def _gpu_build(backends: Backends) -> bool:
     ),
     fm=("FM-25",),
     evidence=("pytorch/pytorch#29544", "pytorch/pytorch#56126", "patientx-cfz/comfyui-rocm#131"),
+    fixes=("variable", "edit"),
 )
 def torch_trees(rule: Rule, m: Manifest) -> Iterator[Finding]:
     trees: list[str] = []
@@ -406,7 +407,11 @@ def torch_trees(rule: Rule, m: Manifest) -> Iterator[Finding]:
         # the base's packages need of it is ENV-COMPANION-PIN's and ENV-PKG-UNMET's to say.
         return
     keep = next((i for i, f in enumerate(froms) if own(f)), None)
+    remedies = [take_off_remedy(m, parents[i], "torch") for i in range(len(trees)) if i != keep]
     fixes = [take_off(m, parents[i], "torch") for i in range(len(trees)) if i != keep]
+    actions = (
+        tuple(a for r in remedies if r is not None for a in r.actions) if remedies and all(remedies) else ()
+    )
     first = (
         "The environment's own torch is imported; the other tree is left over, and tools that scan sys.path "
         "see it"
@@ -428,6 +433,7 @@ def torch_trees(rule: Rule, m: Manifest) -> Iterator[Finding]:
         remedy[:1].upper() + remedy[1:] + ("" if remedy.endswith(".") else "."),
         target=", ".join(trees),
         severity="warning" if keep == 0 else None,
+        actions=actions,
     )
 
 
@@ -454,6 +460,7 @@ def _name(path: str) -> str:
     ),
     fm=("FM-25",),
     evidence=("cloveranon/Clover-Edition#128",),
+    fixes=("variable", "edit"),
 )
 def shadowed(rule: Rule, m: Manifest) -> Iterator[Finding]:
     for dist in m.packages:
@@ -498,6 +505,7 @@ def _shadow(rule: Rule, m: Manifest, winner: Distribution, loser: Distribution) 
         return
     if own(w_from):
         fix = take_off(m, loser.location, name, loser.metadata_dir)
+        fixed = take_off_remedy(m, loser.location, name, loser.metadata_dir)
         yield rule.finding(
             name,
             f"{both}: the environment's own copy is imported; the other one is not, yet tools that read "
@@ -508,8 +516,10 @@ def _shadow(rule: Rule, m: Manifest, winner: Distribution, loser: Distribution) 
             target=f"{winner.version} imported, {loser.version} shadowed",
             severity="warning",
             caused_by=tree_cause,
+            actions=fixed.actions if fixed is not None else (),
         )
         return
+    fixed = take_off_remedy(m, winner.location, name, winner.metadata_dir)
     if own(l_from):
         fix = take_off(m, winner.location, name, winner.metadata_dir)
         consequence = (
@@ -545,6 +555,7 @@ def _shadow(rule: Rule, m: Manifest, winner: Distribution, loser: Distribution) 
         caused_by=tree_cause,
         target=f"{winner.version} imported, {loser.version} shadowed",
         severity="error" if torchish else "warning",
+        actions=fixed.actions if fixed is not None else (),
     )
 
 
