@@ -25,7 +25,7 @@ ARCHITECTURE = Path(__file__).parent.parent / "docs" / "architecture.md"
 # The package root only holds the version.
 ROOT = "envcheck"
 # The stdlib-only code copied into the inspected interpreter: it imports nothing of envcheck
-# (tests/test_probe_compat.py checks that) and runs under another interpreter, so its imports are not
+# (tests/inside/test_probe_compat.py checks that) and runs under another interpreter, so its imports are not
 # counted in the shares below.
 INSIDE = "envcheck.inside"
 # A command module may import these of its own layer; never another command.
@@ -447,3 +447,40 @@ def test_no_module_imports_another_modules_private_name() -> None:
                 if private and node.module != module:
                     found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.module}: {private}")
     assert not found, "imports of another module's private names:\n" + "\n".join(found)
+
+
+# The test tree mirrors the package: a folder of tests/ is a package of envcheck/ (its tests), or one of
+# these, which test across packages. Top-level test files test the top-level modules (cli.py, export.py) or
+# the whole (architecture, citations, documented numbers, the remedy coverage, the canaries, the bounds of
+# every command, the large-venv control).
+CROSS_CUTTING_FOLDERS = {
+    "fuzz": "hypothesis over real manifests, through every layer",
+    "windows": "every command under Wine on a Windows machine",
+    "kit": "the CI kit: ci/gate.sh, the CI templates and the pytest plugin in a sample project",
+    "data": "committed manifests the tests read",
+    "fixtures": "committed binaries and the scripts that built them",
+}
+TOP_LEVEL_TESTS = {
+    "test_architecture.py",
+    "test_bounds_deadline.py",
+    "test_canaries.py",
+    "test_citations.py",
+    "test_cli_vocabulary.py",
+    "test_doc_numbers.py",
+    "test_export.py",
+    "test_internal_errors.py",
+    "test_large_venv_control.py",
+    "test_remedy_coverage.py",
+}
+
+
+def test_the_test_tree_mirrors_the_package() -> None:
+    tests = Path(__file__).parent
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))}
+    strays = sorted(folders - packages - set(CROSS_CUTTING_FOLDERS))
+    assert not strays, f"test folders that name no package of envcheck: {strays}"
+    top = {p.name for p in tests.glob("test_*.py")}
+    assert top <= TOP_LEVEL_TESTS, f"tests that belong in a package's folder: {sorted(top - TOP_LEVEL_TESTS)}"
+    untested = sorted(p for p in packages if p not in folders and p not in ("data", "pytest_plugin"))
+    assert not untested, f"packages of envcheck with no test folder: {untested}"

@@ -9,7 +9,7 @@ semantics, no ``PYTHONPATH``, which would leak into the recorded environment and
 Rules for every module here:
 - imports from the standard library, or relative imports inside this package (never ``envcheck``, which
   may not be installed in the target); torch, numpy, threadpoolctl only where the target has them;
-- Python 3.8 syntax and library (``tests/test_probe_compat.py`` checks both);
+- Python 3.8 syntax and library (``tests/inside/test_probe_compat.py`` checks both);
 - importing a module has no side effects: envcheck imports ``envcheck.inside.redact`` in its own process.
 
 Entry modules: ``probe`` (the environment facts) and ``suite`` (the smoke-suite harness). Both write their

@@ -22,7 +22,7 @@ MAX_MANIFEST_BYTES = 32 * 1024 * 1024
 # variable or distribution becomes objects again in a diff (300 k requirement lines: 670 MB, 400 k
 # variables: 744 MB). The example manifests (manifests/examples/) hold ~15 k JSON values, 31-52
 # distributions, 292-360 requirement lines, 6 variables and 133-283 native files; a diff of a manifest at
-# every limit at once peaks at ~210 MB (tests/test_bounds_manifest.py).
+# every limit at once peaks at ~210 MB (tests/manifest/test_bounds_manifest.py).
 MAX_JSON_VALUES = 1_000_000
 MAX_DISTRIBUTIONS = 10_000
 MAX_REQUIREMENT_LINES = 10_000

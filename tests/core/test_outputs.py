@@ -18,7 +18,7 @@ from hostile import assert_bounded, envcheck_argv, make_char_device, make_fifo, 
 from envcheck.core.errors import EnvcheckError
 from envcheck.core.outputs import OutputError, destination, write
 
-MANIFESTS = Path(__file__).parent / "data" / "manifests"
+MANIFESTS = Path(__file__).parents[1] / "data" / "manifests"
 A = str(MANIFESTS / "dev-cpu.json")
 
 

@@ -26,7 +26,7 @@ from venvs import HOSTILE_TORCH, fault_torch, process_alive
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux: /proc, prctl, setsid")
 
-EXAMPLE = Path(__file__).parents[1] / "manifests" / "examples" / "torch-2.13.0-cpu-linux.json"
+EXAMPLE = Path(__file__).parents[2] / "manifests" / "examples" / "torch-2.13.0-cpu-linux.json"
 TIMEOUT = 3.0
 CHAIN = 24
 

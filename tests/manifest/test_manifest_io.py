@@ -16,10 +16,10 @@ from envcheck.core.errors import ManifestError
 from envcheck.manifest import dumps, load, loads, save
 from envcheck.manifest.io import MAX_MANIFEST_BYTES
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 BAD = DATA / "bad"
-EXAMPLE = Path(__file__).parent.parent / "manifests" / "examples" / "torch-2.13.0-cpu-linux.json"
-SCHEMA = Path(__file__).parent.parent / "manifests" / "envcheck-manifest.schema.json"
+EXAMPLE = Path(__file__).parents[2] / "manifests" / "examples" / "torch-2.13.0-cpu-linux.json"
+SCHEMA = Path(__file__).parents[2] / "manifests" / "envcheck-manifest.schema.json"
 
 # Each bad file, paired with what the one error line must say.
 EXPECTED = {

@@ -21,7 +21,7 @@ from envcheck.core.errors import EnvcheckError, ManifestError, UsageError
 from envcheck.lock.check import LockFileError
 from envcheck.manifest.io import load
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CPU = ROOT / "manifests" / "examples" / "torch-2.13.0-cpu-linux.json"
 PLATFORM = "manylinux_2_28_x86_64"
 TAG = f"py3-none-{PLATFORM}"

@@ -16,7 +16,7 @@ from envcheck.cli import app
 from envcheck.core.errors import UsageError
 from envcheck.diff.policy import MAX_POLICY_BYTES, MAX_POLICY_DEPTH, Policy, load_policy
 
-MANIFESTS = Path(__file__).parent / "data" / "manifests"
+MANIFESTS = Path(__file__).parents[1] / "data" / "manifests"
 TWIN_A, TWIN_B = str(MANIFESTS / "twin-a.json"), str(MANIFESTS / "twin-b.json")
 
 

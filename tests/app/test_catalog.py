@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from envcheck.app.catalog import FAMILY_MODULES, catalog, get_rule, rule_ids
 from envcheck.cli import app
 
-PACKAGE = Path(__file__).parent.parent / "envcheck"
+PACKAGE = Path(__file__).parents[2] / "envcheck"
 # A rule id as code writes it: a string literal ENV-… or VERIFY-… (not a glob or a prefix).
 _ID_LITERAL = re.compile(r"""["']((?:ENV|VERIFY)-[A-Z0-9]+(?:-[A-Z0-9]+)*)["']""")
 
@@ -53,7 +53,7 @@ def test_every_rule_explains_itself() -> None:
 
 
 def test_every_failure_mode_a_rule_cites_is_defined_in_the_docs() -> None:
-    text = (Path(__file__).parents[1] / "docs" / "failure-modes.md").read_text(encoding="utf-8")
+    text = (Path(__file__).parents[2] / "docs" / "failure-modes.md").read_text(encoding="utf-8")
     defined = set(re.findall(r"^## (FM-\d\d) ", text, re.MULTILINE))
     assert len(defined) >= 26
     cited = {fm: rule.id for rule in catalog() for fm in rule.failure_modes}
@@ -76,7 +76,7 @@ def test_a_mistyped_id_gets_the_closest_one() -> None:
 
 
 def test_the_docs_index_lists_every_rule_with_what_it_cites() -> None:
-    text = (Path(__file__).parents[1] / "docs" / "failure-modes.md").read_text(encoding="utf-8")
+    text = (Path(__file__).parents[2] / "docs" / "failure-modes.md").read_text(encoding="utf-8")
     rows = dict(re.findall(r"^\| `([A-Z0-9-]+)` \| (.+) \|$", text, re.MULTILINE))
     expected = {r.id: f"{r.kind} | {r.family} | {', '.join(r.failure_modes) or '—'}" for r in catalog()}
     assert rows == expected

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).parent.parent / "envcheck" / "inside"
+PACKAGE = Path(__file__).parents[2] / "envcheck" / "inside"
 TARGET_SIDE = sorted(PACKAGE.rglob("*.py"))
 # Modules a target may import besides its own package: the standard library, and what the probe and the
 # suite look for when the target has it (torch and its companions are imported only there).

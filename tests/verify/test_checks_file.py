@@ -17,7 +17,7 @@ from envcheck.core.errors import UsageError
 from envcheck.manifest.verify import CheckResult, VerifySection
 from envcheck.verify.checks_file import MAX_CHECKS_BYTES, compile_checks_file, load_failure
 
-TWIN_A = str(Path(__file__).parent / "data" / "manifests" / "twin-a.json")
+TWIN_A = str(Path(__file__).parents[1] / "data" / "manifests" / "twin-a.json")
 
 
 def write(path: Path, text: str) -> Path:

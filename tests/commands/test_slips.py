@@ -19,7 +19,7 @@ from envcheck.manifest.io import dumps
 
 pytestmark = pytest.mark.slow
 
-DATA = Path(__file__).parent / "data" / "manifests"
+DATA = Path(__file__).parents[1] / "data" / "manifests"
 DEV = DATA / "dev-cpu.json"
 TIP = "Tip: pass the environment's interpreter with --python, e.g. --python path/to/venv/bin/python"
 

@@ -17,7 +17,7 @@ from envcheck import api
 from envcheck.core.errors import ManifestError, UsageError
 from envcheck.manifest.io import dumps, load
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "manifests" / "examples"
 CPU = EXAMPLES / "torch-2.13.0-cpu-linux.json"
 CUDA = EXAMPLES / "torch-2.14.1-cu130-linux-nogpu.json"

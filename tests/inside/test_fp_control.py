@@ -21,7 +21,7 @@ from envcheck.manifest.io import load
 linux_gcc = pytest.mark.skipif(
     not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs gcc on Linux"
 )
-EXAMPLES = Path(__file__).parents[1] / "manifests" / "examples"
+EXAMPLES = Path(__file__).parents[2] / "manifests" / "examples"
 
 # What a target does: note the state, load something, describe the state (the probe's order).
 TARGET = """

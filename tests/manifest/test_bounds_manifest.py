@@ -26,7 +26,7 @@ from envcheck.manifest.io import (
     loads,
 )
 
-EXAMPLE = Path(__file__).parent.parent / "manifests" / "examples" / "torch-2.13.0-cpu-linux.json"
+EXAMPLE = Path(__file__).parents[2] / "manifests" / "examples" / "torch-2.13.0-cpu-linux.json"
 # No target runs: the budget is the hostile-input bound's, for reading, diffing and rendering.
 TIMEOUT = 60.0
 

@@ -2,8 +2,8 @@
 environment the report is about, opens by refusing any other, runs that environment's own interpreter,
 and ends with what is left to do by hand; ``.ps1`` gives PowerShell. A bad suffix, a file another output
 already names, or a fleet is refused in one line with exit 2 before any work; a FIFO, a device or a link
-get the guarantees of ``-o`` (tests/test_outputs.py). Nothing in a finding's message or a manifest's label
-leaves the script's comments.
+get the guarantees of ``-o`` (tests/core/test_outputs.py). Nothing in a finding's message or a manifest's
+label leaves the script's comments.
 
 The broken environment is a real manifest (tests/data/manifests/dev-cpu.json) moved under the test's
 folder, filelock gone (``ENV-PKG-UNMET``: ``pip install filelock``) and mpmath too old and installed
@@ -24,12 +24,12 @@ from pathlib import Path
 import pytest
 from clirun import run
 from hostile import assert_bounded, envcheck_argv, make_char_device, make_fifo, run_bounded
-from test_remedy_render import powershell_tokens
+from powershell import powershell_tokens
 
 from envcheck import api
 from envcheck.report.remedies import remedy_script
 
-MANIFESTS = Path(__file__).parent / "data" / "manifests"
+MANIFESTS = Path(__file__).parents[1] / "data" / "manifests"
 DEV = MANIFESTS / "dev-cpu.json"
 RECORDED_PREFIX = "/root/venvs/dev"
 BASH = shutil.which("bash")
