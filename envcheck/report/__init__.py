@@ -10,13 +10,14 @@ modules (and rich, for coloured text) are imported only when a report is rendere
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from envcheck.core.findings import Finding, MachineGroup, Severity, at_or_above, registered_ids
 from envcheck.core.outputs import destination, write
 from envcheck.core.redact import redact_text
-from envcheck.core.remedy import Target
+from envcheck.core.remedy import Action, Manual, Target, as_data
 from envcheck.report.formats import FORMATS, FormatName
 from envcheck.report.interface import DEFAULT_WIDTH, NO_DIFFERENCES, ReportContext
 from envcheck.report.options import ReportOptions
@@ -156,6 +157,26 @@ def render(
 _TEXT_FIELDS = ("subject", "message", "remedy", "base", "target", "intended", "machine")
 
 
+def _redacted_actions(actions: tuple[Action, ...]) -> tuple[Action, ...] | None:
+    """``actions`` with each one that holds a credential in any value replaced by a manual step that says
+    so (a value with ``<redacted>`` in it is no longer one a command can take); ``None``: none held one."""
+    out: list[Action] = []
+    changed = False
+    for action in actions:
+        data = json.dumps(as_data(action), sort_keys=True)
+        if redact_text(data) != data:
+            changed = True
+            out.append(
+                Manual(
+                    text=f"a {action.kind} step whose value holds a credential, which envcheck writes "
+                    "nowhere: run it with that value from where it came"
+                )
+            )
+        else:
+            out.append(action)
+    return tuple(out) if changed else None
+
+
 def redacted(findings: Sequence[Finding]) -> list[Finding]:
     """``findings`` with every credential taken out of their strings (``envcheck.core.redact.redact_text``);
     a consequence's ``caused_by`` follows its root's key as redacted, so the report still folds it."""
@@ -167,6 +188,9 @@ def redacted(findings: Sequence[Finding]) -> list[Finding]:
             for name in _TEXT_FIELDS
             if (value := getattr(f, name)) is not None and (clean := redact_text(value)) != value
         }
+        actions = _redacted_actions(f.actions)
+        if actions is not None:
+            changes["actions"] = actions  # type: ignore[assignment]
         g = dataclasses.replace(f, **changes) if changes else f  # type: ignore[arg-type]
         keys[f.key] = g.key
         out.append(g)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from envcheck.core.errors import UsageError
 from envcheck.core.remedy import Action, Shell, runnable, script
+from envcheck.report import redacted
 
 if TYPE_CHECKING:
     from envcheck.report import Report
@@ -43,7 +44,8 @@ def remedy_script(report: Report, path: str | Path) -> str:
         )
     steps: list[tuple[str, list[Action]]] = []
     seen: set[Action] = set()
-    for f in report.findings:
+    # Redacted as every report is: a credential in a manifest's URL reaches no file envcheck writes.
+    for f in redacted(report.findings):
         if f.caused_by is not None or f.intended is not None or f.severity == "info" or not f.actions:
             continue
         fresh = [a for a in f.actions if a not in seen]

@@ -280,7 +280,7 @@ def test_per_rank_device_variables_compare_by_count() -> None:
         (["--against", "{missing}"], "error: "),
         (["--against", "{bad}"], "error: "),
         (["--output", "{tmp}/no/such/folder/report.json"], "error: "),
-        (["--timeout", "5"], "Invalid value for '--timeout'"),
+        (["--timeout", "5"], "error: --timeout 5: a job's deadline is at least 30 s"),
     ],
 )
 def test_rank_0_refuses_bad_options_before_any_work(tmp_path: Path, args: list[str], message: str) -> None:
