@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from envcheck.core.findings import Finding
-from envcheck.core.remedy import SetVariable, render
+from envcheck.core.remedy import Action, SetVariable, render
 from envcheck.report import Report
 from envcheck.report.remedies import remedy_script
 
@@ -78,14 +78,18 @@ def run_actions(
 
 def variables(findings: Iterable[Finding], env: Mapping[str, str]) -> dict[str, str]:
     """``env`` after the variable steps of ``findings``' remedies (set or unset)."""
+    return applied([a for f in findings for a in f.actions], env)
+
+
+def applied(actions: Iterable[Action], env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` after the variable steps among ``actions`` (set or unset)."""
     out = dict(env)
-    for f in findings:
-        for action in f.actions:
-            if isinstance(action, SetVariable):
-                if action.value is None:
-                    out.pop(action.name, None)
-                else:
-                    out[action.name] = action.value
+    for action in actions:
+        if isinstance(action, SetVariable):
+            if action.value is None:
+                out.pop(action.name, None)
+            else:
+                out[action.name] = action.value
     return out
 
 

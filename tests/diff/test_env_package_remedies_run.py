@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import needs_torch
-from remedyrun import BASH, roots, run_actions, run_script, variables
+from remedyrun import BASH, applied, roots, run_actions, run_script, variables
 from venvs import _link_or_copy, clone_site_packages, make_venv, site_packages, venv_site, write_scripts
 from wheels import wheel
 
@@ -135,18 +135,6 @@ def run_commands(actions: Sequence[Action], python: Path, cwd: Path) -> list[str
     )
     assert done.returncode == 0, "\n".join(lines) + done.stdout + done.stderr
     return lines
-
-
-def applied(actions: Sequence[Action], env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` after the actions' variable steps."""
-    out = dict(env)
-    for a in actions:
-        if isinstance(a, SetVariable):
-            if a.value is None:
-                out.pop(a.name, None)
-            else:
-                out[a.name] = a.value
-    return out
 
 
 def state(folder: Path) -> dict[str, tuple[int, int, int]]:
