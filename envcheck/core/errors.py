@@ -40,3 +40,9 @@ class ProbeError(EnvcheckError):
 
 class UsageError(EnvcheckError):
     """The command line or a policy / checks file is wrong."""
+
+
+class ImageError(EnvcheckError):
+    """A container image could not be read or flattened: not an image, damaged (a blob that does not match
+    its digest), hostile (a member leaving the root, a bomb) or past a limit. The message names the blob,
+    layer or member."""
