@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from envcheck.api._common import EXAMPLE_PYTHON, Progress, checked_timeout, describe_error, error_message
 from envcheck.core.deadline import DeadlineExpired
-from envcheck.core.errors import EnvcheckError, ManifestError, ProbeError, UsageError
+from envcheck.core.errors import EnvcheckError, ImageError, ManifestError, ProbeError, UsageError
 from envcheck.core.findings import Finding, Rule, Severity
 from envcheck.core.outputs import OutputError
 from envcheck.report import Report, render_report, write_report
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from envcheck.api._cluster import cluster_check
     from envcheck.api._diff import FleetReport, diff, diff_targets, doctor, expand_targets, fleet_diff
     from envcheck.api._export import ExportFormat, export
+    from envcheck.api._image import gate_image, snapshot_image
     from envcheck.api._lock import check_lock, lock
     from envcheck.api._manifest import Manifest, dump_manifest, load_manifest
     from envcheck.api._policy import Policy, load_policy
@@ -52,6 +53,8 @@ _JOBS = {
     "snapshot": "_snapshot",
     "snapshot_this_machine": "_snapshot",
     "SnapshotOptions": "_snapshot",
+    "snapshot_image": "_image",
+    "gate_image": "_image",
     "diff": "_diff",
     "doctor": "_diff",
     "fleet_diff": "_diff",
@@ -90,6 +93,7 @@ __all__ = [
     "FleetReport",
     "FormatName",
     "GateRun",
+    "ImageError",
     "Manifest",
     "ManifestError",
     "OutputError",
@@ -116,6 +120,7 @@ __all__ = [
     "export",
     "fleet_diff",
     "gate",
+    "gate_image",
     "get_rule",
     "load_manifest",
     "load_policy",
@@ -126,6 +131,7 @@ __all__ = [
     "run_gate",
     "scan",
     "snapshot",
+    "snapshot_image",
     "snapshot_this_machine",
     "verify",
     "write_report",

@@ -266,6 +266,42 @@ def gate(
     )
 
 
+def gate_image(
+    manifest_name: str,
+    base: Manifest,
+    image_name: str,
+    image: Manifest,
+    policy: Policy,
+    *,
+    strict: bool,
+    deadline: Deadline | None = None,
+) -> Report:
+    """``envcheck gate --image``: a container image's manifest (read statically, ``meta.kind`` ``image``)
+    against ``base`` by every rule whose facts the image holds, and one ``VERIFY-NOT-RUN`` that says no
+    smoke suite and no import ran in it (an error with ``strict``, as a skipped check is)."""
+    findings = environment_findings(base, image, deadline)
+    findings.append(
+        Finding(
+            rule="VERIFY-NOT-RUN",
+            severity="error" if strict else "info",
+            subject="verify",
+            message=(
+                f"{image_name} was read statically: no smoke suite, no import torch and none of the "
+                "application's imports ran in it"
+            ),
+            remedy=f"Run `envcheck gate {manifest_name}` inside the container for them.",
+        )
+    )
+    return finish(
+        f"envcheck gate: {image_name} against {manifest_name}",
+        findings,
+        policy,
+        rules=rule_ids(),
+        strict=strict,
+        target=image,
+    )
+
+
 def goldens(manifest: Manifest) -> VerifySection | None:
     """The manifest's smoke-suite goldens, or None when it was recorded without them."""
     section = manifest.verify
@@ -283,6 +319,7 @@ __all__ = [
     "environment_findings",
     "finish",
     "gate",
+    "gate_image",
     "goldens",
     "on_machine",
     "predict",

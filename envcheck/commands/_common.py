@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 import typer
 
 from envcheck import api
-from envcheck.core.errors import EnvcheckError
+from envcheck.core.errors import EnvcheckError, UsageError
 from envcheck.core.escape import one_line, terminal
 from envcheck.core.findings import at_or_above
 from envcheck.core.outputs import Destination, destination, write
@@ -97,3 +97,16 @@ def report_findings(report: Report, options: ReportOptions, *, errors: Sequence[
         raise typer.Exit(EXIT_USAGE)
     if any(at_or_above(f, options.fail_on) for f in report.findings):
         raise typer.Exit(EXIT_FINDINGS)
+
+
+def image_only(image: object, **given: object) -> None:
+    """Refuse, in one line, an option or argument that cannot go with ``--image`` (an image is read
+    statically: nothing in it runs): ``given`` maps each one's parameter name (``import_``; ``targets``
+    for a diff's TARGET) to its value."""
+    for parameter, value in given.items():
+        if value:
+            flag = "TARGET" if parameter == "targets" else "--" + parameter.rstrip("_").replace("_", "-")
+            raise UsageError(
+                f"{flag} does not go with --image {image}: an image is read statically, nothing in it runs",
+                tip="Drop it, or run envcheck inside the container instead of --image.",
+            )

@@ -8,11 +8,14 @@ from typing import Annotated
 import typer
 
 from envcheck import api
-from envcheck.commands._common import handles_errors, report_findings, say_told
+from envcheck.commands._common import handles_errors, image_only, report_findings, say_told
 from envcheck.commands.options import (
     NO_PROBLEMS,
     FailOnOption,
     FormatOption,
+    ImageOption,
+    ImagePlatformOption,
+    ImagePythonOption,
     JunitOption,
     NoPolicyOption,
     OutputOption,
@@ -54,11 +57,17 @@ def diff(
     junit: JunitOption = None,
     remedies: RemediesOption = None,
     python: PythonOption = None,
+    image: ImageOption = None,
+    image_python: ImagePythonOption = None,
+    image_platform: ImagePlatformOption = None,
     timeout: TimeoutOption = 120.0,
     verbose: VerboseOption = False,
     quiet: QuietOption = False,
 ) -> None:
     """Explain every difference from BASE to each TARGET that matters, ranked, with a remedy.
+
+    With --image, the target is a container image read statically (an OCI layout, an OCI archive or a
+    `docker save` tarball): nothing in it runs, and what only a run knows is left out of the comparison.
 
     Runs the difference rules (BASE vs TARGET) and the TARGET's single-environment rules (as
     `envcheck doctor` would).
@@ -82,6 +91,14 @@ def diff(
             tip="Diff one target at a time for its remedies.",
         )
     rules_policy = api.load_policy(policy, disabled=no_policy)
+    if image is not None:
+        image_only(image, python=python, targets=targets)
+        with progress("diff", quiet=quiet) as step:
+            target = api.snapshot_image(
+                image, python=image_python, platform=image_platform, timeout=timeout, progress=step
+            )
+        report_findings(api.diff(base, target, policy=rules_policy, timeout=timeout), options)
+        return
     told: list[str] = []
     with progress("diff", quiet=quiet or bool(targets)) as step:
         found = api.diff_targets(

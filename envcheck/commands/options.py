@@ -206,6 +206,33 @@ AgainstOption = Annotated[
 ManifestOutputOption = Annotated[
     str, typer.Option("-o", "--output", help="Manifest file to write, or - for stdout.")
 ]
+ImageOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--image",
+        help=(
+            "A container image to read statically instead of an interpreter: an OCI layout folder, an OCI "
+            "archive or a `docker save` tarball. Nothing in it runs; no daemon is needed."
+        ),
+        show_default=False,
+    ),
+]
+ImagePythonOption = Annotated[
+    str | None,
+    typer.Option(
+        "--image-python",
+        help="With --image: the interpreter, a path inside the image (default: its Entrypoint, Cmd or PATH).",
+        show_default=False,
+    ),
+]
+ImagePlatformOption = Annotated[
+    str | None,
+    typer.Option(
+        "--image-platform",
+        help="With --image: which image of a multi-platform index, as OS/ARCH (default linux/amd64).",
+        show_default=False,
+    ),
+]
 LabelOption = Annotated[str | None, typer.Option(help="A name for this environment (dev, prod-eu, ...).")]
 NoProbeOption = Annotated[
     bool,

@@ -8,10 +8,13 @@ from typing import Annotated
 import typer
 
 from envcheck import api
-from envcheck.commands._common import handles_errors, say, write_output
+from envcheck.commands._common import handles_errors, image_only, say, write_output
 from envcheck.commands.options import (
     ChecksOption,
     ForceOption,
+    ImageOption,
+    ImagePlatformOption,
+    ImagePythonOption,
     ImportOption,
     LabelOption,
     ManifestOutputOption,
@@ -24,7 +27,7 @@ from envcheck.commands.options import (
     VerifyFilesOption,
 )
 from envcheck.commands.progress import progress
-from envcheck.core.outputs import destination
+from envcheck.core.outputs import Destination, destination
 
 
 @handles_errors
@@ -38,6 +41,9 @@ def snapshot(
     checks: ChecksOption = None,
     no_verify: NoVerifyOption = False,
     import_: ImportOption = None,
+    image: ImageOption = None,
+    image_python: ImagePythonOption = None,
+    image_platform: ImagePlatformOption = None,
     timeout: TimeoutOption = 120.0,
     quiet: QuietOption = False,
     force: ForceOption = False,
@@ -47,8 +53,21 @@ def snapshot(
     A manifest already at the output path is replaced only when it was recorded for the same environment
     (the same interpreter path and host, and the same label when --label is given); another environment's
     manifest, or a file that is not a manifest, is kept unless --force is given (exit 2).
+
+    With --image, the Python environment inside a container image, read statically: an OCI layout folder,
+    an OCI archive or a `docker save` tarball. Nothing in it runs and no daemon is needed; the manifest
+    says so, and leaves out what only a run knows (the runtime probe, the smoke suite's goldens).
     """
     target = destination(output)  # a bad -o fails now, not after the snapshot's seconds of work
+    if image is not None:
+        image_only(image, python=python, checks=checks, import_=import_, verify_files=verify_files)
+        with progress("snapshot", quiet=quiet) as step:
+            found = api.snapshot_image(
+                image, python=image_python, platform=image_platform, label=label, timeout=timeout,
+                progress=step,
+            )  # fmt: skip
+        _written(found, output, target)
+        return
     options = api.SnapshotOptions(
         python=python,
         label=label,
@@ -67,6 +86,11 @@ def snapshot(
         )
     for line in told:  # now that the progress line is gone
         say(line, untrusted=True)
+    _written(manifest, output, target)
+
+
+def _written(manifest: api.Manifest, output: str, target: Destination) -> None:
+    """Write ``manifest`` to ``target`` (``output`` as given) and print its summary."""
     # Lazy: the summary loads once the manifest is taken.
     from envcheck.report.summary import summary
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from envcheck import api
-from envcheck.commands._common import handles_errors, report_findings, say_told
+from envcheck.commands._common import handles_errors, image_only, report_findings, say_told
 from envcheck.commands.options import (
     NO_PROBLEMS,
     NOTHING_FOUND,
@@ -17,6 +17,9 @@ from envcheck.commands.options import (
     CompileOption,
     FailOnOption,
     FormatOption,
+    ImageOption,
+    ImagePlatformOption,
+    ImagePythonOption,
     ImportOption,
     JunitOption,
     NoImportsOption,
@@ -112,11 +115,17 @@ def gate(
     junit: JunitOption = None,
     remedies: RemediesOption = None,
     python: PythonOption = None,
+    image: ImageOption = None,
+    image_python: ImagePythonOption = None,
+    image_platform: ImagePlatformOption = None,
     timeout: TimeoutOption = 120.0,
     verbose: VerboseOption = False,
     quiet: QuietOption = False,
 ) -> None:
     """The deployment gate: diff this machine against MANIFEST and verify against its goldens, one report.
+
+    With --image, a container image instead of this machine, read statically (nothing in it runs): its
+    environment is diffed against MANIFEST, its invariants checked, and the report says no smoke suite ran.
 
     The application's imports are part of it: every installed module with native code, then the modules
     MANIFEST recorded (`snapshot --import`), the policy's `imports` and --import's, each imported alone,
@@ -146,7 +155,14 @@ def gate(
     )
     told: list[str] = []
     with progress("gate", quiet=quiet) as step:
-        report = api.gate(manifest, options=suite, policy=rules_policy, progress=step, tell=told.append)
+        if image is not None:
+            image_only(image, python=python, checks=checks, compile_=compile_, import_=import_)
+            report = api.gate_image(
+                manifest, image, python=image_python, platform=image_platform, policy=rules_policy,
+                strict=strict, timeout=timeout, progress=step,
+            )  # fmt: skip
+        else:
+            report = api.gate(manifest, options=suite, policy=rules_policy, progress=step, tell=told.append)
     for line in told:  # now that the progress line is gone: before the report
         say_told(line)
     report_findings(report, options)

@@ -32,7 +32,7 @@ from envcheck.diff.rules import (
     windows,
 )
 from envcheck.diff.rules.base import runs_on
-from envcheck.manifest.query import views
+from envcheck.manifest.query import views, without_absent
 
 if TYPE_CHECKING:
     from envcheck.core.deadline import Deadline
@@ -89,6 +89,7 @@ def diff(
     skipped); ``policy`` ignores, re-grades or marks findings intended. Pure; raises nothing for
     well-formed manifests but ``DeadlineExpired``, checked before each rule, once ``deadline`` passed."""
     findings: list[Finding] = []
+    base, target = _comparable(base, target)
     with views(base, target):  # one view of each manifest for every rule of this run
         for rule in _rules(rules):
             # A predicted side lacks the live facts: only the rules that read none of them run.
@@ -97,6 +98,17 @@ def diff(
                     deadline.check("diffing", f"before rule {rule.id}")
                 findings.extend(rule.difference(rule, base, target))
     return _finish(findings, policy)
+
+
+def _comparable(base: Manifest, target: Manifest) -> tuple[Manifest, Manifest]:
+    """``base`` and ``target`` as the rules compare them: a container image's manifest (``meta.kind``
+    ``image``) lacks what only a run knows (``meta.absent``: the runtime probe, the CPU...), so the other
+    side's values of those facts are set aside; what both hold is compared as between two snapshots."""
+    if target.meta.kind == "image" and base.meta.kind != "image":
+        base = without_absent(base, target.meta.absent or ())
+    elif base.meta.kind == "image" and target.meta.kind != "image":
+        target = without_absent(target, base.meta.absent or ())
+    return base, target
 
 
 def doctor(

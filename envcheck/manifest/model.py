@@ -647,18 +647,39 @@ class ConfigCheck:
     detail: str | None = None
 
 
-ManifestKind = Literal["snapshot", "predicted"]
+ManifestKind = Literal["snapshot", "predicted", "image"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ImageSource:
+    """The container image an ``image`` manifest was read from (``envcheck snapshot --image``): nothing in
+    it ran. ``digest``: the image manifest's (``digest_kind`` ``manifest``), or the config's for a ``docker
+    save`` tarball without an OCI index (``config``, the image ID); ``source_format``: ``oci-layout``,
+    ``oci-archive`` or ``docker-save``; ``platform``: ``os/arch[/variant]``; ``python``: the interpreter
+    read, a path inside the image, and ``python_from`` how it was chosen."""
+
+    digest: str
+    digest_kind: str
+    config_digest: str
+    source_format: str
+    platform: str
+    layers: int
+    python: str
+    python_from: str
+    entrypoint: list[str] = field(default_factory=list)
+    cmd: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Meta:
     """Who wrote this manifest, when, and how the probe went.
 
-    ``kind``: ``snapshot`` (recorded on the machine it describes) or ``predicted`` (``envcheck predict``:
-    resolved and scanned for a target platform from another machine). ``absent`` names, as dotted paths
-    (``runtimes``, ``platform.cpu``, ``python.executable``), the facts this manifest does not hold because
-    only a live probe of the machine could know them: a field named here holds an empty value, never a
-    guess, and the diff engine gives no finding about it. None: nothing absent (every snapshot).
+    ``kind``: ``snapshot`` (recorded on the machine it describes), ``predicted`` (``envcheck predict``:
+    resolved and scanned for a target platform from another machine) or ``image`` (``snapshot --image``:
+    a container image's files, read statically; ``Manifest.image`` names it). ``absent`` names, as dotted
+    paths (``runtimes``, ``platform.cpu``, ``python.executable``), the facts this manifest does not hold
+    because only a live probe of the machine could know them: a field named here holds an empty value,
+    never a guess, and the diff engine gives no finding about it. None: nothing absent (every snapshot).
     """
 
     envcheck_version: str
@@ -770,6 +791,8 @@ class Manifest:
     install: InstallFacts | None = omitted_when_default(None)  # noqa: RUF009
     # What the configuration variables torch reads point at, checked live; None: not recorded.
     config_checks: list[ConfigCheck] | None = omitted_when_default(None)  # noqa: RUF009
+    # The container image this manifest was read from (``meta.kind == "image"``); None otherwise.
+    image: ImageSource | None = omitted_when_default(None)  # noqa: RUF009
 
     @property
     def is_predicted(self) -> bool:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import re
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -197,3 +198,37 @@ def vc_state(vc: VcRuntime | None) -> str:
 
 
 _RUN: contextvars.ContextVar[tuple[View, ...]] = contextvars.ContextVar("envcheck_run_views", default=())
+
+
+def _emptied(value: object) -> object:
+    """The empty value of ``value``'s kind: what a manifest holds for a fact it marks absent."""
+    if isinstance(value, str):
+        return ""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, list):
+        return []
+    if isinstance(value, dict):
+        return {}
+    return None
+
+
+def without_absent(manifest: Manifest, absent: Iterable[str]) -> Manifest:
+    """``manifest`` with each fact that ``absent`` names (dotted paths, as ``Meta.absent`` holds them:
+    ``torch.runtime``, ``platform.cpu``) emptied, as a manifest that lacks it holds it: diffed against one
+    that cannot know a fact, a manifest that knows it gives no finding about it. A path that names no
+    field is passed over."""
+    for path in absent:
+        names = path.split(".")
+        chain: list[object] = [manifest]
+        for name in names:
+            holder = chain[-1]
+            if holder is None or not dataclasses.is_dataclass(holder) or not hasattr(holder, name):
+                break
+            chain.append(getattr(holder, name))
+        else:
+            value = _emptied(chain[-1])
+            for name, holder in zip(reversed(names), reversed(chain[:-1]), strict=True):
+                value = dataclasses.replace(holder, **{name: value})  # type: ignore[type-var]
+            manifest = value  # type: ignore[assignment]
+    return manifest

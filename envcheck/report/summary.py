@@ -134,7 +134,14 @@ def summary(manifest: Manifest, *, short: bool) -> str:
     lines.append(f"packages   {len(manifest.packages)} distributions")
     if manifest.native is not None and manifest.native.skipped:
         lines.append(f"native     skipped: {_v(manifest.native.skipped)}")
-    lines.append(_probe_line(manifest.meta.probe))
+    if manifest.image is not None:
+        i = manifest.image
+        lines.append(
+            f"image      {_v(i.digest)} ({_v(i.source_format)}, {_v(i.platform)}, {i.layers} layers): "
+            "read statically, nothing in it ran"
+        )
+    else:
+        lines.append(_probe_line(manifest.meta.probe))
     if manifest.verify is not None:
         lines.append(_verify_line(manifest))
     if not short:

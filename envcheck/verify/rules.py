@@ -79,6 +79,14 @@ _verify(
     "Record goldens on the dev box: `envcheck snapshot` (without --no-verify).",
 )
 _verify(
+    "VERIFY-NOT-RUN",
+    "info",
+    "Read statically: nothing ran",
+    "The environment was read from a container image's files (`--image`): its facts were checked against "
+    "the base, but no smoke suite, no `import torch` and none of the application's imports ran in it.",
+    "Run `envcheck gate REF` inside the container for the smoke suite and the imports.",
+)
+_verify(
     "VERIFY-INFO",
     "info",
     "A setting the suite records changed",

@@ -1,0 +1,76 @@
+"""``envcheck.api.snapshot_image`` and ``gate_image``: a container image read statically (nothing in it
+runs, no daemon), recorded as a manifest or gated against a reference."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envcheck.api._common import name, public
+from envcheck.app import flows
+from envcheck.core.deadline import Deadline
+from envcheck.diff.policy import Policy
+from envcheck.image.snapshot import image_manifest
+from envcheck.manifest.io import load
+
+if TYPE_CHECKING:
+    from envcheck.api._common import Progress
+    from envcheck.manifest.model import Manifest
+    from envcheck.report import Report
+
+__all__ = ["gate_image", "snapshot_image"]
+
+
+@public
+def snapshot_image(
+    image: Path | str,
+    *,
+    python: str | None = None,
+    platform: str | None = None,
+    label: str | None = None,
+    timeout: float = 120.0,
+    progress: Progress | None = None,
+) -> Manifest:
+    """The manifest of the Python environment inside the container image ``image`` (an OCI layout
+    folder, an OCI archive or a ``docker save`` tarball), read statically: ``meta.kind`` is ``image``,
+    ``Manifest.image`` names it by digest, and ``meta.absent`` lists what only a run knows (the runtime
+    probe, the smoke suite). ``python``: the interpreter, a path inside the image (default: the one its
+    Entrypoint, Cmd or PATH names); ``platform``: ``OS/ARCH`` of a multi-platform index.
+
+    Raises ``ImageError`` for an image that cannot be read (damaged, hostile, past a limit),
+    ``UsageError`` when no interpreter is found, ``DeadlineExpired`` past ``timeout``."""
+    return image_manifest(
+        Path(image), image_python=python, platform=platform, label=label, timeout=timeout, progress=progress
+    )
+
+
+@public
+def gate_image(
+    manifest: Path | str,
+    image: Path | str,
+    *,
+    python: str | None = None,
+    platform: str | None = None,
+    policy: Policy | None = None,
+    strict: bool = False,
+    timeout: float = 120.0,
+    progress: Progress | None = None,
+) -> Report:
+    """The gate of a container image before it ships: ``image`` read statically (``snapshot_image``)
+    and diffed against ``manifest`` by every rule whose facts it holds, the environment's invariants
+    included, with one ``VERIFY-NOT-RUN`` saying that no smoke suite ran (an error with ``strict``).
+    ``timeout``: one deadline for reading the image and the rules."""
+    deadline = Deadline.after(timeout)
+    base = load(manifest)
+    found = image_manifest(
+        Path(image), image_python=python, platform=platform, timeout=timeout, progress=progress
+    )
+    return flows.gate_image(
+        name(manifest, base),
+        base,
+        f"image {Path(image).name}",
+        found,
+        policy if policy is not None else Policy(),
+        strict=strict,
+        deadline=deadline.for_own_work(),
+    )
