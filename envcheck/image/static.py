@@ -40,7 +40,7 @@ from envcheck.core.files import NotOpened, read_capped
 from envcheck.core.redact import redact_json
 from envcheck.inside.distributions import metadata_headers
 from envcheck.inside.environment import ENV_NAMES, ENV_PREFIXES
-from envcheck.inside.install_facts import install_facts
+from envcheck.inside.install_facts import MAX_EXAMPLES, install_facts
 from envcheck.inside.interpreter import MAX_PTH_BYTES, MAX_PTH_FILES, MAX_PTH_LINES, MAX_PTH_TOTAL, code_paths
 from envcheck.inside.names import canonical_name
 from envcheck.inside.record import parse_record_natives
@@ -1265,7 +1265,39 @@ def _install(
     ordered = dict(sorted(hosts.items(), key=lambda kv: -len(kv[0])))
     out: dict[str, Any] = _to_image(install_facts(host_packages), rt, ordered)
     out["sources_missing"] = _sources_missing(rt, packages)
+    _natives_missing(rt, packages, out["missing"])
     return out
+
+
+# An extension module's file name: what an ``import`` loads (``_speedups.cpython-311-x86_64-linux-gnu.so``).
+_EXTENSION_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[^./]+)?\.(so|pyd)$")
+
+
+def _natives_missing(rt: ImageRoot, packages: Sequence[Mapping[str, Any]], missing: list[Any]) -> None:
+    """The native files a RECORD lists that the image lacks (a later layer's whiteout, a COPY that missed
+    them), added to ``missing`` by owner. A live snapshot leaves them to its native tree
+    (ENV-NATIVE-FILE-MISSING); an image's manifest has none, so they count here, an extension module as a
+    module (its import fails)."""
+    for dist in packages:
+        location, owner = dist.get("location"), dist.get("metadata_dir")
+        if not isinstance(location, str) or not isinstance(owner, str):
+            continue
+        gone = []
+        for native in dist.get("native_files") or []:
+            relative = native.get("path") if isinstance(native, dict) else None
+            if not isinstance(relative, str) or ".." in relative.split("/") or relative.startswith("/"):
+                continue  # a file RECORD places outside the site folder: not this check's
+            if not rt.lexists(posixpath.join(location, relative)):
+                gone.append(relative)
+        if not gone:
+            continue
+        found = next((m for m in missing if m.get("owner") == owner), None)
+        if found is None:
+            found = {"owner": owner, "count": 0, "examples": [], "modules": 0}
+            missing.append(found)
+        found["count"] += len(gone)
+        found["modules"] += sum(1 for rel in gone if _EXTENSION_MODULE.match(posixpath.basename(rel)))
+        found["examples"] = (gone + found["examples"])[:MAX_EXAMPLES]
 
 
 def _sources_missing(rt: ImageRoot, packages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -529,7 +529,8 @@ def version_file(rule: Rule, m: Manifest) -> Iterator[Finding]:
         "install wrote). A module gone (a cleanup script, a half-done uninstall, a COPY that missed it) "
         "fails the import that needs it: an error, and the gate's imports that fail for it fold under it. "
         "Only a package's own tests or data gone (what slimmed images drop on purpose) is a warning. "
-        "Native files are ENV-NATIVE-FILE-MISSING's; byte-code is rewritten."
+        "Native files are ENV-NATIVE-FILE-MISSING's where the native tree was walked (a container image's "
+        "manifest has none: there they count here); byte-code is rewritten."
     ),
     fm=FM,
     fixes=("install", "rebuild"),
