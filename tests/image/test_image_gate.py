@@ -196,3 +196,37 @@ def test_an_env_line_that_makes_a_torch_call_fail_is_an_error(
     roots = _roots(report)
     assert code == 1, roots
     assert roots[0][1] == "ENV-VAR-CHANGED" and roots[0][2] == "TORCH_FORCE_WEIGHTS_ONLY_LOAD", roots
+
+
+def test_the_three_formats_of_one_image_give_one_manifest(base_root: Path, tmp_path: Path) -> None:
+    """An OCI layout, an OCI archive and a ``docker save`` tarball (both shapes) of the same layers and
+    config: the same manifest, but for where it was read from (``image``'s digest and format, the title)."""
+    plain = [ob.layer(ob.entries_from_folder(base_root), compress=False)]
+    config = ob.image_config(plain, env=(PATH,), cmd=["python", "-m", "app"])
+    paths = {
+        "oci-layout": ob.oci_image(plain, config).write_folder(tmp_path / "layout"),
+        "oci-archive": ob.oci_image(plain, config).write_tar(tmp_path / "archive.tar"),
+        "docker-save": ob.docker_save(plain, config).write_tar(tmp_path / "saved.tar"),
+        "docker-save with an OCI index": ob.docker_save(plain, config, oci_index=True).write_tar(
+            tmp_path / "saved25.tar"
+        ),
+    }
+    seen = {}
+    for shape, path in paths.items():
+        out = tmp_path / f"{path.name}.json"
+        code, _out, err = run("snapshot", "--image", str(path), "-o", str(out))
+        assert code == 0, (shape, err)
+        manifest = json.loads(out.read_text())
+        source = manifest.pop("image")
+        assert source["config_digest"] == ob.sha256(ob.json_bytes(config)), shape
+        for volatile in ("created", "duration_s", "target"):
+            manifest["meta"].pop(volatile, None)
+        seen[shape] = (manifest, source["source_format"], source["digest_kind"])
+    first = seen["oci-layout"][0]
+    assert all(manifest == first for manifest, _, _ in seen.values())
+    assert {shape: (fmt, kind) for shape, (_, fmt, kind) in seen.items()} == {
+        "oci-layout": ("oci-layout", "manifest"),
+        "oci-archive": ("oci-archive", "manifest"),
+        "docker-save": ("docker-save", "config"),
+        "docker-save with an OCI index": ("docker-save", "manifest"),
+    }
