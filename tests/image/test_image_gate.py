@@ -230,3 +230,32 @@ def test_the_three_formats_of_one_image_give_one_manifest(base_root: Path, tmp_p
         "docker-save": ("docker-save", "config"),
         "docker-save with an OCI index": ("docker-save", "manifest"),
     }
+
+
+def test_a_prediction_for_linux_diffs_against_an_image_like_any_manifest(
+    base_root: Path, tmp_path: Path
+) -> None:
+    """``predict`` of the image's manifest for manylinux x86-64 (pip's resolver, real wheels) is the
+    reference: the image it came from gates clean against it, and the image with the cp312 wheel fails
+    with ENV-WHEEL-TAG first."""
+    root = _clone(base_root, tmp_path / "root")
+    for recorded in root.glob("app/.venv/lib/python3.11/site-packages/*.dist-info/direct_url.json"):
+        recorded.unlink()  # installed from an index, as in a real build: predict resolves them
+    image = _image(tmp_path / "from-index", ob.entries_from_folder(root))
+    manifest, predicted = tmp_path / "image.json", tmp_path / "predicted.json"
+    code, _out, err = run("snapshot", "--image", str(image), "-o", str(manifest))
+    assert code == 0, err
+    code, out, err = run(
+        "predict", str(manifest), "--platform", "manylinux_2_28_x86_64", "--resolver", "pip",
+        "--save", str(predicted),
+    )  # fmt: skip
+    if code == 2 and "could not" in err:
+        pytest.skip(f"registry not reachable: {err[-300:]}")
+    assert code == 0, out + err
+    assert json.loads(predicted.read_text())["meta"]["kind"] == "predicted"
+    code, report = _gate(predicted, image)
+    assert code == 0, _roots(report)
+    _wheel_for_3_12(root)
+    code, report = _gate(predicted, _image(tmp_path / "cp312", ob.entries_from_folder(root)))
+    assert code == 1
+    assert _roots(report)[0][:2] == ("error", "ENV-WHEEL-TAG"), _roots(report)
