@@ -1269,15 +1269,11 @@ def _install(
     return out
 
 
-# An extension module's file name: what an ``import`` loads (``_speedups.cpython-311-x86_64-linux-gnu.so``).
-_EXTENSION_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[^./]+)?\.(so|pyd)$")
-
-
 def _natives_missing(rt: ImageRoot, packages: Sequence[Mapping[str, Any]], missing: list[Any]) -> None:
     """The native files a RECORD lists that the image lacks (a later layer's whiteout, a COPY that missed
-    them), added to ``missing`` by owner. A live snapshot leaves them to its native tree
-    (ENV-NATIVE-FILE-MISSING); an image's manifest has none, so they count here, an extension module as a
-    module (its import fails)."""
+    them), added to ``missing`` by owner as ``natives``. A live snapshot leaves them to its native tree
+    (ENV-NATIVE-FILE-MISSING); an image's manifest has none, so they count here: an extension module's
+    import fails without it, and so does every import that loads a library gone."""
     for dist in packages:
         location, owner = dist.get("location"), dist.get("metadata_dir")
         if not isinstance(location, str) or not isinstance(owner, str):
@@ -1296,7 +1292,7 @@ def _natives_missing(rt: ImageRoot, packages: Sequence[Mapping[str, Any]], missi
             found = {"owner": owner, "count": 0, "examples": [], "modules": 0}
             missing.append(found)
         found["count"] += len(gone)
-        found["modules"] += sum(1 for rel in gone if _EXTENSION_MODULE.match(posixpath.basename(rel)))
+        found["natives"] = found.get("natives", 0) + len(gone)
         found["examples"] = (gone + found["examples"])[:MAX_EXAMPLES]
 
 

@@ -600,13 +600,15 @@ class MissingFiles:
     """Files one distribution's RECORD lists (``owner``: its metadata folder) that are not on disk, under
     its package folders: ``count`` of them, ``examples`` the first few (modules first), ``modules`` how many
     are Python modules outside a package's own tests (``tests/``, ``test_*.py``: what slimmed images drop).
-    Byte-code and native files are left out (native ones are ``ENV-NATIVE-FILE-MISSING``'s, checked with
-    their hashes)."""
+    Byte-code is left out, and so are native files where the native tree is walked (they are
+    ``ENV-NATIVE-FILE-MISSING``'s, checked with their hashes); a container image's manifest has no native
+    tree, so there ``natives`` counts them (extension modules and the libraries they load)."""
 
     owner: str
     count: int
     examples: list[str] = field(default_factory=list)
     modules: int = 0
+    natives: int = omitted_when_default(0)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -546,7 +546,11 @@ def file_gone(rule: Rule, m: Manifest) -> Iterator[Finding]:
             continue
         shown = ", ".join(gone.examples) + (" …" if gone.count > len(gone.examples) else "")
         modules = (
-            f"{gone.modules:,} of them modules" if gone.modules else "no module outside its tests among them"
+            f"{gone.natives:,} of them native code that imports load"
+            if gone.natives
+            else f"{gone.modules:,} of them modules"
+            if gone.modules
+            else "no module outside its tests among them"
         )
         actions = (_reinstall(m, dist),)
         yield rule.finding(
@@ -557,7 +561,7 @@ def file_gone(rule: Rule, m: Manifest) -> Iterator[Finding]:
             + remedy_text(actions, m, note=_trust(actions)),
             base="installed",
             target=f"{gone.count} missing",
-            severity="error" if gone.modules else "warning",
+            severity="error" if gone.modules or gone.natives else "warning",
             actions=actions,
         )
 
