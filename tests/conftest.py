@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import datetime
 import functools
 import inspect
+import json
+import os
 import re
 import resource
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,11 @@ SLOW_FIXTURE = re.compile(
     r"|runpytest|envcheck_argv|\bgcc\b|cc_build|build_"
 )
 FAST_BUDGET_CPU_S = 60.0
+# ``ENVCHECK_RECORD_RUN=FILE``: the run writes what it measured (tests, wall and CPU seconds, the Windows
+# tier's share) into FILE under the run's tier ("full" or "fast"). ci/measured.json is the record of the
+# last runs on a quiet 2-core machine; tests/test_doc_numbers.py holds the README's times to it.
+RECORD_RUN = "ENVCHECK_RECORD_RUN"
+_STARTED = time.monotonic()
 
 
 @functools.cache
@@ -72,6 +81,44 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         )
     else:
         terminalreporter.write_line(f"{len(ran)} tests in {cpu:.1f} CPU s (this process and its children)")
+    record = os.environ.get(RECORD_RUN)
+    if record:
+        _record_run(Path(record), terminalreporter, config, cpu)
+
+
+def _record_run(path: Path, terminalreporter: Any, config: pytest.Config, cpu: float) -> None:
+    """Merge this run's measures into the record at ``path`` (see ``RECORD_RUN``)."""
+    markexpr = (config.getoption("markexpr") or "").strip()
+    if markexpr not in ("", "fast") or config.getoption("keyword") or config.args != ["tests"]:
+        return  # a partial run measures nothing the README states
+    stats = terminalreporter.stats
+    reports = [r for key in ("passed", "failed") for r in stats.get(key, []) if r.when == "call"]
+    windows = [r for r in reports if r.nodeid.startswith("tests/windows/")]
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        record = {}
+    record["fast" if markexpr else "full"] = {
+        "date": datetime.date.today().isoformat(),
+        "cores": os.cpu_count(),
+        "passed": len(stats.get("passed", [])),
+        "failed": len(stats.get("failed", [])),
+        "skipped": len(stats.get("skipped", [])),
+        "wall_s": round(time.monotonic() - _STARTED, 1),
+        "cpu_s": round(cpu, 1),
+        "windows_tests": len(windows),
+        # The Windows tier's tests, set-up included (its Wine prefix and site folders are made there).
+        "windows_wall_s": round(sum(_spent(r2) for r in windows for r2 in _phases(stats, r.nodeid)), 1),
+    }
+    path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _phases(stats: dict[str, list[Any]], nodeid: str) -> list[Any]:
+    return [r for reports in stats.values() for r in reports if getattr(r, "nodeid", None) == nodeid]
+
+
+def _spent(report: Any) -> float:
+    return float(getattr(report, "duration", 0.0) or 0.0)
 
 
 @pytest.fixture(scope="session")
