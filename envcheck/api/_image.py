@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from envcheck.api._common import name, public
 from envcheck.app import flows
 from envcheck.core.deadline import Deadline
+from envcheck.core.errors import ManifestError, UsageError
 from envcheck.diff.policy import Policy
 from envcheck.image.snapshot import image_manifest
 from envcheck.manifest.io import load
@@ -29,6 +30,7 @@ def snapshot_image(
     platform: str | None = None,
     label: str | None = None,
     timeout: float = 120.0,
+    replaces: Path | str | None = None,
     progress: Progress | None = None,
 ) -> Manifest:
     """The manifest of the Python environment inside the container image ``image`` (an OCI layout
@@ -36,9 +38,13 @@ def snapshot_image(
     ``Manifest.image`` names it by digest, and ``meta.absent`` lists what only a run knows (the runtime
     probe, the smoke suite). ``python``: the interpreter, a path inside the image (default: the one its
     Entrypoint, Cmd or PATH names); ``platform``: ``OS/ARCH`` of a multi-platform index.
+    ``replaces``: the file the manifest will be written to; a file there that is not an image's manifest
+    (a live environment's, or not a manifest) is refused with ``UsageError`` before the image is read.
 
     Raises ``ImageError`` for an image that cannot be read (damaged, hostile, past a limit),
     ``UsageError`` when no interpreter is found, ``DeadlineExpired`` past ``timeout``."""
+    if replaces is not None:
+        _refuse_to_replace(str(replaces))
     return image_manifest(
         Path(image), image_python=python, platform=platform, label=label, timeout=timeout, progress=progress
     )
@@ -74,3 +80,25 @@ def gate_image(
         strict=strict,
         deadline=deadline.for_own_work(),
     )
+
+
+def _refuse_to_replace(output: str) -> None:
+    """``UsageError`` when ``output`` holds a file that an image's manifest must not replace: anything but
+    another image's manifest (each build of an image has a new digest; a live environment's manifest, the
+    dev box's reference, is another thing)."""
+    if output == "-" or not Path(output).is_file():
+        return
+    try:
+        existing = load(output)
+    except ManifestError as e:
+        raise UsageError(
+            f"{output} exists and is not a manifest envcheck can read ({'; '.join(e.problems[:1])}): "
+            "not replaced",
+            tip="Write the manifest elsewhere with -o FILE, or replace that file with --force.",
+        ) from e
+    if existing.meta.kind != "image":
+        raise UsageError(
+            f"{output} holds the manifest of {existing.meta.target}, not of an image: not replaced",
+            tip="Write the image's elsewhere with -o FILE (e.g. -o image.json), or replace that one with "
+            "--force.",
+        )

@@ -64,7 +64,7 @@ def snapshot(
         with progress("snapshot", quiet=quiet) as step:
             found = api.snapshot_image(
                 image, python=image_python, platform=image_platform, label=label, timeout=timeout,
-                progress=step,
+                replaces=None if force else output, progress=step,
             )  # fmt: skip
         _written(found, output, target)
         return

@@ -112,3 +112,21 @@ def test_options_that_need_a_running_interpreter_are_refused_beside_image(tmp_pa
         code, _out, err = run(*args)
         assert code == 2, err
         assert f"{flag} does not go with --image" in err, err
+
+
+def test_an_image_snapshot_never_replaces_a_live_environments_manifest(tmp_path: Path) -> None:
+    """The default output is the dev box's envcheck.lock.json: an image's snapshot refuses to replace it
+    (or any file that is not a manifest) before reading the image, replaces another image's, and --force
+    replaces anything."""
+    live = tmp_path / "envcheck.lock.json"
+    live.write_bytes(_reference().read_bytes())
+    image = tmp_path / "no-such-image"  # never read: the refusal comes first
+    code, _out, err = run("snapshot", "--image", str(image), "-o", str(live))
+    assert code == 2 and "not of an image: not replaced" in err, err
+    assert live.read_bytes() == _reference().read_bytes()
+    notes = tmp_path / "notes.json"
+    notes.write_text("my notes\n")
+    code, _out, err = run("snapshot", "--image", str(image), "-o", str(notes))
+    assert code == 2 and "is not a manifest envcheck can read" in err, err
+    code, _out, err = run("snapshot", "--image", str(image), "-o", str(live), "--force")
+    assert code == 2 and "cannot read" in err, err  # past the refusal: the image itself is missing
