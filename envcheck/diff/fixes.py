@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from envcheck.core.escape import one_line
 from envcheck.core.remedy import Action, Install, Manual, Rebuild, Uninstall
-from envcheck.manifest.query import pkg, windows
+from envcheck.manifest.query import pkg, views, windows
 from envcheck.manifest.remedy import remedy_text
 
 if TYPE_CHECKING:
@@ -93,21 +93,24 @@ def confine(findings: Sequence[Finding], m: Manifest) -> list[Finding]:
     """Findings whose remedy would install or uninstall a distribution whose live copy lies outside
     ``m``'s environment, or belongs to another installer: that action is replaced by a manual step naming
     the folder or the installer."""
-    findings = [_by_installer(f, m) for f in findings]
-    out = []
-    for f in findings:
-        foreign = {name: folder for a in f.actions for name in _touches(a) if (folder := outside(m, name))}
-        if foreign:
-            name, folder = next(iter(foreign.items()))
-            step = (
-                f"{name} is installed in {folder}, outside this environment ({m.python.prefix}): a pip "
-                "command here would change that folder. Take the folder off sys.path first (the .pth file, "
-                "PYTHONPATH or user site that adds it), then run envcheck again."
-            )
-            out.append(dataclasses.replace(f, actions=(Manual(text=step),), remedy=step))
-        else:
-            out.append(f)
-    return out
+    with views(m):  # one name index for every finding: 10,000 findings once built 10,000 (80 s)
+        findings = [_by_installer(f, m) for f in findings]
+        out = []
+        for f in findings:
+            foreign = {
+                name: folder for a in f.actions for name in _touches(a) if (folder := outside(m, name))
+            }
+            if foreign:
+                name, folder = next(iter(foreign.items()))
+                step = (
+                    f"{name} is installed in {folder}, outside this environment ({m.python.prefix}): a pip "
+                    "command here would change that folder. Take the folder off sys.path first (the .pth "
+                    "file, PYTHONPATH or user site that adds it), then run envcheck again."
+                )
+                out.append(dataclasses.replace(f, actions=(Manual(text=step),), remedy=step))
+            else:
+                out.append(f)
+        return out
 
 
 def _by_installer(f: Finding, m: Manifest) -> Finding:
