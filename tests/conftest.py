@@ -33,6 +33,9 @@ FAST_BUDGET_CPU_S = 60.0
 # tier's share) into FILE under the run's tier ("full" or "fast"). ci/measured.json is the record of the
 # last runs on a quiet 2-core machine; tests/test_doc_numbers.py holds the README's times to it.
 RECORD_RUN = "ENVCHECK_RECORD_RUN"
+# Taken out of the environment: the pytest runs that tests start (the plugin's, the collections of
+# tests/test_doc_numbers.py) are not the run the record is of.
+_RECORD = os.environ.pop(RECORD_RUN, None)
 _STARTED = time.monotonic()
 
 
@@ -81,9 +84,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         )
     else:
         terminalreporter.write_line(f"{len(ran)} tests in {cpu:.1f} CPU s (this process and its children)")
-    record = os.environ.get(RECORD_RUN)
-    if record:
-        _record_run(Path(record), terminalreporter, config, cpu)
+    if _RECORD and not config.getoption("collectonly"):
+        _record_run(Path(_RECORD), terminalreporter, config, cpu)
 
 
 def _record_run(path: Path, terminalreporter: Any, config: pytest.Config, cpu: float) -> None:
