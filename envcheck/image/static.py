@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from importlib.metadata import PathDistribution
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import unquote, urlparse
 
 from envcheck.core.deadline import Deadline
 from envcheck.core.errors import UsageError
@@ -40,13 +39,13 @@ from envcheck.core.files import NotOpened, read_capped
 from envcheck.core.redact import redact_json
 from envcheck.inside.distributions import metadata_headers
 from envcheck.inside.environment import ENV_NAMES, ENV_PREFIXES
-from envcheck.inside.install_facts import MAX_EXAMPLES, install_facts
+from envcheck.inside.install_facts import MAX_EXAMPLES, editable_sources, install_facts
 from envcheck.inside.interpreter import MAX_PTH_BYTES, MAX_PTH_FILES, MAX_PTH_LINES, MAX_PTH_TOTAL, code_paths
 from envcheck.inside.names import canonical_name
 from envcheck.inside.record import parse_record_natives
 from envcheck.inside.startup import MAX_BYTES as CUSTOMIZE_BYTES
 from envcheck.inside.startup import MAX_PRELOAD, MENTIONS
-from envcheck.inside.torch_static import read_version_file
+from envcheck.inside.torch_static import read_version_file, version_facts
 from envcheck.inside.venv_facts import (
     MAX_RECORDED,
     MAX_SCRIPTS,
@@ -1180,14 +1179,7 @@ def _torch(rt: ImageRoot, sys_path: Sequence[str]) -> dict[str, Any]:
             if version_file is not None and rt.is_file(version_file)
             else {}
         )
-        static = {
-            "location": trees[0],
-            "version": values.get("__version__"),
-            "git_version": values.get("git_version"),
-            "cuda": values.get("cuda"),
-            "hip": values.get("hip"),
-            "debug": values.get("debug"),
-        }
+        static = version_facts(trees[0], values)  # type: ignore[no-untyped-call]
     return {"trees": trees, "static": static}
 
 
@@ -1264,7 +1256,7 @@ def _install(
         )
     ordered = dict(sorted(hosts.items(), key=lambda kv: -len(kv[0])))
     out: dict[str, Any] = _to_image(install_facts(host_packages), rt, ordered)
-    out["sources_missing"] = _sources_missing(rt, packages)
+    out["sources_missing"] = editable_sources(packages, rt.is_dir)  # type: ignore[no-untyped-call]
     _natives_missing(rt, packages, out["missing"])
     return out
 
@@ -1294,25 +1286,6 @@ def _natives_missing(rt: ImageRoot, packages: Sequence[Mapping[str, Any]], missi
         found["count"] += len(gone)
         found["natives"] = found.get("natives", 0) + len(gone)
         found["examples"] = (gone + found["examples"])[:MAX_EXAMPLES]
-
-
-def _sources_missing(rt: ImageRoot, packages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """As ``install_facts._editable_sources``, the folder looked for in the image."""
-    out = []
-    for dist in packages:
-        direct = dist.get("direct_url")
-        if not isinstance(direct, dict) or not (direct.get("dir_info") or {}).get("editable"):
-            continue
-        url = direct.get("url")
-        if not isinstance(url, str) or not url.startswith("file://"):
-            continue
-        try:
-            path = unquote(urlparse(url).path)
-        except (ValueError, TypeError):
-            continue
-        if path and not rt.is_dir(path):
-            out.append({"name": dist.get("name"), "version": dist.get("version"), "path": path})
-    return out
 
 
 # ---------------------------------------------------------------------------------------- the facts

@@ -195,7 +195,7 @@ def install_facts(packages):
         _one_folder(folder, by_folder.get(folder, []), walk, out, records_elsewhere)
         if len(out["orphans"]) >= MAX_GROUPS or walk.truncated:
             break
-    _editable_sources(packages, out)
+    out["sources_missing"] = editable_sources(packages)
     out["walked"] = walk.walked
     out["truncated"] = walk.truncated
     return out
@@ -236,9 +236,11 @@ def _test_file(relative):
     return bool(TEST_FOLDERS.intersection(parts[:-1])) or name.startswith("test_") or name == "conftest.py"
 
 
-def _editable_sources(packages, out):
+def editable_sources(packages, is_dir=os.path.isdir):
     """Editable installs (PEP 660: ``direct_url.json`` with ``dir_info.editable``) whose source folder is
-    gone: their import fails, whatever the metadata says."""
+    gone: their import fails, whatever the metadata says. ``is_dir`` tells whether a folder exists (a
+    container image's reader asks inside the image)."""
+    gone = []
     for dist in packages:
         direct = dist.get("direct_url")
         if not isinstance(direct, dict) or not (direct.get("dir_info") or {}).get("editable"):
@@ -254,10 +256,9 @@ def _editable_sources(packages, out):
             continue
         if os.name == "nt" and path[:1] == "/" and path[2:3] == ":":
             path = path[1:]
-        if path and not os.path.isdir(path):
-            out["sources_missing"].append(
-                {"name": dist.get("name"), "version": dist.get("version"), "path": path}
-            )
+        if path and not is_dir(path):
+            gone.append({"name": dist.get("name"), "version": dist.get("version"), "path": path})
+    return gone
 
 
 def _one_folder(folder, dists, walk, out, records_elsewhere):

@@ -48,13 +48,17 @@ def torch_static():
             trees.append(candidate)
     static = None
     if trees:
-        values = read_version_file(os.path.join(trees[0], "version.py"))
-        static = {
-            "location": trees[0],
-            "version": values.get("__version__"),
-            "git_version": values.get("git_version"),
-            "cuda": values.get("cuda"),
-            "hip": values.get("hip"),
-            "debug": values.get("debug"),
-        }
+        static = version_facts(trees[0], read_version_file(os.path.join(trees[0], "version.py")))
     return {"trees": trees, "static": static}
+
+
+def version_facts(location, values):
+    """torch's static facts: the tree at ``location`` and what its ``version.py`` said (``values``)."""
+    return {
+        "location": location,
+        "version": values.get("__version__"),
+        "git_version": values.get("git_version"),
+        "cuda": values.get("cuda"),
+        "hip": values.get("hip"),
+        "debug": values.get("debug"),
+    }
