@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from envcheck.core.errors import EnvcheckError, UsageError
+from envcheck.core.errors import EnvcheckError, ManifestError, UsageError
 from envcheck.core.escape import one_line
 from envcheck.core.redact import redact_text
 
@@ -327,3 +327,22 @@ def _shown(value: object) -> str:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return f"{kind} {value!r}"
     return kind
+
+
+def existing_manifest(output: str) -> Manifest | None:
+    """The manifest already at ``output`` (None: nothing there, or not a regular file:
+    ``envcheck.core.outputs`` judges that). Raises ``UsageError`` for a file that is not a manifest: a
+    user's file is never replaced without --force."""
+    if output == "-" or not Path(output).is_file():
+        return None
+    # Lazy: the manifest reader (0.05 s) loads before the target starts only when there is a file to read.
+    from envcheck.manifest.io import load
+
+    try:
+        return load(output)
+    except ManifestError as e:
+        raise UsageError(
+            f"{output} exists and is not a manifest envcheck can read ({'; '.join(e.problems[:1])}): "
+            "not replaced",
+            tip="Write the manifest elsewhere with -o FILE, or replace that file with --force.",
+        ) from e

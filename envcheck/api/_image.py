@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envcheck.api._common import name, public
+from envcheck.api._common import existing_manifest, name, public
 from envcheck.app import flows
 from envcheck.core.deadline import Deadline
-from envcheck.core.errors import ManifestError, UsageError
+from envcheck.core.errors import UsageError
 from envcheck.diff.policy import Policy
 from envcheck.image.snapshot import image_manifest
 from envcheck.manifest.io import load
@@ -86,16 +86,9 @@ def _refuse_to_replace(output: str) -> None:
     """``UsageError`` when ``output`` holds a file that an image's manifest must not replace: anything but
     another image's manifest (each build of an image has a new digest; a live environment's manifest, the
     dev box's reference, is another thing)."""
-    if output == "-" or not Path(output).is_file():
+    existing = existing_manifest(output)
+    if existing is None:
         return
-    try:
-        existing = load(output)
-    except ManifestError as e:
-        raise UsageError(
-            f"{output} exists and is not a manifest envcheck can read ({'; '.join(e.problems[:1])}): "
-            "not replaced",
-            tip="Write the manifest elsewhere with -o FILE, or replace that file with --force.",
-        ) from e
     if existing.meta.kind != "image":
         raise UsageError(
             f"{output} holds the manifest of {existing.meta.target}, not of an image: not replaced",

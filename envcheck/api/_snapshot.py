@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envcheck.api._common import interpreter_path, public
+from envcheck.api._common import existing_manifest, interpreter_path, public
 from envcheck.collect.launch import SnapshotOptions, start_probes
-from envcheck.core.errors import ManifestError, UsageError
+from envcheck.core.errors import UsageError
 from envcheck.core.files import same_path
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def snapshot(
     if not options.probe and options.verify:
         # The smoke suite imports torch: no probe promises that nothing in the target does.
         options = dataclasses.replace(options, verify=False)
-    existing = _existing(str(replaces)) if replaces is not None else None
+    existing = existing_manifest(str(replaces)) if replaces is not None else None
     if existing is not None:
         # Before any work: the interpreter and host it will record are known now.
         _refuse_early(str(replaces), existing, options)
@@ -120,25 +120,6 @@ def snapshot_this_machine(
     options = SnapshotOptions(python=python, timeout=timeout, integrity=integrity, deadline=deadline)
     probes = start_probes(options, runtime) if runtime is not None else None
     return take_snapshot(options, native=scan_for_snapshot, probes=probes, progress=progress)
-
-
-def _existing(output: str) -> Manifest | None:
-    """The manifest already at ``output`` (None: nothing there, or not a regular file:
-    ``envcheck.core.outputs`` judges that). Raises ``UsageError`` for a file that is not a manifest: a
-    user's file is never replaced without --force."""
-    if output == "-" or not Path(output).is_file():
-        return None
-    # Lazy: the manifest reader (0.05 s) loads before the target starts only when there is a file to read.
-    from envcheck.manifest.io import load
-
-    try:
-        return load(output)
-    except ManifestError as e:
-        raise UsageError(
-            f"{output} exists and is not a manifest envcheck can read ({'; '.join(e.problems[:1])}): "
-            "not replaced",
-            tip="Write the manifest elsewhere with -o FILE, or replace that file with --force.",
-        ) from e
 
 
 def _refuse_another(output: str, existing: Manifest, new: Manifest, *, label_given: bool) -> None:
