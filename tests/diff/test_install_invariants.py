@@ -303,9 +303,8 @@ def interrupt(python: Path, site: Path, requirement: str, *, top: str, files: in
     deadline = time.monotonic() + 300
     try:
         while proc.poll() is None and time.monotonic() < deadline:
-            tree = site / top
             stashed = any(p.name.startswith("~") for p in site.iterdir())
-            if stashed and tree.is_dir() and sum(1 for _ in tree.rglob("*.py")) >= files:
+            if stashed and _python_files(site / top) >= files:
                 os.killpg(proc.pid, signal.SIGKILL)
                 break
             time.sleep(0.02)
@@ -315,6 +314,12 @@ def interrupt(python: Path, site: Path, requirement: str, *, top: str, files: in
         proc.wait()
     if proc.returncode != -signal.SIGKILL:
         pytest.skip(f"pip finished before it could be interrupted (exit {proc.returncode})")
+
+
+def _python_files(tree: Path) -> int:
+    """How many ``.py`` files are under ``tree`` now; pip moves folders while this counts, so a folder
+    that goes away mid-walk is skipped (os.walk ignores it) instead of failing the poll."""
+    return sum(name.endswith(".py") for _, _, names in os.walk(tree) for name in names)
 
 
 def test_an_interrupted_torch_upgrade_is_named_and_never_read_as_tampering(
