@@ -163,17 +163,33 @@ def _install_causes(findings: list[Finding]) -> list[Finding]:
     names (a word of its subject or message); a finding that already names a cause keeps it. Linear: each
     root indexed once by the module names it is about."""
     by_name: dict[tuple[str | None, str], str] = {}
+    gone: dict[tuple[str | None, str], str] = {}  # a file ENV-FILE-GONE names, by its file name
     for root in findings:
         # Errors, and files gone (a warning until an import fails for want of them).
         if root.rule in INSTALL_ROOTS and (root.severity == "error" or root.rule == "ENV-FILE-GONE"):
             for name in _install_modules(root):
                 by_name.setdefault((root.machine, name), root.key)
+        if root.rule == "ENV-FILE-GONE":
+            for path in _PATH_IN_MESSAGE.findall(root.message):
+                name = path.rstrip(".").rsplit("/", 1)[-1].lower()  # the sentence's full stop is not a name's
+                gone.setdefault((root.machine, name), root.key)
     if not by_name:
         return findings
     out = []
     for f in findings:
         cause = None
-        if f.caused_by is None and (f.rule in _INSTALL_CONSEQUENCES or f.rule in _INSTALL_SUBJECTS):
+        if f.caused_by is None and f.rule in _GONE_ECHOES:
+            # The library is one of the files gone: what the loader then does (nothing found, another
+            # copy found) is their consequence.
+            names = _native_names(f)
+            keys = {gone.get((f.machine, n)) for n in names}
+            if names and None not in keys and len(keys) == 1:
+                cause = keys.pop()
+        if (
+            cause is None
+            and f.caused_by is None
+            and (f.rule in _INSTALL_CONSEQUENCES or f.rule in _INSTALL_SUBJECTS)
+        ):
             text = f"{f.subject} {f.message}" if f.rule in _INSTALL_CONSEQUENCES else f.subject
             words = sorted({w.lower() for w in _WORD.findall(text)})
             cause = next((by_name[(f.machine, w)] for w in words if (f.machine, w) in by_name), None)
@@ -182,6 +198,20 @@ def _install_causes(findings: list[Finding]) -> list[Finding]:
 
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# The native tree's findings about one library, and the library's file names in them (``_native_names``).
+_GONE_ECHOES = frozenset({"ENV-NATIVE-MISSING", "ENV-NATIVE-RESOLVED-ELSEWHERE", "ENV-NATIVE-FILE-MISSING"})
+# A file of a distribution as ENV-FILE-GONE shows it (``torch/lib/libgomp.so.1``).
+_PATH_IN_MESSAGE = re.compile(r"[\w.+-]+(?:/[\w.+-]+)+")
+
+
+def _native_names(f: Finding) -> set[str]:
+    """The file names of the libraries a native finding is about: those ENV-NATIVE-MISSING found missing,
+    the one ENV-NATIVE-RESOLVED-ELSEWHERE names, the file ENV-NATIVE-FILE-MISSING's key ends with."""
+    if f.rule == "ENV-NATIVE-MISSING":
+        return {n.lower() for n in (f.target or "").removeprefix("missing: ").split(", ") if n}
+    return {f.subject.rsplit("/", 1)[-1].lower()}
+
+
 # "NAME VERSION requires ..." in an ENV-PKG-UNMET message: the distributions that need what is unmet.
 _REQUIRER = re.compile(r"(?:^|; )([A-Za-z0-9][A-Za-z0-9._-]*) \S+ requires ")
 

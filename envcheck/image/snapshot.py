@@ -8,7 +8,8 @@ live one (``static.image_facts``). Nothing in the image runs, and no container r
 The manifest says that it was read statically: ``meta.kind`` is ``image``, ``Manifest.image`` names the
 image by digest, and ``meta.absent`` lists the facts only a run knows (the runtime probe, the libraries a
 process maps, the CPU, the smoke suite's goldens). The diff engine sets those aside on the other side
-(``diff.engine``), so an image diffs against a live snapshot on what both hold.
+(``diff.engine``), so an image diffs against a live snapshot on what both hold. The native tree is there,
+resolved by the image's own loader inside the unpacked root (``envcheck.native.scan_image``).
 """
 
 from __future__ import annotations
@@ -29,13 +30,15 @@ from envcheck.image.archive import Image, open_image
 from envcheck.image.rootfs import Limits, flatten
 from envcheck.image.static import image_facts
 from envcheck.manifest.model import SCHEMA_VERSION, ImageSource, Manifest, Meta, ProbeOutcome
+from envcheck.native import scan_image
 
 # What only a run of the image knows: marked absent, never guessed (``Meta.absent``).
 ABSENT = (
     "gpu",
     "runtimes",
     "torch.runtime",
-    "native",
+    "native.loaded",
+    "native.hwcaps",
     "verify",
     "config_checks",
     "platform.cpu",
@@ -86,38 +89,39 @@ def image_manifest(
         flatten(image, root, deadline=deadline, limits=limits or Limits())
         say("reading the interpreter and its packages")
         data = image_facts(root, image, image_python=image_python, deadline=deadline)
+        try:
+            found = facts.static_facts(data)
+        except ManifestError as e:  # the reader's own output: a bug, said as one line with where
+            raise UsageError(f"the image's facts did not decode: {'; '.join(e.problems[:3])}") from e
+        python = found.python.executable
+        chosen = "--image-python" if image_python else "the image's Entrypoint, Cmd or PATH"
+        manifest = Manifest(
+            schema_version=SCHEMA_VERSION,
+            meta=Meta(
+                envcheck_version=__version__,
+                label=label,
+                target=f"{path.name} ({image.digest[:19]}) {python}",
+                probe=ProbeOutcome(status="not-run", stage=NOT_RUN),
+                created=datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
+                kind="image",
+                absent=list(ABSENT),
+            ),
+            platform=dataclasses.replace(found.platform, container=[]),  # absent: only a run knows
+            python=found.python,
+            packages=found.packages,
+            torch=found.torch,
+            gpu=None,
+            runtimes=None,
+            env=found.env,
+            install=found.install,
+            image=_source(image, python, chosen),
+        )
+        say("resolving the native libraries as the image's loader would")
+        native = scan_image(manifest, str(root), deadline=deadline)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    try:
-        found = facts.static_facts(data)
-    except ManifestError as e:  # the reader's own output: a bug, said as one line with where
-        raise UsageError(f"the image's facts did not decode: {'; '.join(e.problems[:3])}") from e
-    python = found.python.executable
-    chosen = "--image-python" if image_python else "the image's Entrypoint, Cmd or PATH"
-    source = _source(image, python, chosen)
-    meta = Meta(
-        envcheck_version=__version__,
-        label=label,
-        target=f"{path.name} ({image.digest[:19]}) {python}",
-        probe=ProbeOutcome(status="not-run", stage=NOT_RUN),
-        created=datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
-        duration_s=round(time.monotonic() - started, 3),
-        kind="image",
-        absent=list(ABSENT),
-    )
-    return Manifest(
-        schema_version=SCHEMA_VERSION,
-        meta=meta,
-        platform=dataclasses.replace(found.platform, container=[]),  # absent: only a run knows
-        python=found.python,
-        packages=found.packages,
-        torch=found.torch,
-        gpu=None,
-        runtimes=None,
-        env=found.env,
-        install=found.install,
-        image=source,
-    )
+    meta = dataclasses.replace(manifest.meta, duration_s=round(time.monotonic() - started, 3))
+    return dataclasses.replace(manifest, meta=meta, native=native)
 
 
 def _source(image: Image, python: str, chosen: str) -> ImageSource:

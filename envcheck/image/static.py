@@ -1264,8 +1264,8 @@ def _install(
 def _natives_missing(rt: ImageRoot, packages: Sequence[Mapping[str, Any]], missing: list[Any]) -> None:
     """The native files a RECORD lists that the image lacks (a later layer's whiteout, a COPY that missed
     them), added to ``missing`` by owner as ``natives``. A live snapshot leaves them to its native tree
-    (ENV-NATIVE-FILE-MISSING); an image's manifest has none, so they count here: an extension module's
-    import fails without it, and so does every import that loads a library gone."""
+    (ENV-NATIVE-FILE-MISSING); in an image a layer deleted what another installed, the cause that the
+    native tree's findings (the import that fails, the copy found instead) fold under."""
     for dist in packages:
         location, owner = dist.get("location"), dist.get("metadata_dir")
         if not isinstance(location, str) or not isinstance(owner, str):

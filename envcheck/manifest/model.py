@@ -600,9 +600,10 @@ class MissingFiles:
     """Files one distribution's RECORD lists (``owner``: its metadata folder) that are not on disk, under
     its package folders: ``count`` of them, ``examples`` the first few (modules first), ``modules`` how many
     are Python modules outside a package's own tests (``tests/``, ``test_*.py``: what slimmed images drop).
-    Byte-code is left out, and so are native files where the native tree is walked (they are
-    ``ENV-NATIVE-FILE-MISSING``'s, checked with their hashes); a container image's manifest has no native
-    tree, so there ``natives`` counts them (extension modules and the libraries they load)."""
+    Byte-code is left out, and so are a live snapshot's native files (they are ``ENV-NATIVE-FILE-MISSING``'s,
+    checked with their hashes). A container image's manifest counts them here too (``natives``): there a
+    later layer deleted what an earlier one installed, which is the cause the native tree's findings about
+    those files fold under (``diff.causes``)."""
 
     owner: str
     count: int

@@ -4,6 +4,8 @@ Public API:
 
 - ``scan_for_snapshot(manifest, options)``: the ``native`` section of a snapshot (the environment's tree,
   resolved against this machine);
+- ``scan_image(manifest, root)``: the same section for a container image unpacked at ``root``, resolved by
+  the image's own loader inside it;
 - ``reconcile_loaded(native, runtimes)``: the same section with the static-vs-loaded disagreements;
 - ``scan_path(path)``: the tree of a wheel, an unpacked tree or a site-packages folder of any platform,
   resolved only inside it (``envcheck scan``).
@@ -18,8 +20,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import platform
+import posixpath
 import re
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from envcheck.core.files import is_inside
 from envcheck.manifest.native import LoadedDisagreement, NativeSection, RefusedFile
@@ -35,7 +38,9 @@ if TYPE_CHECKING:
     from envcheck.manifest.model import Manifest, Runtimes
     from envcheck.native.interface import Probe, Resolver
 
-__all__ = ["ScanOptions", "reconcile_loaded", "scan_for_snapshot", "scan_path"]
+_T = TypeVar("_T")
+
+__all__ = ["ScanOptions", "reconcile_loaded", "scan_for_snapshot", "scan_image", "scan_path"]
 
 
 class ScanOptions(Protocol):
@@ -73,8 +78,72 @@ def scan_for_snapshot(manifest: Manifest, options: ScanOptions) -> NativeSection
         return NativeSection(skipped=f"native scan failed: {type(e).__name__}: {e}")
 
 
+def scan_image(manifest: Manifest, root: str, *, deadline: Deadline | None = None) -> NativeSection:
+    """The ``native`` section of a container image's manifest (``manifest``'s paths are the image's),
+    its files read in ``root``, where the image is unpacked on this machine with every link inside it
+    (``envcheck.image.rootfs.flatten``). The tree is resolved as the image's ld.so would resolve it: its
+    own libc and ``/etc/ld.so.cache``, its default folders, RPATH, RUNPATH and the ``LD_LIBRARY_PATH`` of
+    its config, each taken inside ``root`` (``LinuxResolver(sysroot=...)``): nothing of this machine's
+    stands in for what the image lacks. Every file RECORD lists is checked against RECORD's digest
+    (``verified`` / ``modified``), without the hash cache: the tree lives only for this snapshot. The
+    section's paths and keys are the image's; ``hwcaps`` is left out (the CPU is the one the image will
+    run on) and ``loaded`` is None (nothing ran).
+
+    Never raises: a failure becomes ``NativeSection(skipped=reason)``."""
+    base = os.path.realpath(root)
+    try:
+        rooted = _rooted_manifest(manifest, base)
+        section = _snapshot_tree(rooted, verify_files=False, integrity=True, deadline=deadline, sysroot=base)
+    except Exception as e:  # partial failure is data, as for a live snapshot
+        return NativeSection(skipped=f"native scan failed: {type(e).__name__}: {e}")
+    return _unrooted(section, base)
+
+
+def _in_root(root: str, image_path: str) -> str:
+    image = posixpath.normpath("/" + image_path.lstrip("/"))  # ``..`` stops at the image's root
+    return root if image == "/" else root + image
+
+
+def _rooted_manifest(manifest: Manifest, root: str) -> Manifest:
+    """``manifest`` with the paths the native scan opens placed under ``root``."""
+
+    def put(path: str | None) -> str | None:
+        return _in_root(root, path) if path else path
+
+    python = manifest.python
+    python = dataclasses.replace(
+        python,
+        executable=put(python.executable) or "",
+        prefix=put(python.prefix) or "",
+        exec_prefix=put(python.exec_prefix) or "",
+        shared_library=put(python.shared_library),
+    )
+    packages = [dataclasses.replace(d, location=put(d.location) or "") for d in manifest.packages]
+    return dataclasses.replace(manifest, python=python, packages=packages)
+
+
+def _unrooted(value: _T, root: str) -> _T:
+    """``value`` (a section, a node, a list...) with ``root`` taken off every path in it, text included."""
+    if isinstance(value, str):
+        out = value.replace(root + "/", "/")
+        return "/" if out == root else out  # type: ignore[return-value]
+    if isinstance(value, list):
+        return [_unrooted(v, root) for v in value]  # type: ignore[return-value]
+    if isinstance(value, dict):
+        return {_unrooted(k, root): _unrooted(v, root) for k, v in value.items()}  # type: ignore[return-value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {f.name: _unrooted(getattr(value, f.name), root) for f in dataclasses.fields(value)}
+        return dataclasses.replace(value, **changes)
+    return value
+
+
 def _snapshot_tree(
-    manifest: Manifest, *, verify_files: bool, integrity: bool = False, deadline: Deadline | None = None
+    manifest: Manifest,
+    *,
+    verify_files: bool,
+    integrity: bool = False,
+    deadline: Deadline | None = None,
+    sysroot: str | None = None,
 ) -> NativeSection:
     catalog = Catalog()
     roots: list[RootFile] = []
@@ -129,8 +198,29 @@ def _snapshot_tree(
             )
         )
     system = manifest.platform.system if manifest.platform else platform.system()
-    walker = Walker(catalog, {}, host=True, executable=_executable(python.executable), refused=refused)
-    walker.resolvers = _host_resolvers(system, manifest, walker.probe)
+    walker = Walker(
+        catalog,
+        {},
+        host=True,
+        executable=_executable(python.executable),
+        refused=refused,
+        scan_root=sysroot,  # an image's files are opened only inside it
+        use_cache=sysroot is None,
+    )
+    if sysroot is None:
+        walker.resolvers = _host_resolvers(system, manifest, walker.probe)
+    else:
+        walker.resolvers = {
+            "elf": LinuxResolver(
+                host=True,
+                probe=walker.probe,
+                ld_library_path=manifest.env.get("LD_LIBRARY_PATH"),
+                sysroot=sysroot,
+            ),
+            # A Windows or macOS file in a Linux image is resolved only beside itself, as in a scan.
+            "pe": WindowsResolver(host=False, probe=walker.probe, dll_directories=[]),
+            "macho": MacosResolver(host=False, probe=walker.probe),
+        }
     section = walker.walk(roots, verify_files=verify_files, integrity=integrity, deadline=deadline)
     elf = walker.resolvers.get("elf")
     if system == "Linux" and isinstance(elf, LinuxResolver) and elf.hwcaps:

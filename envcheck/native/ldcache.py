@@ -12,6 +12,11 @@ from __future__ import annotations
 
 import struct
 
+from envcheck.core.files import NotOpened, read_capped
+
+# A real cache is 20-200 KiB (one entry per library the system has; a large CUDA host's ~1 MiB). One past
+# this is no cache ld.so made: read as none (an image's file is untrusted; a FIFO or device is never read).
+MAX_CACHE_BYTES = 16 << 20
 OLD_MAGIC = b"ld.so-1.7.0"
 NEW_MAGIC = b"glibc-ld.so.cache1.1"
 
@@ -32,11 +37,13 @@ _ARCH_FLAGS = {
 
 def read_ld_cache(path: str = "/etc/ld.so.cache") -> dict[str, dict[int, str]]:
     """``{soname: {arch flags: path}}`` keeping the first entry per name and flags, as ld.so's lookup
-    prefers the earlier one. An absent or unreadable cache is empty (musl has none)."""
+    prefers the earlier one. An absent, unreadable or oversized cache is empty (musl has none), and so is
+    one that is not a regular file."""
     try:
-        with open(path, "rb") as f:  # noqa: PTH123
-            data = f.read()
-    except OSError:
+        data = read_capped(path, MAX_CACHE_BYTES)
+    except (OSError, NotOpened):
+        return {}
+    if len(data) > MAX_CACHE_BYTES:
         return {}
     start = data.find(NEW_MAGIC)
     if start < 0:

@@ -24,6 +24,14 @@ Before searching, ld.so reuses an object already loaded under the same soname. A
 the load order, so the search result is kept and "already-loaded" is only the fallback when the search finds
 nothing but another file in the tree carries that soname (the CUDA libraries torch preloads); what really
 got loaded is compared afterwards by ``reconcile_loaded``.
+
+``sysroot``: the loader of another root, a container image unpacked on this machine
+(``envcheck.image``). Every path the loader would take from the image's point of view (an absolute
+RPATH / RUNPATH entry, LD_LIBRARY_PATH, the cache's entries, the default folders, a needed name with a
+slash, ``$ORIGIN``) is taken as the image's path, normalised with ``..`` stopping at its ``/`` (as in a
+chroot), and only then placed under ``sysroot``: no search leaves the image, whatever its binaries name.
+The cache is the image's ``/etc/ld.so.cache``; the CPU the image will run on is unknown, so no
+``glibc-hwcaps`` level is searched.
 """
 
 # ruff: noqa: PTH113
@@ -66,9 +74,14 @@ class LinuxResolver(Resolver):
         cache_file: str = "/etc/ld.so.cache",
         cwd: str | None = None,
         hwcaps: Sequence[str] | None = None,
+        sysroot: str | None = None,
     ) -> None:
         super().__init__(host=host, probe=probe)
         self.cwd = cwd
+        self.sysroot = os.path.normpath(sysroot) if sysroot else None
+        if self.sysroot is not None:
+            cache_file = self.sysroot + "/etc/ld.so.cache"
+            hwcaps = ()  # the CPU the image runs on is not known here
         # glibc-hwcaps subfolders searched before each folder, best first (this machine's when None).
         self.hwcaps = tuple(hwcaps) if hwcaps is not None else (hwcaps_levels() if host else ())
         # An empty entry in LD_LIBRARY_PATH means the current directory (ld.so(8)); the target's
@@ -83,7 +96,8 @@ class LinuxResolver(Resolver):
         name = needed.name
         machine = importer.info.machine
         if "/" in name:
-            path = name if posixpath.isabs(name) else posixpath.join(posixpath.dirname(importer.path), name)
+            path = name if posixpath.isabs(name) else posixpath.join(self._origin(importer.path), name)
+            path = self._rooted(path)
             if self._fits(path, machine):
                 return Found(path, "absolute", name)
             return Found(None, "missing", name)
@@ -108,6 +122,8 @@ class LinuxResolver(Resolver):
         # the cache nor the default folders.
         if self.host and not importer.info.nodeflib:
             cached = cache_lookup(self.cache, name, machine)
+            if cached:
+                cached = self._rooted(cached)
             if cached and self._fits(cached, machine):
                 return Found(cached, "ld-so-cache", None)
             for folder in self._default_dirs(machine, importer.info.bits):
@@ -124,15 +140,38 @@ class LinuxResolver(Resolver):
             if self.cwd is None:  # the current directory of a process that is not this one: unknown
                 return None
             entry = self.cwd
-        folder = expand_origin(entry, posixpath.dirname(owner.path), owner.info.bits, machine)
+        folder = expand_origin(entry, self._origin(owner.path), owner.info.bits, machine)
         if folder is None:
             return None
+        if self.sysroot is not None:
+            if not posixpath.isabs(folder):
+                return None  # relative to the image process's current directory, which is not known
+            folder = self._rooted(folder)
         folder = posixpath.normpath(folder)
         for level in self.hwcaps:
             hit = self._listed(posixpath.join(folder, "glibc-hwcaps", level), name, machine)
             if hit:
                 return hit
         return self._listed(folder, name, machine)
+
+    def _rooted(self, path: str) -> str:
+        """An absolute path as this loader opens it: unchanged on the host; under ``sysroot`` the image's
+        path, normalised with ``..`` stopping at the image's ``/``, placed under the root."""
+        root = self.sysroot
+        if root is None:
+            return path
+        image = posixpath.normpath("/" + path.lstrip("/"))
+        return root if image == "/" else root + image
+
+    def _origin(self, host_path: str) -> str:
+        """The folder ``$ORIGIN`` names for the file at ``host_path``: the image's path under ``sysroot``."""
+        folder = posixpath.dirname(host_path)
+        root = self.sysroot
+        if root is None:
+            return folder
+        if folder == root or folder.startswith(root + "/"):
+            return folder[len(root) :] or "/"
+        return "/"
 
     def _listed(self, folder: str, name: str, machine: str) -> str | None:
         listing = self._listings.get(folder)
@@ -154,8 +193,7 @@ class LinuxResolver(Resolver):
         # ld.so skips a file of the wrong class / machine and goes on searching ("wrong ELF class").
         return info is None or info.format != "elf" or info.machine == machine
 
-    @staticmethod
-    def _default_dirs(machine: str, bits: int) -> list[str]:
+    def _default_dirs(self, machine: str, bits: int) -> list[str]:
         triple = _MULTIARCH.get(machine)
         dirs = [f"/lib/{triple}", f"/usr/lib/{triple}"] if triple else []
         if bits == 64:

@@ -219,8 +219,12 @@ class Walker:
         scan_root: str | None = None,
         executable: str | None = None,
         refused: Sequence[RefusedFile] = (),
+        use_cache: bool = True,
     ) -> None:
         self.catalog = catalog
+        # The hash cache (``envcheck.native.hashing``); off for a tree that lives only as long as the walk
+        # (a container image unpacked for one snapshot): its entries would never be read again.
+        self.use_cache = use_cache
         self.resolvers = resolvers
         self.host = host
         self.scan_root = _norm(scan_root) if scan_root else None
@@ -274,7 +278,9 @@ class Walker:
         # Files without a RECORD digest (and with ``integrity`` every file) are hashed in the background
         # while the walk reads headers.
         # A file the deadline stops hashing keeps RECORD's digest (``unhashed``), as one over the bounds.
-        self._hasher = Hasher(refresh=verify_files, inside=self.inside, deadline=deadline)
+        self._hasher = Hasher(
+            use_cache=self.use_cache, refresh=verify_files, inside=self.inside, deadline=deadline
+        )
         self._deadline = deadline
         nodes: dict[str, _Node] = {}
         by_path: dict[str, str] = {}

@@ -86,8 +86,23 @@ def _copy(src: Path, root: Path, path: str) -> None:
         shutil.copy2(src, target)
 
 
+# What a Debian base's libc6, libgcc-s1 and zlib1g put in /usr/lib/x86_64-linux-gnu, copied from this
+# machine: the libraries real wheels' extension modules need, and ld.so, which libc.so.6 itself needs.
+BASE_LIBRARIES = (
+    "libc.so.6",
+    "ld-linux-x86-64.so.2",
+    "libm.so.6",
+    "libpthread.so.0",
+    "libdl.so.2",
+    "librt.so.1",
+    "libgcc_s.so.1",
+    "libz.so.1",
+)
+
+
 def _libc_and_os(root: Path) -> None:
-    _copy(HOST_LIBC, root, "/usr/lib/x86_64-linux-gnu/libc.so.6")
+    for name in BASE_LIBRARIES:
+        _copy((HOST_LIBC.parent / name).resolve(), root, f"/usr/lib/x86_64-linux-gnu/{name}")
     _put(root, "/etc/os-release", Path("/etc/os-release").read_text(encoding="utf-8"))
     _put(root, "/etc/passwd", "root:x:0:0:root:/root:/bin/bash\napp:x:1000:1000::/home/app:/bin/sh\n")
 

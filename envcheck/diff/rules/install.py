@@ -529,8 +529,9 @@ def version_file(rule: Rule, m: Manifest) -> Iterator[Finding]:
         "install wrote). A module gone (a cleanup script, a half-done uninstall, a COPY that missed it) "
         "fails the import that needs it: an error, and the gate's imports that fail for it fold under it. "
         "Only a package's own tests or data gone (what slimmed images drop on purpose) is a warning. "
-        "Native files are ENV-NATIVE-FILE-MISSING's where the native tree was walked (a container image's "
-        "manifest has none: there they count here); byte-code is rewritten."
+        "A live snapshot's native files are ENV-NATIVE-FILE-MISSING's; in a container image they count here "
+        "too (a layer deleted them), and the native tree's findings about them fold under this one; "
+        "byte-code is rewritten."
     ),
     fm=FM,
     fixes=("install", "rebuild"),
@@ -555,7 +556,8 @@ def file_gone(rule: Rule, m: Manifest) -> Iterator[Finding]:
         actions = (_reinstall(m, dist),)
         yield rule.finding(
             dist.name,
-            f"{gone.count:,} files that {dist.name} {dist.version}'s RECORD lists are not on disk "
+            f"{gone.count:,} {'file' if gone.count == 1 else 'files'} that {dist.name} {dist.version}'s "
+            f"RECORD lists {'is' if gone.count == 1 else 'are'} not on disk "
             f"({modules}): {shown}. An import that needs one of them fails.",
             "Reinstall it from where it came, so that every file its RECORD lists is there again: "
             + remedy_text(actions, m, note=_trust(actions)),

@@ -749,7 +749,7 @@ def resolved_elsewhere(rule: Rule, base: Manifest, target: Manifest) -> Iterator
     for node in target.native.nodes:
         for dep in node.dependencies or []:
             old = before.get((node.key, dep.name))
-            if old is None or old[0] == dep.target or dep.kind == "missing":
+            if old is None or old[0] == dep.target or dep.kind == "missing" or dep.how == "missing":
                 continue  # new files are ENV-NATIVE-ADDED's; missing ones ENV-NATIVE-MISSING's
             if _same_node(old[0], b_table, b_ids, dep.target, t_table, t_ids):
                 continue  # one file under two spellings (/lib → /usr/lib on a merged-/usr system)
