@@ -103,3 +103,52 @@ def test_the_three_formats_of_the_healthy_image_give_one_manifest(
     for path in (healthy_image.oci_archive, healthy_image.docker_archive):
         assert path is not None
         assert comparable(_snapshot(path, tmp_path / f"{path.name}.json")) == layout, path
+
+
+def _closure(native: dict[str, Any], root_key: str) -> set[str]:
+    """The image paths of the files the static tree loads from ``root_key``, itself included."""
+    by_key = {n["key"]: n for n in native["nodes"]}
+    seen, todo = set(), [root_key]
+    while todo:
+        key = todo.pop()
+        if key in seen or key not in by_key:
+            continue
+        seen.add(key)
+        todo += [d["target"] for d in by_key[key].get("dependencies") or [] if d.get("target")]
+    return {by_key[k]["path"] for k in seen}
+
+
+def test_the_healthy_images_native_tree_is_what_its_own_ld_so_loads(
+    healthy_image: Image, reference: Path
+) -> None:
+    """For every extension module of torch and NumPy, the image's own ld.so (``ld.so --list`` under
+    chroot) maps exactly the files the static tree resolves, each compared after its links are followed
+    inside the image."""
+    from build_images import run_in_root
+
+    from envcheck.image.rootfs import resolve_in_root
+
+    native = json.loads(reference.read_text())["native"]
+    assert native["glibc_provided"] == "2.36" and not native["missing"]  # bookworm's glibc, all resolved
+    extensions = [n for n in native["nodes"] if n["role"] == "extension" and n["owner"] in ("torch", "numpy")]
+    assert len(extensions) >= 5
+    root = healthy_image.root
+
+    def real(path: str) -> str:
+        found = resolve_in_root(root, path)
+        assert found is not None, path
+        return "/" + str(found.relative_to(root))
+
+    for node in extensions:
+        listed = run_in_root(root, ["/lib64/ld-linux-x86-64.so.2", "--list", node["path"]])
+        assert listed.returncode == 0, listed.output
+        loaded = {
+            real(line.split(" => ", 1)[1].rsplit(" (", 1)[0])
+            for line in listed.output.splitlines()
+            if " => /" in line
+        }
+        loaded.add(real(node["path"]))
+        static = {real(p) for p in _closure(native, node["key"])}
+        # ld.so lists itself by its own path (no "=>"): the static tree has it as libc's dependency.
+        static = {p for p in static if not p.endswith("/ld-linux-x86-64.so.2")}
+        assert loaded == static, (node["key"], loaded ^ static)
