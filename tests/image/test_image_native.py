@@ -272,6 +272,11 @@ def test_opencv_in_a_slim_image_misses_libgl_though_this_machine_has_it(
     roots = [f for f in json.loads(out)["findings"] if f["caused_by"] is None and f["severity"] == "error"]
     assert (roots[0]["rule"], roots[0]["subject"]) == ("ENV-NATIVE-MISSING", "cv2.abi3.so"), roots
     assert "libGL.so.1" in roots[0]["message"]
+    # The image is Debian's: the packages that ship them, as a line of its Dockerfile.
+    assert (
+        "`RUN apt-get update && apt-get install -y --no-install-recommends libgl1 libglib2.0-0`"
+        in roots[0]["remedy"]
+    )
     if "libGL.so.1" in read_ld_cache():  # this machine's loader would have found it
         assert "libGL.so.1" not in json.dumps([n["key"] for n in manifest["native"]["nodes"]])
 

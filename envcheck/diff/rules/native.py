@@ -35,6 +35,7 @@ from envcheck.manifest.identity import Aliases, aliases, canonical, foreign_libp
 from envcheck.manifest.installation import install_cause
 from envcheck.manifest.model import Manifest, NativeFile
 from envcheck.manifest.native import RECORD_FILE_ABSENT, NativeNode, shipped_by_python
+from envcheck.manifest.ospackages import install_command, os_packages
 from envcheck.manifest.query import canon, library_key, pkg
 from envcheck.manifest.remedy import install_action, remedy_text
 
@@ -490,7 +491,23 @@ def _missing_remedy(m: Manifest, root: str, names: list[str]) -> tuple[str, tupl
             )
         else:
             parts.append(f"{head}: install the torch build that {root.split(':', 1)[0]} was made for")
-    if rest:
+    distro = m.platform.distro if m.platform else None
+    found = None if is_windows(m) or not rest else os_packages(rest, distro)
+    if found is not None:
+        tool, packages, unknown = found
+        command = install_command(tool, packages)
+        image = m.meta.kind == "image"
+        place = "in the image's Dockerfile" if image else "as root"
+        shown = f"RUN {command}" if image else command
+        ships = "ships" if len(packages) == 1 else "ship"
+        known = name_list([n for n in rest if n not in unknown], 6)
+        text = f"install the operating system's {', '.join(packages)}, which {ships} {known}, "
+        text += f"{place}: `{shown}`"
+        if unknown:
+            text += f"; and what provides {', '.join(unknown)} (from the operating system's packages)"
+        parts.append(text)
+        actions.append(Manual(text=f"{place}: {shown}"))
+    elif rest:
         provider = (
             " (for Windows runtimes the current VC++ 2015-2022 x64 redistributable; never a "
             "DLL-download site)"
