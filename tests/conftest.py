@@ -37,15 +37,35 @@ RECORD_RUN = "ENVCHECK_RECORD_RUN"
 # tests/test_doc_numbers.py) are not the run the record is of.
 _RECORD = os.environ.pop(RECORD_RUN, None)
 _STARTED = time.monotonic()
+# pytest caches each test module's rewritten assertions, and Python each module's byte-code, unless
+# PYTHONDONTWRITEBYTECODE is set (as on machines that keep images small): then every run compiles the
+# suite and envcheck again, a third of the fast tier's CPU. This process caches them (in the __pycache__
+# folders git ignores); the processes tests start keep the variable, so no test environment is written to.
+sys.dont_write_bytecode = False
 
 
 @functools.cache
-def _slow_fixture(func: Callable[..., object]) -> bool:
+def _slow_fixture(func: Callable[..., object], depth: int = 0) -> bool:
+    """Whether ``func``'s body does slow work (``SLOW_FIXTURE``), itself or through a function of its own
+    module that it calls (``_build(...)`` making a venv), followed three calls deep."""
     try:
         source = inspect.getsource(func)
     except (OSError, TypeError):
         return False
-    return bool(SLOW_FIXTURE.search(source.split(":", 1)[-1]))
+    body = source.split(":", 1)[-1]
+    if SLOW_FIXTURE.search(body):
+        return True
+    if depth >= 3:
+        return False
+    scope = getattr(func, "__globals__", {})
+    for name in sorted(set(_CALLED.findall(body))):
+        helper = scope.get(name)
+        if inspect.isfunction(helper) and helper is not func and _slow_fixture(helper, depth + 1):
+            return True
+    return False
+
+
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\(")
 
 
 def _pulls_a_slow_fixture(item: pytest.Item) -> str | None:

@@ -35,13 +35,17 @@ def test_every_library_names_a_package_of_each_family() -> None:
         assert APT_NAME.match(packages["apt"]) and DNF_NAME.match(packages["dnf"]), (name, packages)
 
 
-def _dpkg_owner(path: str) -> str | None:
-    done = subprocess.run(["dpkg", "-S", path], capture_output=True, text=True, check=False, timeout=60)
-    if done.returncode != 0:
-        return None
-    # "libgl1:amd64: /lib/x86_64-linux-gnu/libGL.so.1"; a diversion line says "diversion by ..."
-    line = next((ln for ln in done.stdout.splitlines() if not ln.startswith("diversion")), "")
-    return line.split(":", 1)[0].split(",", 1)[0].strip() or None
+def _dpkg_owners(paths: list[str]) -> dict[str, str]:
+    """Path -> the package dpkg says ships it, for those it knows, in one ``dpkg -S`` (which reads its
+    whole file database once per call)."""
+    done = subprocess.run(["dpkg", "-S", *paths], capture_output=True, text=True, check=False, timeout=120)
+    owners: dict[str, str] = {}
+    for line in done.stdout.splitlines():  # "libgl1:amd64: /lib/x86_64-linux-gnu/libGL.so.1"
+        if line.startswith("diversion"):
+            continue
+        package, _, path = line.partition(": ")
+        owners.setdefault(path.strip(), package.split(",", 1)[0].split(":", 1)[0].strip())
+    return owners
 
 
 @pytest.mark.skipif(shutil.which("dpkg") is None, reason="dpkg is not installed: not a Debian machine")
@@ -50,17 +54,20 @@ def test_the_apt_names_are_the_packages_dpkg_says_ship_this_machines_copies() ->
     13's 64-bit-time renames add ``t64``; their old name is what apt-get install accepts)."""
     cache = read_ld_cache()
     spelled = {name.lower(): name for name in cache}
-    checked = 0
-    for name, packages in _os_packages().items():
+    candidates: dict[str, list[str]] = {}
+    for name in _os_packages():
         found = cache_lookup(cache, spelled[name], "x86_64") if name in spelled else None
-        if found is None:
-            continue
-        candidates = [found, str(Path(found).resolve())]
-        candidates += [c.replace("/lib/", "/usr/lib/", 1) for c in candidates if c.startswith("/lib/")]
-        owner = next((o for c in candidates if (o := _dpkg_owner(c)) is not None), None)
+        if found is not None:
+            paths = [found, str(Path(found).resolve())]
+            paths += [p.replace("/lib/", "/usr/lib/", 1) for p in paths if p.startswith("/lib/")]
+            candidates[name] = list(dict.fromkeys(paths))
+    owners = _dpkg_owners(sorted({p for paths in candidates.values() for p in paths}))
+    checked = 0
+    for name, paths in candidates.items():
+        owner = next((owners[p] for p in paths if p in owners), None)
         if owner is None:
             continue  # a file no package ships (built by hand, copied in)
-        assert owner.removesuffix("t64") == packages["apt"], (name, found, owner)
+        assert owner.removesuffix("t64") == _os_packages()[name]["apt"], (name, paths, owner)
         checked += 1
     if checked < 5:  # 63 of the 73 on the machine CI runs on (its Chromium brings the X11 and GL ones)
         pytest.skip(f"only {checked} libraries of the table are installed here by a package dpkg knows")

@@ -281,6 +281,7 @@ def screenshot_and_dom(page: Path, tmp_path: Path) -> tuple[list[bytes], str]:
     return pixels, dom.stdout
 
 
+@pytest.mark.slow  # a real browser renders the page: seconds, not the fast tier's milliseconds
 def test_single_diff_in_chromium(tmp_path: Path) -> None:
     base = str(MANIFESTS / "dev-cpu.json")
     target = write(tmp_path, "prod", edited("cuda", EVIL_LABEL, hostile=True))
