@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -132,6 +133,33 @@ def timed_tree(argv: Sequence[str], cwd: Path) -> tuple[float, float]:
 # predict's budget: the dev box's CPU manifest predicted for Windows with a warm wheel cache (the warm-up
 # run fills it; "predict (cold)" times a fresh cache once), against the same set resolved by pip alone.
 PREDICT_MANIFEST = HERE.parent / "manifests" / "examples" / "torch-2.13.0-cpu-linux.json"
+
+
+def image_commands(layout: Path, work: Path, ec: Sequence[str]) -> dict[str, list[str]]:
+    """``snapshot --image`` of the OCI layout ``layout``, and its floor: ``tar`` extracting the image's
+    layers, in order, into an empty folder (what any reader of the image must at least do)."""
+    index = json.loads((layout / "index.json").read_text(encoding="utf-8"))
+
+    def blob(digest: str) -> Path:
+        algorithm, _, hexdigest = digest.partition(":")
+        return layout / "blobs" / algorithm / hexdigest
+
+    manifest = json.loads(blob(index["manifests"][0]["digest"]).read_text(encoding="utf-8"))
+    layers = " ".join(shlex.quote(str(blob(layer["digest"]))) for layer in manifest["layers"])
+    folder = shlex.quote(str(work / "image-root"))
+    untar = f'rm -rf {folder} && mkdir {folder} && for l in {layers}; do tar -xf "$l" -C {folder}; done'
+    return {
+        "snapshot --image": [
+            *ec,
+            "snapshot",
+            "--image",
+            str(layout),
+            "-o",
+            str(work / "image.json"),
+            "--force",
+        ],
+        "tar -x the layers": ["sh", "-c", untar],
+    }
 
 
 def predict_commands(work: Path, ec: Sequence[str]) -> dict[str, list[str]]:
@@ -281,8 +309,8 @@ def gate_breakdown(py: str, work: Path, n: int) -> dict[str, tuple[float, float]
     and CPU seconds (this process and its targets) of each. The live snapshot has a warm hash cache and
     its own runtime probe (as diff and doctor take it); the gate runs that probe in the suite's process
     ("smoke suite + probe"). "imports (all steps)": the plan, each module alone, then all together."""
-    from envcheck.commands._common import snapshot_this_machine
-    from envcheck.commands.verify import run_gate
+    from envcheck.api._snapshot import snapshot_this_machine
+    from envcheck.api._verify import SuiteOptions, run_gate
     from envcheck.diff.policy import Policy
     from envcheck.manifest.io import load
     from envcheck.process.runner import run_target
@@ -311,7 +339,7 @@ def gate_breakdown(py: str, work: Path, n: int) -> dict[str, tuple[float, float]
         "import torch": lambda: subprocess.run([py, "-c", "import torch"], check=True),
         "facts probe": lambda: run_target(py, args=["facts"], timeout=120),
         "runtime probe": lambda: run_target(py, args=["runtime"], timeout=120),
-        "live snapshot": lambda: snapshot_this_machine(py, 120.0),
+        "live snapshot": lambda: snapshot_this_machine(py, timeout=120.0),
         "native walk + RECORD": lambda: _walk_once(py, held),
         "smoke suite": lambda: run_suite(py, timeout=120.0),
         # What the gate runs: the runtime probe first in the suite's main process (one import torch).
@@ -324,7 +352,7 @@ def gate_breakdown(py: str, work: Path, n: int) -> dict[str, tuple[float, float]
         ),
         "imports: together": together,
         "diff + compare": flow,
-        "gate, in-process": lambda: run_gate(ref, base, Policy(), py, 120.0),
+        "gate, in-process": lambda: run_gate(ref, base=base, options=SuiteOptions(python=py)),
     }
     keys = {"live snapshot": "live", "smoke suite": "suite", "imports (all steps)": "imports"}
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in steps}
@@ -372,6 +400,11 @@ def main() -> int:
     parser.add_argument("--fleet", type=int, default=1000, help="manifests in the fleet diff (0: skip it)")
     parser.add_argument(
         "--breakdown", action="store_true", help="only where the gate's time goes, step by step"
+    )
+    parser.add_argument(
+        "--image",
+        type=Path,
+        help="an OCI image layout folder: snapshot --image of it, against tar extracting its layers",
     )
     args = parser.parse_args()
 
@@ -447,6 +480,8 @@ def main() -> int:
     ]
     commands.update(predict_commands(work, ec))
     commands.update(integrity_commands(work, ec, py))
+    if args.image is not None:
+        commands.update(image_commands(args.image, work, ec))
     for name in args.skip:
         commands.pop(name, None)
     if args.only:
@@ -527,8 +562,12 @@ def main() -> int:
     if "gate" in medians and "gate --no-imports" in medians:
         extra = medians["gate"] - medians["gate --no-imports"]
         budgets.append(("gate: the app's imports (seconds)", extra, float("inf"), "s"))
-        cpu = statistics.median(CPU["gate"]) - statistics.median(CPU["gate --no-imports"])
-        budgets.append(("gate: the app's imports (CPU s)", cpu, float("inf"), "s"))
+        imports_cpu = statistics.median(CPU["gate"]) - statistics.median(CPU["gate --no-imports"])
+        budgets.append(("gate: the app's imports (CPU s)", imports_cpu, float("inf"), "s"))
+
+    if "snapshot --image" in medians and "tar -x the layers" in medians:
+        ratio = medians["snapshot --image"] / medians["tar -x the layers"]
+        budgets.append(("snapshot --image / tar -x its layers", ratio, 2.0, "x"))
 
     if "doctor, no integrity" in medians and "import torch" in medians:
         for label, name in (
