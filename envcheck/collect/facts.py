@@ -10,6 +10,7 @@ uses.
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,11 +20,14 @@ from typing import Any, TypeVar
 from envcheck.core.errors import ManifestError
 from envcheck.manifest.codec import decode, json_kind
 from envcheck.manifest.model import (
+    SCHEMA_VERSION,
     ConfigCheck,
     Distribution,
     GpuDriver,
     InstallFacts,
     LoadedLibrary,
+    Manifest,
+    Meta,
     PlatformInfo,
     PythonInfo,
     Runtimes,
@@ -55,6 +59,29 @@ class StaticFacts:
     windows: WindowsInfo | None = None
     install: InstallFacts | None = None
     config_checks: list[ConfigCheck] | None = None
+
+    def manifest(self, meta: Meta) -> Manifest:
+        """A manifest of these facts alone, under ``meta``: no runtime probe, GPU or native tree yet (a
+        live snapshot adds them; a container image's has none to add but its tree)."""
+        return Manifest(
+            schema_version=SCHEMA_VERSION,
+            meta=meta,
+            platform=self.platform,
+            python=self.python,
+            packages=self.packages,
+            torch=self.torch,
+            gpu=None,
+            runtimes=None,
+            env=self.env,
+            windows=self.windows,
+            install=self.install,
+            config_checks=self.config_checks,
+        )
+
+
+def utc_now() -> str:
+    """Now, as a manifest's ``meta.created`` says it: UTC, to the second, ISO 8601."""
+    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

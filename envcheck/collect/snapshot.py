@@ -8,7 +8,6 @@ the native tree and hashes what RECORD does not cover.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +22,7 @@ from envcheck.core.redact import PathRedactor
 from envcheck.inside.environment import CALLER_SHELL
 from envcheck.inside.windows_facts import OPENMP_DLL
 from envcheck.manifest.codec import decode, encode
-from envcheck.manifest.model import SCHEMA_VERSION, Manifest, Meta, ProbeOutcome, Runtimes, WindowsInfo
+from envcheck.manifest.model import Manifest, Meta, ProbeOutcome, Runtimes, WindowsInfo
 from envcheck.manifest.native import NativeSection
 from envcheck.manifest.verify import VerifySection
 from envcheck.native import reconcile_loaded
@@ -96,26 +95,15 @@ def take_snapshot(
             runtime_probe.wait()  # collected, not left running until its deadline
         raise
     owners = facts.Owners(found.packages)
-    base = Manifest(
-        schema_version=SCHEMA_VERSION,
-        meta=Meta(
-            envcheck_version=__version__,
-            label=options.label,
-            target=python,
-            probe=ProbeOutcome(status="not-run"),
-            created=_now(),
-        ),
-        platform=found.platform,
-        python=found.python,
-        packages=found.packages,
-        torch=found.torch,
-        gpu=None,
-        runtimes=None,
-        env=found.env,
-        env_caller=_caller_shell(options.python, python, found.env),
-        windows=found.windows,
-        install=found.install,
-        config_checks=found.config_checks,
+    meta = Meta(
+        envcheck_version=__version__,
+        label=options.label,
+        target=python,
+        probe=ProbeOutcome(status="not-run"),
+        created=facts.utc_now(),
+    )
+    base = dataclasses.replace(
+        found.manifest(meta), env_caller=_caller_shell(options.python, python, found.env)
     )
     # The native tree is static: it is walked while the runtime probe imports torch.
     if native is not None:
@@ -251,10 +239,6 @@ def _facts_failure(python: str, run: TargetRun) -> str:
     }.get(o.status, o.status)
     tail = f": {o.stderr_tail.splitlines()[-1]}" if o.stderr_tail else ""
     return f"the target interpreter {python} {how} while reading its standard-library facts{tail}"
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
 
 
 def redact_manifest_paths(manifest: Manifest) -> Manifest:

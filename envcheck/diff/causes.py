@@ -206,7 +206,8 @@ _PATH_IN_MESSAGE = re.compile(r"[\w.+-]+(?:/[\w.+-]+)+")
 
 def _native_names(f: Finding) -> set[str]:
     """The file names of the libraries a native finding is about: those ENV-NATIVE-MISSING found missing,
-    the one ENV-NATIVE-RESOLVED-ELSEWHERE names, the file ENV-NATIVE-FILE-MISSING's key ends with."""
+    the one ENV-NATIVE-RESOLVED-ELSEWHERE or ENV-NATIVE-REQUIRES names, the file ENV-NATIVE-FILE-MISSING's
+    key ends with."""
     if f.rule == "ENV-NATIVE-MISSING":
         return {n.lower() for n in (f.target or "").removeprefix("missing: ").split(", ") if n}
     return {f.subject.rsplit("/", 1)[-1].lower()}
@@ -486,16 +487,11 @@ def _loader_causes(findings: list[Finding]) -> list[Finding]:
     if not roots:
         return findings
 
-    def names(f: Finding) -> set[str]:
-        if f.rule == "ENV-NATIVE-MISSING":
-            return {n.lower() for n in (f.target or "").removeprefix("missing: ").split(", ") if n}
-        return {f.subject.lower()}
-
     out = []
     for f in findings:
         cause = None
         if f.caused_by is None and f.rule in _LOADER_ECHOES:
-            wanted = names(f)
+            wanted = _native_names(f)
             for root in roots:
                 if root.machine != f.machine:
                     continue

@@ -15,7 +15,6 @@ resolved by the image's own loader inside the unpacked root (``envcheck.native.s
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import shutil
 import tempfile
 import time
@@ -29,7 +28,7 @@ from envcheck.core.errors import ManifestError, UsageError
 from envcheck.image.archive import Image, open_image
 from envcheck.image.rootfs import Limits, flatten
 from envcheck.image.static import image_facts
-from envcheck.manifest.model import SCHEMA_VERSION, ImageSource, Manifest, Meta, ProbeOutcome
+from envcheck.manifest.model import ImageSource, Manifest, Meta, ProbeOutcome
 from envcheck.native import scan_image
 
 # What only a run of the image knows: marked absent, never guessed (``Meta.absent``).
@@ -95,25 +94,18 @@ def image_manifest(
             raise UsageError(f"the image's facts did not decode: {'; '.join(e.problems[:3])}") from e
         python = found.python.executable
         chosen = "--image-python" if image_python else "the image's Entrypoint, Cmd or PATH"
-        manifest = Manifest(
-            schema_version=SCHEMA_VERSION,
-            meta=Meta(
-                envcheck_version=__version__,
-                label=label,
-                target=f"{path.name} ({image.digest[:19]}) {python}",
-                probe=ProbeOutcome(status="not-run", stage=NOT_RUN),
-                created=datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
-                kind="image",
-                absent=list(ABSENT),
-            ),
+        meta = Meta(
+            envcheck_version=__version__,
+            label=label,
+            target=f"{path.name} ({image.digest[:19]}) {python}",
+            probe=ProbeOutcome(status="not-run", stage=NOT_RUN),
+            created=facts.utc_now(),
+            kind="image",
+            absent=list(ABSENT),
+        )
+        manifest = dataclasses.replace(
+            found.manifest(meta),
             platform=dataclasses.replace(found.platform, container=[]),  # absent: only a run knows
-            python=found.python,
-            packages=found.packages,
-            torch=found.torch,
-            gpu=None,
-            runtimes=None,
-            env=found.env,
-            install=found.install,
             image=_source(image, python, chosen),
         )
         say("resolving the native libraries as the image's loader would")
