@@ -28,10 +28,11 @@ from envcheck.core.deadline import Deadline
 from envcheck.core.errors import ProbeError, UsageError
 from envcheck.diff.policy import Policy
 from envcheck.manifest.io import load
+from envcheck.process import sessions
 from envcheck.report import Report
 from envcheck.verify.checks_file import compile_checks_file, raise_load_failure
 from envcheck.verify.compare import output_counts
-from envcheck.verify.imports import AppImports, run_imports, tally
+from envcheck.verify.imports import AppImports, Beside, run_imports, tally
 from envcheck.verify.runner import RuntimeProbe, run_suite
 
 if TYPE_CHECKING:
@@ -232,7 +233,7 @@ def _run(
     suite's process first (``run_suite``). ``deadline``: the caller's, for the suite and the imports."""
     python, timeout, checks = options.python, options.timeout, options.checks
 
-    def suite() -> VerifySection:
+    def suite(beside: Beside | None = None) -> VerifySection:
         return run_suite(
             python,
             timeout=timeout,
@@ -241,13 +242,16 @@ def _run(
             compile=options.torch_compile,
             runtime_probe=runtime_probe,
             deadline=deadline,
+            together=beside,
         )
 
     if imports is None:
         section, found = suite(), None
     else:
         modules, not_imported = imports
-        with ThreadPoolExecutor(1) as pool:
+        # The imports together run beside the suite, forked from its process after its `import torch`.
+        with sessions.temporary_folder("envcheck-together-") as folder, ThreadPoolExecutor(1) as pool:
+            beside = Beside(Path(folder))
             job = pool.submit(
                 run_imports,
                 python,
@@ -258,8 +262,12 @@ def _run(
                 # The suite's first check imports torch alone, in a process of its own.
                 alone_elsewhere={"torch": "the smoke suite's import_torch check"},
                 deadline=deadline,
+                beside=beside,
             )
-            section = suite()
+            try:
+                section = suite(beside)
+            finally:
+                beside.ended()  # the imports never wait on a suite that did not run
             found = job.result()
     if checks is not None:
         raise_load_failure(section, checks)
@@ -296,7 +304,8 @@ def _tell_counts(
         return
     tell(tally_line(current, golden))
     if imports is not None:
-        tell(tally(imports))
+        for line in tally(imports).splitlines():  # a told line is one line: each is escaped as one
+            tell(line)
     if golden is not None:
         n = output_counts(golden, current, list(report.findings))
         tell(

@@ -69,8 +69,10 @@ def verify(
     "atol": ..}`, `check_NAME.exact = True`. Goldens are recorded by `envcheck snapshot` like the rest.
 
     The application's imports: every installed module with native code, then the modules named with
-    --import (and `imports = [...]` in the policy), each imported alone in a fresh process, then all in
-    one process (two OpenMP runtimes are named with the import that loaded each); --no-imports skips them.
+    --import (and `imports = [...]` in the policy), all in one process (two OpenMP runtimes are named with
+    the import that loaded each); the application's and those that link or require torch are imported
+    alone first, each in a fresh process, and the others too when the process of them all fails;
+    --no-imports skips them.
 
     Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.
     """
@@ -128,8 +130,8 @@ def gate(
     environment is diffed against MANIFEST, its invariants checked, and the report says no smoke suite ran.
 
     The application's imports are part of it: every installed module with native code, then the modules
-    MANIFEST recorded (`snapshot --import`), the policy's `imports` and --import's, each imported alone,
-    then all in one process (--no-imports skips them).
+    MANIFEST recorded (`snapshot --import`), the policy's `imports` and --import's, all in one process,
+    the application's and those that link or require torch alone first (--no-imports skips them).
 
     Findings are ranked errors first, so the top of the report is what to fix first. Exit codes: 0 clean,
     1 findings at or above --fail-on, 2 usage or input error.

@@ -267,10 +267,14 @@ def one(module):
     _result["current"] = None
 
 
-def all_of(modules):
+def all_of(modules, before=None, already=None):
+    """Import ``modules`` in order, noting the libraries each one added. ``before``: the libraries mapped
+    before the first (default: now); ``already``: module -> the libraries it added before this was called
+    (a module the process imported earlier: the smoke suite's torch), taken as that import's."""
     from .loaded_libraries import loaded_libraries
 
-    before = set(loaded_libraries())
+    before = set(loaded_libraries() if before is None else before)
+    already = already or {}
     _result["loaded"] = []
     _result["failed"] = []
     for module in modules:
@@ -281,7 +285,10 @@ def all_of(modules):
         if failed is not None:
             _result["failed"].append([module, failed["error"]])
         now = loaded_libraries()
-        _result["loaded"].append([module, [p for p in now if p not in before]])
+        added = [p for p in now if p not in before]
+        if module in already:
+            added = list(already[module]) + [p for p in added if p not in already[module]]
+        _result["loaded"].append([module, added])
         before.update(now)
     _result["current"] = None
     _result["stage"] = "thread pools"

@@ -26,6 +26,7 @@ import sys
 import time
 import traceback
 
+from .result import Growing
 from .result import emit as _emit
 from .result import finish as _finish
 
@@ -37,8 +38,12 @@ SAMPLE_STRIDED = 16
 MAX_ERROR_CHARS = 2000
 
 
+# The results only grow, one entry a check: each is redacted and encoded once.
+_GROWING = Growing(("results",))
+
+
 def emit():
-    _emit(OUT, _result)
+    _emit(OUT, _result, _GROWING)
 
 
 class Skip(Exception):
@@ -338,6 +343,13 @@ def main(argv):
     faulthandler.enable()
     config = json.loads(argv[2])
     group = config["group"]
+    # The application's imports together may run in a child forked after `import torch` (``together``):
+    # the libraries mapped before it, so the child can tell which ones torch brought.
+    before = None
+    if config.get("together"):
+        from .loaded_libraries import loaded_libraries
+
+        before = loaded_libraries()
     exclude = set(config.get("exclude") or ())
     progress = config.get("progress")
     _result["group"] = group
@@ -384,6 +396,11 @@ def main(argv):
         return 0
     seconds = probed.get("import_seconds") if probed else None
     _result["import_s"] = round(seconds if seconds is not None else time.monotonic() - started, 4)
+    child = None
+    if before is not None:
+        from .together import fork as fork_together
+
+        child = fork_together(config, before, torch)
     if config.get("threads"):
         torch.set_num_threads(int(config["threads"]))
     # Checks are loaded family by family, each just before it runs: finding the CUDA devices initialises
@@ -437,7 +454,15 @@ def main(argv):
             _result["results"].append(entry)
             _result["current"] = None
             emit()
-    _finish(OUT, _result)  # exits
+    if child is not None:
+        from .together import wait as wait_together
+
+        # The checks are over and final on disk: a kill while the child imports is none of theirs.
+        _result["stage"] = "done"
+        _result["done"] = True
+        emit()
+        wait_together(child, config)
+    _finish(OUT, _result, _GROWING)  # exits
     return 0
 
 

@@ -13,10 +13,16 @@ whole session at its deadline (``envcheck.process.runner``):
    name: the application's modules first, then the modules that link torch, then those that need NumPy,
    then the rest by name. Each module it leaves out is named in a warning.
 2. **Each import alone**, in a fresh process (``ISOLATED_WORKERS`` at a time), with at most
-   ``IMPORT_TIMEOUT_SHARE`` of ``--timeout`` each: a crash, a hang or an error is that import's own.
-3. **All of them in one process**, in order (those that passed alone): after each import, the shared
-   libraries it added to the process; at the end, the thread pools. Two OpenMP runtimes brought in by the
-   application's imports are a finding naming the import that loaded each.
+   ``IMPORT_TIMEOUT_SHARE`` of ``--timeout`` each: a crash, a hang or an error is that import's own. Alone
+   first go the application's modules and those that link or require torch: an extension that loads its
+   library before ``import torch`` fails alone and passes after torch, and only a fresh process tells.
+3. **All of them in one process**, in order (those that passed alone, and the others not yet tried): after
+   each import, the shared libraries it added to the process; at the end, the thread pools. Two OpenMP
+   runtimes brought in by the application's imports are a finding naming the import that loaded each.
+   When that process is clean (every import passed, a clean exit), the modules not imported alone passed
+   (``among_others``): on a healthy machine each is imported once. Otherwise they are imported alone
+   too, as in step 2, and then all that passed alone together again, so that every failure is its own
+   import's. The first try has the deadline of one import alone, so a hang there leaves time for the rest.
 
 **A real exit.** The processes of steps 2 and 3 leave through the interpreter's normal exit once their
 result is written: non-daemon threads joined, atexit hooks and destructors run, as when the application
@@ -36,7 +42,10 @@ effects are the application's (docs/guarantees.md).
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal as signals
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -45,15 +54,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import envcheck.verify.rules  # noqa: F401 - registers the VERIFY-* rules
+from envcheck.core.files import open_regular
 from envcheck.core.findings import Finding, Rule, registered_rule
+from envcheck.core.redact import redact_text
 from envcheck.inside.copying import PACKAGE as TARGET_PACKAGE
+from envcheck.manifest.model import ProbeOutcome
 from envcheck.manifest.query import major, omp_family, pkg
 from envcheck.manifest.remedy import install_action, pip_install, remedy_text, requirement_action
-from envcheck.process.runner import Deadline, TargetRun, run_target
+from envcheck.process.runner import STDERR_TAIL_CHARS, Deadline, TargetRun, read_result, run_target
 
 if TYPE_CHECKING:
     from envcheck.core.remedy import Action
-    from envcheck.manifest.model import Manifest, ProbeOutcome
+    from envcheck.manifest.model import Manifest
 
 APP_IMPORTS_MODULE = f"{TARGET_PACKAGE}.app_imports"
 # At most this many imports per command (the plan's modules are cut first, the application's never):
@@ -96,7 +108,9 @@ class ImportResult:
     """One import, alone in its process. ``distribution``/``version``: the distribution whose native files
     the module holds (None for the application's own module). ``skipped``: ``reason`` says why.
     ``at_exit``: the import ended (``error`` says how when it raised) and the process then crashed or hung
-    in the interpreter's exit (``status`` ``crashed`` or ``timeout``; ``timeout_s``: the exit's deadline)."""
+    in the interpreter's exit (``status`` ``crashed`` or ``timeout``; ``timeout_s``: the exit's deadline).
+    ``among_others``: it passed among the others and was not imported alone (nothing there failed, and it
+    neither links nor requires torch nor is the application's own)."""
 
     module: str
     distribution: str | None = None
@@ -111,6 +125,7 @@ class ImportResult:
     reason: str | None = None
     duration_s: float | None = None
     at_exit: bool = False
+    among_others: bool = False
 
     @property
     def who(self) -> str:
@@ -156,6 +171,112 @@ class AppImports:
     @property
     def order(self) -> tuple[str, ...]:
         return tuple(r.module for r in self.results)
+
+
+class Beside:
+    """The imports together, run beside the smoke suite in a child of its ``main`` process, forked after
+    its ``import torch`` (``envcheck.inside.together``): one ``import torch`` for both. The folder ``folder``
+    holds the files the two speak through. ``run_suite`` gives the first ``main`` process ``config()`` and
+    calls ``ended()`` when it is over; ``run_imports`` calls ``request()`` (or ``decline()``) once it knows
+    the modules, then ``wait()`` for how the child ended: None when there was no child (not Linux, CUDA,
+    another thread, the suite's process ended before it forked), and the imports run in a process of their
+    own instead."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._paths = {name: str(folder / f"together.{name}") for name in ("request", "out", "end", "stderr")}
+        self._requested = False
+        self._import_s: float | None = None
+        self._run: TargetRun | None = None
+        self._ended = threading.Event()
+        self._lock = threading.Lock()
+
+    def config(self) -> dict[str, str]:
+        return dict(self._paths)
+
+    def request(self, modules: Sequence[str], process: Deadline, import_s: float, path: str) -> None:
+        with self._lock:
+            if self._requested:
+                return
+            self._requested = True
+            self._import_s = import_s
+            request = {"modules": list(modules), "path": path, "import_s": import_s, **_exit_config(process)}
+            part = Path(self._paths["request"] + ".part")
+            part.write_text(json.dumps(request), encoding="utf-8")
+            part.replace(self._paths["request"])
+
+    def decline(self) -> None:
+        """Nothing to import beside the suite (the child, if any, ends at once); idempotent."""
+        self.request([], Deadline.after(1.0), 1.0, "")
+
+    def ended(self) -> None:
+        """The suite's process that could fork the child is over: read how the child ended. Idempotent."""
+        with self._lock:
+            if self._ended.is_set():
+                return
+            try:
+                self._run = self._read()
+            finally:
+                self._ended.set()
+
+    def wait(self) -> TargetRun | None:
+        """How the child ended, once the suite's process is over; None at once when the suite said it did
+        not fork."""
+        while not self._ended.wait(0.02):
+            end, _ = read_result(Path(self._paths["end"]))
+            if end.get("forked") is False:
+                return None
+        return self._run
+
+    def _read(self) -> TargetRun | None:
+        end, _ = read_result(Path(self._paths["end"]))
+        if end.get("forked") is not True:
+            return None
+        data, _ = read_result(Path(self._paths["out"]))
+        number = end.get("signal")
+        code = end.get("exit_code")
+        name = None
+        if isinstance(number, int) and not isinstance(number, bool):
+            try:
+                name = signals.Signals(number).name
+            except ValueError:
+                name = f"signal {number}"
+        exit_code = code if isinstance(code, int) and not isinstance(code, bool) else None
+        timeout_s = None
+        if name is None and exit_code == 0:
+            status = "ok"
+        elif name == "SIGALRM" and data.get("stage") != "exit":
+            status, timeout_s = "timeout", self._import_s  # the child's own timer, in an import
+        else:
+            status = "crashed"
+        outcome = ProbeOutcome(
+            status=status,  # type: ignore[arg-type]
+            stage=data.get("stage") if isinstance(data.get("stage"), str) else None,
+            exit_code=exit_code,
+            signal=name,
+            stderr_tail=_tail(Path(self._paths["stderr"])),
+            timeout_s=timeout_s,
+        )
+        return TargetRun(data=data, outcome=outcome)
+
+
+def _tail(path: Path) -> str | None:
+    """The redacted end of the child's stderr file (at most ``STDERR_TAIL_CHARS``), read without following
+    a link or waiting on a FIFO the target may have put there."""
+    try:
+        fd = open_regular(str(path))
+    except (OSError, ValueError):
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        os.lseek(fd, max(0, size - 4 * STDERR_TAIL_CHARS), os.SEEK_SET)
+        raw = os.read(fd, 4 * STDERR_TAIL_CHARS)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    text = raw.decode("utf-8", "replace").strip()[-STDERR_TAIL_CHARS:]
+    return redact_text(text) if text else None
 
 
 def check_module_names(names: Sequence[str], where: str) -> list[str]:
@@ -234,12 +355,35 @@ def run_imports(
     progress: Progress | None = None,
     limit: int = MAX_APP_IMPORTS,
     alone_elsewhere: Mapping[str, str] | None = None,
+    beside: Beside | None = None,
 ) -> AppImports:
     """Plan, import each module alone, then all together (see the module's docstring), all within
     ``timeout`` seconds (and ``deadline`` when given). ``alone_elsewhere``: modules the caller imports
     alone in another process (torch: the smoke suite's ``import_torch`` check, which reports its failure)
-    -> where; they are not imported alone again, only together with the others. Raises ``ProbeError``
-    only when the interpreter cannot be started; every other end is a result."""
+    -> where; they are not imported alone again, only together with the others. ``beside``: the first
+    try of the imports together runs in a child of the smoke suite's process when it can (``Beside``).
+    Raises ``ProbeError`` only when the interpreter cannot be started; every other end is a result."""
+    try:
+        return _run_imports(
+            python, timeout, modules, not_imported, deadline, env, progress, limit, alone_elsewhere, beside
+        )
+    finally:
+        if beside is not None:
+            beside.decline()  # the suite's child never waits on imports that will not come
+
+
+def _run_imports(
+    python: str | None,
+    timeout: float,
+    modules: Sequence[str],
+    not_imported: Sequence[str],
+    deadline: Deadline | None,
+    env: dict[str, str] | None,
+    progress: Progress | None,
+    limit: int,
+    alone_elsewhere: Mapping[str, str] | None,
+    beside: Beside | None,
+) -> AppImports:
     started = time.monotonic()
     ends = Deadline.after(timeout) if deadline is None else deadline.earliest(Deadline.after(timeout))
     say = progress or (lambda line: None)
@@ -268,6 +412,11 @@ def run_imports(
         for r in planned
     ]
     todo = [r for r in planned if r.status != "skipped" and r.module not in elsewhere]
+    # Alone first: the application's modules and those that link or require torch (an extension loaded
+    # before torch fails where one loaded after it passes: only a fresh process tells). The others go
+    # straight in with them; only when that process is not clean are they imported alone too.
+    first = [r for r in todo if r.distribution is None or risk.get(r.module) == "torch"]
+    later = [r for r in todo if not (r.distribution is None or risk.get(r.module) == "torch")]
 
     def alone(result: ImportResult) -> ImportResult:
         if ends.expired():
@@ -283,21 +432,46 @@ def run_imports(
         )
         return _alone_result(result, run)
 
-    with ThreadPoolExecutor(ISOLATED_WORKERS) as pool:
-        done = dict(zip([r.module for r in todo], pool.map(alone, todo), strict=True))
-    results = tuple(done.get(r.module, r) for r in planned)
-    passed = tuple(r.module for r in results if r.status == "passed")
-    together = None
-    if passed and not ends.expired():
+    def each_alone(results: list[ImportResult]) -> dict[str, ImportResult]:
+        with ThreadPoolExecutor(ISOLATED_WORKERS) as pool:
+            return dict(zip([r.module for r in results], pool.map(alone, results), strict=True))
+
+    def all_together(modules: tuple[str, ...], process: Deadline) -> Together | None:
+        if not modules or process.expired():
+            return None
         say("all imports in one process")
+        config = {"mode": "all", "modules": list(modules), "path": cwd, **_exit_config(process)}
         run = run_target(
-            python,
-            module=APP_IMPORTS_MODULE,
-            args=[json.dumps({"mode": "all", "modules": list(passed), "path": cwd, **_exit_config(ends)})],
-            deadline=ends,
-            env=env,
+            python, module=APP_IMPORTS_MODULE, args=[json.dumps(config)], deadline=process, env=env
         )
-        together = _together(passed, run)
+        return _together(modules, run)
+
+    done = each_alone(first)
+    unproven = {r.module for r in later}
+    tried = tuple(
+        r.module for r in planned if r.module in unproven or done.get(r.module, r).status == "passed"
+    )
+    # The others' first try shares the deadline of one import alone, so that a hang among them leaves
+    # the time to import each of them alone. Beside the suite when it can: one `import torch` for both.
+    together = None
+    if beside is not None and not (later and tried):
+        beside.decline()
+    if later:
+        first_try = ends.earliest(Deadline.after(alone_s))
+        if beside is not None and tried:
+            say("all imports in one process, beside the smoke suite")
+            beside.request(tried, first_try, alone_s, cwd)
+            run = beside.wait()
+            together = _together(tried, run) if run is not None else None
+        if together is None:
+            together = all_together(tried, first_try)
+    if together is not None and _clean(together):
+        done.update((r.module, _replace(r, status="passed", among_others=True)) for r in later)
+    else:
+        done.update(each_alone(later))
+        results = tuple(done.get(r.module, r) for r in planned)
+        together = all_together(tuple(r.module for r in results if r.status == "passed"), ends)
+    results = tuple(done.get(r.module, r) for r in planned)
     return AppImports(
         results=results,
         together=together,
@@ -306,6 +480,11 @@ def run_imports(
         versions=versions,
         wall_s=round(time.monotonic() - started, 3),
     )
+
+
+def _clean(together: Together) -> bool:
+    """Whether every import of ``together`` passed and its process exited cleanly."""
+    return together.status == "ok" and not together.failed and not together.at_exit
 
 
 def _found(raw: object) -> tuple[list[tuple[str, str | None, str | None]] | None, dict[str, str]]:
@@ -864,6 +1043,9 @@ def tally(run: AppImports) -> str:
             status = f"{status} at exit"
         counts[status] = counts.get(status, 0) + 1
     parts = [f"{n} {status}" for status, n in sorted(counts.items())]
+    among = sum(1 for r in run.results if r.among_others)
+    if among:
+        parts.append(f"{among} of them only among the others")
     if together is not None and together.at_exit:
         parts.append(f"the imports together: {together.status} at exit")
     if run.over_cap:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envcheck.core.errors import ManifestError, ProbeError, UsageError
 from envcheck.inside.copying import PACKAGE as TARGET_PACKAGE
@@ -30,6 +30,9 @@ from envcheck.manifest.model import ProbeOutcome
 from envcheck.manifest.verify import CheckResult, VerifySection
 from envcheck.process import sessions
 from envcheck.process.runner import NOTE_PREFIX, Deadline, TargetRun, read_result, run_target
+
+if TYPE_CHECKING:
+    from envcheck.verify.imports import Beside
 
 # The smoke-suite harness's entry module (envcheck/inside/suite.py) in the copy of envcheck.inside.
 SUITE_MODULE = f"{TARGET_PACKAGE}.suite"
@@ -83,6 +86,7 @@ def run_suite(
     env: dict[str, str] | None = None,
     deadline: Deadline | None = None,
     runtime_probe: RuntimeProbe | None = None,
+    together: Beside | None = None,
 ) -> VerifySection:
     """Run the suite in ``python`` (default: this interpreter) and return its results.
 
@@ -92,12 +96,23 @@ def run_suite(
     ``check_*`` functions; ``entry_points`` adds those of the ``envcheck.checks`` entry-point group.
     ``compile`` opts into the ``torch.compile`` check. ``runtime_probe``: run the snapshot's runtime probe
     first in the ``main`` group's process and deliver it there (always delivered or failed on return).
+    ``together``: the ``main`` group's first process may fork the application's imports together after its
+    ``import torch`` (``envcheck.verify.imports.Beside``; always ended on return).
     Raises ``UsageError`` if ``checks_file`` does not exist and ``ProbeError`` if the interpreter cannot be
     started; everything else is a result.
     """
     try:
         return _run_suite(
-            python, timeout, checks_file, progress, compile, entry_points, env, deadline, runtime_probe
+            python,
+            timeout,
+            checks_file,
+            progress,
+            compile,
+            entry_points,
+            env,
+            deadline,
+            runtime_probe,
+            together,
         )
     except BaseException as e:
         if runtime_probe is not None:
@@ -106,6 +121,8 @@ def run_suite(
     finally:
         if runtime_probe is not None:
             runtime_probe.fail(ProbeError("the smoke suite ended without running the runtime probe"))
+        if together is not None:
+            together.ended()
 
 
 def _run_suite(
@@ -118,6 +135,7 @@ def _run_suite(
     env: dict[str, str] | None,
     deadline: Deadline | None,
     runtime_probe: RuntimeProbe | None,
+    together: Beside | None = None,
 ) -> VerifySection:
     started = time.monotonic()
     if checks_file is not None and not checks_file.is_file():
@@ -141,7 +159,10 @@ def _run_suite(
                 probe = runtime_probe if group == "main" else None
                 if probe is not None:
                     config["probe_out"] = str(Path(tmp) / "runtime-probe.json")
-                jobs[group] = pool.submit(_run_group, python, config, ends, env, probe)
+                beside = together if group == "main" else None
+                if beside is not None:
+                    config["together"] = beside.config()
+                jobs[group] = pool.submit(_run_group, python, config, ends, env, probe, beside)
             by_group = {group: job.result() for group, job in jobs.items()}
     results = by_group["main"][0]
     if not compile:
@@ -170,10 +191,12 @@ def _run_group(
     deadline: Deadline,
     env: dict[str, str] | None,
     probe: RuntimeProbe | None = None,
+    together: Beside | None = None,
 ) -> tuple[list[CheckResult], str | None]:
     """Run one group to the end or to the deadline, rerunning after each crash or hang (each rerun with
     the time left); results in plan order, a ``timeout`` result for each check the deadline left out.
-    ``probe``: the first process runs the runtime probe first (``config["probe_out"]``) and delivers it."""
+    ``probe``: the first process runs the runtime probe first (``config["probe_out"]``) and delivers it.
+    ``together``: only the first process may fork the imports together (``config["together"]``)."""
     done: dict[str, CheckResult] = {}
     plan: list[tuple[str, str]] = []
     torch_version: str | None = None
@@ -188,6 +211,8 @@ def _run_group(
             deadline=deadline,
             env=env,
         )
+        if together is not None and config.pop("together", None) is not None:
+            together.ended()
         if probe is not None and "probe_out" in config:
             probe_out = Path(config.pop("probe_out"))
             ended = _probe_run(probe_out, run)
@@ -206,8 +231,8 @@ def _run_group(
             if result.name == "import_torch":
                 version = result.info.get("version")
                 torch_version = version if isinstance(version, str) else torch_version
-        if run.outcome.status == "ok":
-            break
+        if run.outcome.status == "ok" or data.get("done") is True:
+            break  # done: its results are final, whatever ended the process after them
         current = data.get("current") if isinstance(data.get("current"), str) else None
         names = [name for name, _ in plan]
         if current is None or current not in names:

@@ -248,6 +248,8 @@ def test_the_cli_reports_a_missing_module_and_refuses_a_bad_name(bare: Path, pro
     # The policy's not_imported wins over its imports: the module never ran.
     assert not (project / "imported").exists()
     assert "1 skipped" in stderr
+    # The tally's second line is a line of its own, not an escaped newline inside the first.
+    assert "\nimported in this order: " in stderr and "\\n" not in stderr
 
     refused = CliRunner().invoke(app, ["verify", "--python", str(bare), "--import", "not a module"])
     assert refused.exit_code == 2

@@ -76,11 +76,22 @@ def _hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def install_extension(site: Path, module: str, built: Path, *, requires: tuple[str, ...] = ()) -> None:
+def install_extension(
+    site: Path, module: str, built: Path, *, requires: tuple[str, ...] = (), init: str | None = None
+) -> None:
     """``module`` as a top-level extension module (a copy of ``built``) of a distribution of its own, with
-    the dist-info a wheel install leaves: METADATA, WHEEL, INSTALLER and a RECORD with real hashes."""
+    the dist-info a wheel install leaves: METADATA, WHEEL, INSTALLER and a RECORD with real hashes.
+    ``init``: ``module`` is a package instead, this its ``__init__.py``, and ``built`` its ``_native``
+    extension module (built with ``_native`` among the names that load)."""
     data = built.read_bytes()
-    file = f"{module}{EXT_SUFFIX}"
+    rows = []
+    if init is None:
+        file = f"{module}{EXT_SUFFIX}"
+    else:
+        (site / module).mkdir()
+        file = f"{module}/_native{EXT_SUFFIX}"
+        (site / module / "__init__.py").write_text(init, encoding="utf-8")
+        rows.append(f"{module}/__init__.py,{_hash(init.encode())},{len(init.encode())}")
     (site / file).write_bytes(data)
     dist = site / f"{module}-1.0.dist-info"
     dist.mkdir()
@@ -92,13 +103,37 @@ def install_extension(site: Path, module: str, built: Path, *, requires: tuple[s
         "WHEEL": "Wheel-Version: 1.0\nGenerator: envcheck-tests\nRoot-Is-Purelib: false\n",
         "INSTALLER": "pip\n",
     }
-    rows = [f"{file},{_hash(data)},{len(data)}"]
+    rows.append(f"{file},{_hash(data)},{len(data)}")
     for name, text in files.items():
         (dist / name).write_text(text, encoding="utf-8")
         raw = text.encode()
         rows.append(f"{dist.name}/{name},{_hash(raw)},{len(raw)}")
     rows.append(f"{dist.name}/RECORD,,")
     (dist / "RECORD").write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+
+def uninstall_extension(site: Path, module: str) -> None:
+    """Undo ``install_extension``: the module (or package) and its dist-info."""
+    package = site / module
+    if package.is_dir():
+        shutil.rmtree(package)
+    else:
+        (site / f"{module}{EXT_SUFFIX}").unlink()
+    shutil.rmtree(site / f"{module}-1.0.dist-info")
+
+
+def package_venv(root: Path, inits: dict[str, str]) -> tuple[Path, Path, Path]:
+    """A venv under ``root`` cloned from the test environment, with a package of native code per name of
+    ``inits`` (its ``__init__.py``), all sharing one built ``_native`` extension: the interpreter, its site
+    folder and the built extension (for packages a test adds later)."""
+    python = make_venv(root / "venv")
+    site = clone_site_packages(python)
+    build = root / "build"
+    build.mkdir()
+    built = build_extension(build, ["_native"], [])
+    for name, init in inits.items():
+        install_extension(site, name, built, init=init)
+    return python, site, built
 
 
 def invoke(args: list[str]) -> tuple[int, dict, str]:  # type: ignore[type-arg]
