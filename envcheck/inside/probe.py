@@ -73,7 +73,7 @@ class Probe(object):
             self.stage("windows facts", keep=False)
             self.result["windows"] = windows_facts(env_dll_names())
 
-    def runtime(self):
+    def runtime(self, after_import=None):
         import importlib.util
 
         from .gpu_driver import gpu_driver
@@ -101,6 +101,8 @@ class Probe(object):
             raise
 
         self.result["import_seconds"] = time.perf_counter() - started
+        if after_import is not None:
+            after_import(torch)
         from .loaded_libraries import loaded_libraries
         from .thread_pools import thread_pools
         from .torch_runtime import small_op, torch_runtime
@@ -138,15 +140,16 @@ class Probe(object):
         self.stage("import torch")
 
 
-def runtime_beside(out):
+def runtime_beside(out, after_import=None):
     """The runtime stage for another entry module that goes on in the same process (the smoke suite: one
     ``import torch`` for both), written to ``out`` as ``main`` writes it: ``done`` when it finished, else
-    the exception and its traceback. Returns the result."""
+    the exception and its traceback. ``after_import(torch)`` runs right after ``import torch``, before any
+    of torch's operators (the suite forks its children there). Returns the result."""
     probe = Probe(out)
     try:
-        probe.runtime()
+        probe.runtime(after_import)
     except BaseException as e:  # recorded as main records it; the host goes on (or ends) as it would
-        if isinstance(e, KeyboardInterrupt):
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):  # SystemExit: a child ``after_import`` forked
             raise
         import traceback
 

@@ -42,7 +42,7 @@ POLL_S = 0.01
 MAX_FILE_BYTES = 64 << 20
 
 
-def _cannot_fork(torch):
+def cannot_fork(torch):
     """Why the suite must not fork here, or None."""
     if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
         return "not Linux"
@@ -67,7 +67,7 @@ def fork(config, before, torch):
     paths = config.get("together")
     if not paths:
         return None
-    why = _cannot_fork(torch)
+    why = cannot_fork(torch)
     if why is not None:
         _emit(paths["end"], {"forked": False, "why": why})
         return None
@@ -83,7 +83,7 @@ def fork(config, before, torch):
         return pid
     code = 1
     try:
-        _bound_files()
+        bound_files()
         fd = os.open(paths["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
@@ -98,7 +98,7 @@ def fork(config, before, torch):
     sys.exit(code)
 
 
-def _bound_files():
+def bound_files():
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)

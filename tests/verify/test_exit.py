@@ -195,6 +195,7 @@ def test_the_gate_fails_a_module_that_crashes_or_hangs_at_exit(
     report = json.loads(result.stdout[result.stdout.index("{") :])
     assert result.exit_code == 1, result.stderr
     errors = {f["subject"]: f for f in report["findings"] if f["severity"] == "error"}
+    assert "import exitcrash at exit" in errors, report["findings"]
     assert errors["import exitcrash at exit"]["rule"] == "VERIFY-CRASH"
     assert errors["import exithang at exit"]["rule"] == "VERIFY-TIMEOUT"
     assert not any("exitclean" in subject for subject in errors)
