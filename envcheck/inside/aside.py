@@ -30,7 +30,7 @@ import time
 
 from .result import Growing
 from .result import emit as _emit
-from .together import bound_files, cannot_fork
+from .together import cannot_fork, output_to
 
 # Checks whose first run imports most of what it needs: run in the child.
 ASIDE = ("jit_trace", "jit_script", "torch_export", "onnx_export")
@@ -71,11 +71,7 @@ def fork(out, config, torch, names, run):
     if pid:
         return Aside(pid, list(names), paths[0], paths[1])
     try:
-        bound_files()
-        fd = os.open(paths[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        os.close(fd)
+        output_to(paths[1])
         _child(paths[0], names, run, torch)
     except BaseException:  # noqa: B036 - the child must never go back into the suite's code
         import traceback

@@ -83,11 +83,7 @@ def fork(config, before, torch):
         return pid
     code = 1
     try:
-        bound_files()
-        fd = os.open(paths["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        os.close(fd)
+        output_to(paths["stderr"])
         code = _child(paths, before)
     except BaseException:  # noqa: B036 - the child must never go back into the suite's code
         import traceback
@@ -96,6 +92,16 @@ def fork(config, before, torch):
         sys.stderr.flush()
         os._exit(1)
     sys.exit(code)
+
+
+def output_to(path):
+    """In a forked child: its stdout and stderr go to the file ``path`` (a new file: no link followed),
+    and no file it writes grows past ``MAX_FILE_BYTES``."""
+    bound_files()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 def bound_files():
