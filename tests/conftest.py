@@ -29,6 +29,7 @@ SLOW_FIXTURE = re.compile(
     r"|runpytest|envcheck_argv|\bgcc\b|cc_build|build_"
 )
 FAST_BUDGET_CPU_S = 60.0
+TESTS = Path(__file__).resolve().parent
 # ``ENVCHECK_RECORD_RUN=FILE``: the run writes what it measured (tests, wall and CPU seconds, the Windows
 # tier's share) into FILE under the run's tier ("full" or "fast"). ci/measured.json is the record of the
 # last runs on a quiet 2-core machine; tests/test_doc_numbers.py holds the README's times to it.
@@ -79,15 +80,37 @@ def _pulls_a_slow_fixture(item: pytest.Item) -> str | None:
     return None
 
 
+# The most workers ``-n auto`` starts (pytest-xdist; pyproject's addopts): each builds its own session
+# fixtures (real venvs), so more workers than this cost more than they save.
+MAX_WORKERS = 4
+# Folders whose tests share session fixtures that take minutes to build (Wine and its filled site folders,
+# the real container images): all their tests run on one worker.
+ONE_WORKER_FOLDERS = ("windows", "image")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker a core, at most ``MAX_WORKERS``; none for the fast tier, whose budget is in
+    CPU seconds (every worker collects the whole suite again)."""
+    if (config.getoption("markexpr") or "").strip() == "fast":
+        return 0
+    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """``fast`` is every test that is not ``slow`` and pulls no slow fixture (``SLOW_FIXTURE``, through
     any fixture it depends on): ``pytest -m fast`` runs the quick tier, which covers every module of
-    envcheck within ``FAST_BUDGET_CPU_S`` CPU seconds, printed at the end of its run."""
+    envcheck within ``FAST_BUDGET_CPU_S`` CPU seconds, printed at the end of its run. Each test is put in
+    the ``xdist_group`` of its file (its folder's, for ``ONE_WORKER_FOLDERS``): with ``--dist loadgroup``
+    a module's fixtures are built once, whichever worker runs it."""
     for item in items:
         if item.get_closest_marker("slow") is None and _pulls_a_slow_fixture(item) is not None:
             item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.fast)
+        path = Path(str(item.path)).resolve()
+        parts = path.relative_to(TESTS).parts if path.is_relative_to(TESTS) else (path.name,)
+        group = parts[0] if parts[0] in ONE_WORKER_FOLDERS else "/".join(parts)
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

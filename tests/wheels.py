@@ -8,6 +8,7 @@ import functools
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -33,12 +34,26 @@ def _wheel(requirement: str) -> Path | str:
     if found:
         return found[0]
     folder.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", requirement]
-    argv += ["-d", str(folder), "--retries", "0", "--timeout", "30"]
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
-    except subprocess.TimeoutExpired:
-        return f"pip download {requirement} did not finish within 600 s"
+    # Into a folder of this process's own, then renamed into place: another test process (a pytest-xdist
+    # worker) never sees half a wheel.
+    with tempfile.TemporaryDirectory(prefix=".download-", dir=folder) as tmp:
+        argv = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--only-binary=:all:",
+            requirement,
+        ]
+        argv += ["-d", tmp, "--retries", "0", "--timeout", "30"]
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+        except subprocess.TimeoutExpired:
+            return f"pip download {requirement} did not finish within 600 s"
+        for downloaded in Path(tmp).glob("*.whl"):
+            downloaded.replace(folder / downloaded.name)
     found = sorted(folder.glob(f"{stem}*.whl"))
     if out.returncode != 0 or not found:
         return f"pip download {requirement} failed: {out.stderr.strip()[-200:]}"
