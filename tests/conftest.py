@@ -37,6 +37,11 @@ RECORD_RUN = "ENVCHECK_RECORD_RUN"
 # Taken out of the environment: the pytest runs that tests start (the plugin's, the collections of
 # tests/test_doc_numbers.py) are not the run the record is of.
 _RECORD = os.environ.pop(RECORD_RUN, None)
+# pytest-xdist gives its workers the controller's terminal size as COLUMNS and LINES (80 x 24 where it has no
+# terminal); envcheck lays its text report out in COLUMNS. The tests see what a run without xdist sees.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in ("COLUMNS", "LINES"):
+        os.environ.pop(_name, None)
 _STARTED = time.monotonic()
 # pytest caches each test module's rewritten assertions, and Python each module's byte-code, unless
 # PYTHONDONTWRITEBYTECODE is set (as on machines that keep images small): then every run compiles the
