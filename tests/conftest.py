@@ -29,7 +29,6 @@ SLOW_FIXTURE = re.compile(
     r"|runpytest|envcheck_argv|\bgcc\b|cc_build|build_"
 )
 FAST_BUDGET_CPU_S = 60.0
-TESTS = Path(__file__).resolve().parent
 # ``ENVCHECK_RECORD_RUN=FILE``: the run writes what it measured (tests, wall and CPU seconds, the Windows
 # tier's share) into FILE under the run's tier ("full" or "fast"). ci/measured.json is the record of the
 # last runs on a quiet 2-core machine; tests/test_doc_numbers.py holds the README's times to it.
@@ -89,7 +88,7 @@ def _pulls_a_slow_fixture(item: pytest.Item) -> str | None:
 # fixtures (real venvs), so more workers than this cost more than they save.
 MAX_WORKERS = 4
 # Folders whose tests share session fixtures that take minutes to build (Wine and its filled site folders,
-# the real container images): all their tests run on one worker.
+# the real container images): all their tests run on one worker, and first, being the longest.
 ONE_WORKER_FOLDERS = ("windows", "image")
 
 
@@ -101,21 +100,42 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
 
 
+def _scope(nodeid: str) -> str:
+    """The unit of work a worker takes whole: a test file, or a folder of ``ONE_WORKER_FOLDERS``."""
+    path = nodeid.split("::", 1)[0]
+    parts = path.split("/")
+    if len(parts) > 2 and parts[0] == "tests" and parts[1] in ONE_WORKER_FOLDERS:
+        return "/".join(parts[:2])
+    return path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's scheduling by scope, the scope ``_scope``: a module's fixtures (a real venv) and a
+    tier's are built once, on the one worker that runs them all. (``--dist loadgroup`` would do it with
+    marks, but reads a node id that pytest 9 no longer lets it change.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope(nodeid)
+
+    config.option.loadscopereorder = False  # collection order: the long tiers first
+    return ByFile(config, log)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """``fast`` is every test that is not ``slow`` and pulls no slow fixture (``SLOW_FIXTURE``, through
     any fixture it depends on): ``pytest -m fast`` runs the quick tier, which covers every module of
-    envcheck within ``FAST_BUDGET_CPU_S`` CPU seconds, printed at the end of its run. Each test is put in
-    the ``xdist_group`` of its file (its folder's, for ``ONE_WORKER_FOLDERS``): with ``--dist loadgroup``
-    a module's fixtures are built once, whichever worker runs it."""
+    envcheck within ``FAST_BUDGET_CPU_S`` CPU seconds, printed at the end of its run. The folders of
+    ``ONE_WORKER_FOLDERS`` run first (in that order), so that under pytest-xdist the longest units start
+    first; each file's tests keep their order."""
     for item in items:
         if item.get_closest_marker("slow") is None and _pulls_a_slow_fixture(item) is not None:
             item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.fast)
-        path = Path(str(item.path)).resolve()
-        parts = path.relative_to(TESTS).parts if path.is_relative_to(TESTS) else (path.name,)
-        group = parts[0] if parts[0] in ONE_WORKER_FOLDERS else "/".join(parts)
-        item.add_marker(pytest.mark.xdist_group(group))
+    first = {f"tests/{name}": i for i, name in enumerate(ONE_WORKER_FOLDERS)}
+    items.sort(key=lambda item: first.get(_scope(item.nodeid), len(first)))
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
