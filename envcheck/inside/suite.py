@@ -32,9 +32,8 @@ from .result import finish as _finish
 
 OUT = None
 _result = {"stage": "start", "done": False, "current": None, "planned": [], "results": []}
-# The children forked after ``import torch`` (``_fork_children``): the pid of the imports together's, and
-# the ``aside.Aside`` running checks.
-_children = {"forked": False, "together": None, "aside": None}
+# The child forked after ``import torch`` (``_fork_children``): the pid of the imports together's.
+_children = {"forked": False, "together": None}
 FAMILIES = ("runtime", "cpu", "training", "cuda")
 SAMPLE_HEAD = 8
 SAMPLE_STRIDED = 16
@@ -349,37 +348,15 @@ def _run_checks(torch, config, checks, progress, number, total):
     return number
 
 
-def _fork_children(torch, config, exclude, before):
+def _fork_children(torch, config, before):
     """Right after ``import torch``, before any of torch's operators ran in this process (a child forked
-    after OpenMP's threads started hangs in its first parallel region), fork the children that work beside
-    the checks: the application's imports together (``together``, when ``before`` is not None), and the
-    checks that spend their time importing what torch imports lazily (``aside``; the throughput check then
-    runs last, once that child has ended)."""
+    after OpenMP's threads started hangs in its first parallel region): fork the child that imports the
+    application's modules together beside the checks (``together``), when ``before`` is not None."""
     _children["forked"] = True
     if before is not None:
         from .together import fork as fork_together
 
         _children["together"] = fork_together(config, before, torch)
-    if config["group"] == "main":
-        from .aside import ASIDE
-        from .aside import fork as fork_aside
-
-        todo = [name for name in ASIDE if name not in exclude]
-        _children["aside"] = fork_aside(
-            OUT, config, torch, todo, lambda name: _run_named(torch, config, name)
-        )
-
-
-def _run_named(torch, config, name):
-    """In the forked child (``aside``): run the ``runtime`` check ``name``; None when there is none."""
-    try:
-        checks = family_checks(torch, config, "runtime")
-    except Exception:
-        return None  # the parent loads them too, and reports why they could not be loaded
-    for check in checks:
-        if check.name == name and check.group == "main":
-            return run_one(torch, check, config)
-    return None
 
 
 def _progress(path, line):
@@ -432,9 +409,7 @@ def main(argv):
 
         _result["stage"] = "runtime probe"
         emit()
-        probed = runtime_beside(
-            config["probe_out"], lambda torch: _fork_children(torch, config, exclude, before)
-        )
+        probed = runtime_beside(config["probe_out"], lambda torch: _fork_children(torch, config, before))
         _result["stage"] = "import torch"
         emit()
     else:
@@ -452,8 +427,8 @@ def main(argv):
     seconds = probed.get("import_seconds") if probed else None
     _result["import_s"] = round(seconds if seconds is not None else time.monotonic() - started, 4)
     if not _children["forked"]:
-        _fork_children(torch, config, exclude, before)
-    child, aside = _children["together"], _children["aside"]
+        _fork_children(torch, config, before)
+    child = _children["together"]
     if config.get("threads"):
         torch.set_num_threads(int(config["threads"]))
     # Checks are loaded family by family, each just before it runs: finding the CUDA devices initialises
@@ -470,7 +445,6 @@ def main(argv):
         ]
     number = 0
     total = 0
-    later = []
     for load_name, load in batches:
         _result["current"] = load_name
         _result["stage"] = "load " + load_name
@@ -495,20 +469,8 @@ def main(argv):
         _result["current"] = None
         emit()
         todo = [c for c in checks if c.name not in exclude]
-        if aside is not None:
-            from .aside import LAST
-
-            later.extend(c for c in todo if c.name in LAST or c.name in aside.names)
-            todo = [c for c in todo if c.name not in LAST and c.name not in aside.names]
         total += len(todo)
         number = _run_checks(torch, config, todo, progress, number, total)
-    if aside is not None:
-        from .aside import collect as collect_aside
-
-        left = set(collect_aside(aside, _result, emit))
-        todo = [c for c in later if c.name in left or c.name not in aside.names]
-        total += len(todo)
-        _run_checks(torch, config, todo, progress, number, total)
     if child is not None:
         from .together import wait as wait_together
 
