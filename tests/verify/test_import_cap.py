@@ -38,6 +38,15 @@ from envcheck.verify.imports import (
 CC = shutil.which("cc") or shutil.which("gcc")
 needs_cc = pytest.mark.skipif(CC is None, reason="no C compiler (cc or gcc) to build extension modules")
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+# The head of a test package's ``__init__``: it logs the process that imports it, and whether torch was
+# imported there before it, one line ``<pid> <True|False>`` a process into ``$ENVCHECK_TEST_LOG/<name>``.
+IMPORT_LOG = (
+    "import os, sys\n"
+    "_log = os.environ.get('ENVCHECK_TEST_LOG')\n"
+    "if _log:\n"
+    "    with open(os.path.join(_log, __name__), 'a') as f:\n"
+    "        f.write('%d %s\\n' % (os.getpid(), 'torch' in sys.modules))\n"
+)
 
 # One source for every module: a macro per name. A module that loads returns an empty module; one that
 # fails raises ImportError from its PyInit, as a broken native library does.

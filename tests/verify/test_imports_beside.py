@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from conftest import needs_torch
-from test_import_cap import install_extension, needs_cc, package_venv, uninstall_extension
+from test_import_cap import IMPORT_LOG, install_extension, needs_cc, package_venv, uninstall_extension
 from typer.testing import CliRunner
 
 from envcheck.cli import app
@@ -29,20 +29,13 @@ from envcheck.verify.imports import Beside
 
 pytestmark = [pytest.mark.slow, needs_cc, needs_torch]
 
-LOGS = (
-    "import os, sys\n"
-    "_log = os.environ.get('ENVCHECK_TEST_LOG')\n"
-    "if _log:\n"
-    "    with open(os.path.join(_log, __name__), 'a') as f:\n"
-    "        f.write('%d %s\\n' % (os.getpid(), 'torch' in sys.modules))\n"
-)
-PLAIN = LOGS + "from . import _native\n"
+PLAIN = IMPORT_LOG + "from . import _native\n"
 BROKEN = {
-    "crash": LOGS + "import signal\nos.kill(os.getpid(), signal.SIGSEGV)\n",
-    "hang": LOGS + "import time\nwhile True:\n    time.sleep(1)\n",
-    "exitcrash": LOGS
+    "crash": IMPORT_LOG + "import signal\nos.kill(os.getpid(), signal.SIGSEGV)\n",
+    "hang": IMPORT_LOG + "import time\nwhile True:\n    time.sleep(1)\n",
+    "exitcrash": IMPORT_LOG
     + "import atexit, signal\natexit.register(lambda: os.kill(os.getpid(), signal.SIGABRT))\n",
-    "chatter": LOGS + "import time\nwhile True:\n    sys.stderr.write('x' * 65536)\n",
+    "chatter": IMPORT_LOG + "import time\nwhile True:\n    sys.stderr.write('x' * 65536)\n",
 }
 FINDING = {
     "crash": ("VERIFY-CRASH", "import crash"),

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from conftest import needs_torch
-from test_import_cap import install_extension, needs_cc, package_venv, uninstall_extension
+from test_import_cap import IMPORT_LOG, install_extension, needs_cc, package_venv, uninstall_extension
 
 from envcheck.verify.imports import AppImports, import_findings, run_imports, tally
 
@@ -30,25 +30,19 @@ pytestmark = [pytest.mark.slow, needs_cc, needs_torch]
 
 # Each package's __init__ logs the process that imports it, then does its own thing, then loads its
 # extension module.
-LOGS = (
-    "import os, sys\n"
-    "_log = os.environ.get('ENVCHECK_TEST_LOG')\n"
-    "if _log:\n"
-    "    with open(os.path.join(_log, __name__), 'a') as f:\n"
-    "        f.write('%d\\n' % os.getpid())\n"
-)
-PLAIN = LOGS + "from . import _native\n"
+PLAIN = IMPORT_LOG + "from . import _native\n"
 # Loads a library linked to libc10 before torch is imported: fails alone, passes after `import torch`.
 BEFORE_TORCH = (
-    LOGS + "if 'torch' not in sys.modules:\n"
+    IMPORT_LOG + "if 'torch' not in sys.modules:\n"
     "    raise ImportError('libc10.so: cannot open shared object file: No such file or directory')\n"
     "from . import _native\n"
 )
 # The same package done right: it imports torch itself first.
-AFTER_TORCH = LOGS + "import torch\nfrom . import _native\n"
-HANGS = LOGS + "import time\nwhile True:\n    time.sleep(1)\n"
+AFTER_TORCH = IMPORT_LOG + "import torch\nfrom . import _native\n"
+HANGS = IMPORT_LOG + "import time\nwhile True:\n    time.sleep(1)\n"
 RAISES = (
-    LOGS + "raise ImportError('libfoo.so.1: cannot open shared object file: No such file or directory')\n"
+    IMPORT_LOG
+    + "raise ImportError('libfoo.so.1: cannot open shared object file: No such file or directory')\n"
 )
 
 
@@ -71,7 +65,7 @@ def _imports(python: Path, log: Path, timeout: float = 60.0) -> AppImports:
 
 def _processes(log: Path, module: str) -> int:
     path = log / module
-    return len(set(path.read_text().split())) if path.exists() else 0
+    return len({line.split()[0] for line in path.read_text().splitlines() if line}) if path.exists() else 0
 
 
 def _results(run: AppImports) -> dict[str, tuple[str, bool]]:
