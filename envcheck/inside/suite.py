@@ -331,23 +331,6 @@ def run_one(torch, check, config):
     return entry
 
 
-def _run_checks(torch, config, checks, progress, number, total):
-    """Run ``checks`` in order, each result on disk before the next starts; returns the count so far."""
-    for check in checks:
-        number += 1
-        _result["current"] = check.name
-        _result["stage"] = "check " + check.name
-        emit()
-        _progress(progress, "%s\t%s\t%d/%d" % (check.name, check.device, number, total))
-        entry = run_one(torch, check, config)
-        if check.name == "import_torch":
-            entry["duration_s"] = _result["import_s"]
-        _result["results"].append(entry)
-        _result["current"] = None
-        emit()
-    return number
-
-
 def _fork_children(torch, config, before):
     """Right after ``import torch``, before any of torch's operators ran in this process (a child forked
     after OpenMP's threads started hangs in its first parallel region): fork the child that imports the
@@ -470,7 +453,18 @@ def main(argv):
         emit()
         todo = [c for c in checks if c.name not in exclude]
         total += len(todo)
-        number = _run_checks(torch, config, todo, progress, number, total)
+        for check in todo:
+            number += 1
+            _result["current"] = check.name
+            _result["stage"] = "check " + check.name
+            emit()
+            _progress(progress, "%s\t%s\t%d/%d" % (check.name, check.device, number, total))
+            entry = run_one(torch, check, config)
+            if check.name == "import_torch":
+                entry["duration_s"] = _result["import_s"]
+            _result["results"].append(entry)
+            _result["current"] = None
+            emit()
     if child is not None:
         from .together import wait as wait_together
 

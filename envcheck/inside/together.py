@@ -42,7 +42,7 @@ POLL_S = 0.01
 MAX_FILE_BYTES = 64 << 20
 
 
-def cannot_fork(torch):
+def _cannot_fork(torch):
     """Why the suite must not fork here, or None."""
     if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
         return "not Linux"
@@ -67,7 +67,7 @@ def fork(config, before, torch):
     paths = config.get("together")
     if not paths:
         return None
-    why = cannot_fork(torch)
+    why = _cannot_fork(torch)
     if why is not None:
         _emit(paths["end"], {"forked": False, "why": why})
         return None
@@ -83,7 +83,7 @@ def fork(config, before, torch):
         return pid
     code = 1
     try:
-        output_to(paths["stderr"])
+        _output_to(paths["stderr"])
         code = _child(paths, before)
     except BaseException:  # noqa: B036 - the child must never go back into the suite's code
         import traceback
@@ -94,17 +94,17 @@ def fork(config, before, torch):
     sys.exit(code)
 
 
-def output_to(path):
+def _output_to(path):
     """In a forked child: its stdout and stderr go to the file ``path`` (a new file: no link followed),
     and no file it writes grows past ``MAX_FILE_BYTES``."""
-    bound_files()
+    _bound_files()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
 
 
-def bound_files():
+def _bound_files():
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
