@@ -132,7 +132,9 @@ def jit_trace(ctx):
     model = _small_model(torch)
     x = ctx.randn(4, 16)
     with torch.no_grad():
-        traced = torch.jit.trace(model, x)
+        # torch's own check_trace re-traces and compares through torch.testing, which imports
+        # torch.distributed.tensor and sympy (0.6 s): the comparison below is the check's own.
+        traced = torch.jit.trace(model, x, check_trace=False)
         buf = io.BytesIO()
         torch.jit.save(traced, buf)
         buf.seek(0)
@@ -326,10 +328,12 @@ def torch_compile(ctx):
 
 
 # The speed check's sampling: ROUNDS rounds, each giving every measurement SLICE seconds in turn, so a
-# burst of other work on the machine hits all of them alike; about 0.3 s in all with the set-up (the
-# budget in README.md's Speed table: the whole CPU suite within `import torch` + 5 s).
-SPEED_ROUNDS = 4
-SPEED_SLICE = 0.02
+# burst of other work on the machine hits all of them alike; about 0.15 s in all with the set-up (the
+# budget in README.md's Speed table: the whole CPU suite within `import torch` + 5 s). Each slice holds
+# dozens of calls of a millisecond: the best of them is what a golden keeps, and a drop is judged
+# against the golden's own spread (``compare.speed_threshold``).
+SPEED_ROUNDS = 3
+SPEED_SLICE = 0.015
 
 
 def _rates(fn, work, seconds):
