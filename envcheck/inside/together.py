@@ -73,14 +73,28 @@ def fork(config, before, torch):
         return None
     sys.stdout.flush()
     sys.stderr.flush()
+    import gc
     import warnings
 
+    # Every object the parent holds is frozen for the child: its collections, the last ones of its
+    # normal exit included, never walk them, so they never copy the pages they share with the parent.
+    # The child's exit then costs half the CPU (0.35 s less with torch 2.13), and is the same exit:
+    # atexit hooks, threads and destructors run; only cycles among the parent's objects stay uncollected.
+    gc.freeze()
     with warnings.catch_warnings():
         # Python 3.12+ warns of fork() with threads (torch's own, above); -W error would make it raise.
         warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except BaseException:
+            gc.unfreeze()
+            raise
     if pid:
+        gc.unfreeze()  # the parent's collections as before
         return pid
+    # The application's imports run with the collector on, as in the application (the suite's process
+    # has it off); what the parent made stays frozen.
+    gc.enable()
     code = 1
     try:
         _output_to(paths["stderr"])

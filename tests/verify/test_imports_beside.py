@@ -101,6 +101,22 @@ def test_what_the_child_does_is_the_modules_own_and_never_the_suites(
     assert took < timeout + 5, took
 
 
+def test_the_child_imports_with_the_collector_on(venv: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """The suite's process has the cyclic collector off; the child it forks imports the application's
+    modules with it on, as the application does (a module that needs it imports beside the suite)."""
+    python, site, built = venv
+    needs = IMPORT_LOG + "import gc\nif not gc.isenabled():\n    raise ImportError('collector off')\n"
+    install_extension(site, "collector", built, init=needs)
+    try:
+        code, report, stderr = _verify(python, tmp_path / "log")
+    finally:
+        uninstall_extension(site, "collector")
+    assert code == 0, (report["findings"], stderr[-2000:])
+    assert not [f for f in report["findings"] if "collector" in f["subject"]]
+    # Imported once, in the suite's child (torch already there), and never again alone.
+    assert _log(tmp_path / "log", "collector") == [(_log(tmp_path / "log", "aplain")[0][0], True)]
+
+
 def test_a_suite_that_did_not_fork_sends_the_imports_to_a_process_of_their_own(tmp_path: Path) -> None:
     """``forked: false`` (not Linux, CUDA, a Python thread): the imports do not wait for the suite's end."""
     beside = Beside(tmp_path)

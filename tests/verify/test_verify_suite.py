@@ -245,6 +245,22 @@ def test_crash_hang_and_raise_in_custom_checks_hide_nothing() -> None:
     assert status["matmul_fp32"].status == "passed"
 
 
+def test_the_users_checks_run_with_the_collector_on(tmp_path: Path) -> None:
+    """The suite's own process imports torch with the cyclic collector off (a short-lived process);
+    the user's checks get it back, as their programs have it."""
+    checks = tmp_path / "collector_checks.py"
+    checks.write_text(
+        "import gc\n\n"
+        "def check_collector(ctx):\n"
+        "    if not gc.isenabled():\n"
+        "        ctx.fail('the cyclic collector is off')\n",
+        encoding="utf-8",
+    )
+    section = run_suite(sys.executable, timeout=TIMEOUT, checks_file=checks)
+    (mine,) = [r for r in section.results if r.name == "custom/collector"]
+    assert mine.status == "passed", (mine.error, mine.stderr_tail)
+
+
 def test_verify_cli_against_goldens_and_gate(golden: VerifySection, tmp_path: Path) -> None:
     from envcheck.collect.launch import SnapshotOptions
     from envcheck.collect.snapshot import take_snapshot
