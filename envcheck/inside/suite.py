@@ -344,8 +344,8 @@ def _fork_children(torch, config, before):
 
 
 def _collector_back():
-    """Before the user's checks: the cyclic collector on again, as in their own programs, with what
-    ``import torch`` made frozen (never walked again: it lives as long as the process)."""
+    """After ``import torch``, in the groups other than ``main``: the cyclic collector on again, with what
+    the import made frozen (never walked again: it lives as long as the process)."""
     gc.freeze()
     gc.enable()
 
@@ -387,8 +387,9 @@ def main(argv):
     # The cyclic collector is off in this short-lived process: its passes over the half a million objects
     # torch and torch.export's first run create cost a quarter of the suite's time (0.12 s of import
     # torch, 0.45 s of torch.export, torch 2.13) to free some 10,000 of them (a few MB: 342 MB of RSS
-    # either way). The process leaves through os._exit, so nothing waits on a collection; the user's
-    # checks get it back (``_collector_back``).
+    # either way). The process leaves through os._exit, so nothing waits on a collection. The other
+    # groups get it back after import torch (``_collector_back``): the user's checks, as their programs
+    # have it, and torch.compile, whose 15-35 s of graph and SymPy work would otherwise keep every cycle.
     gc.disable()
     # import torch is itself the first check of the main group: a crash here is a result, not a mystery.
     first = group == "main" and "import_torch" not in exclude
@@ -428,7 +429,7 @@ def main(argv):
     child = _children["together"]
     if config.get("threads"):
         torch.set_num_threads(int(config["threads"]))
-    if group == "custom":
+    if group != "main":
         _collector_back()
     # Checks are loaded family by family, each just before it runs: finding the CUDA devices initialises
     # the driver, which can crash or hang; by then every CPU result is already on disk.
