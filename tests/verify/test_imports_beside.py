@@ -117,6 +117,33 @@ def test_the_child_imports_with_the_collector_on(venv: tuple[Path, Path, Path], 
     assert _log(tmp_path / "log", "collector") == [(_log(tmp_path / "log", "aplain")[0][0], True)]
 
 
+def test_the_child_runs_torchs_parallel_operators(venv: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """In the gate the child is forked inside the runtime probe, right after its ``import torch`` and before
+    the probe's small operator: forked after one, it would hang in its first parallel region (OpenMP's
+    threads are not there after a fork), and a module whose import computes with torch would be a timeout
+    beside the suite only."""
+    python, site, built = venv
+    computes = IMPORT_LOG + (
+        "import torch\nx, y = torch.ones(1 << 22), torch.ones(512, 512)\n"
+        "assert float(x.sum()) == float(1 << 22) and float((y @ y)[0, 0]) == 512.0\n"
+    )
+    install_extension(site, "computes", built, init=computes)
+    log = tmp_path / "log"
+    log.mkdir()
+    try:
+        ref = tmp_path / "ref.json"
+        snapshot = ["snapshot", "--python", str(python), "--no-verify", "-o", str(ref), "--quiet"]
+        assert CliRunner().invoke(app, snapshot).exit_code == 0
+        argv = ["gate", str(ref), "--python", str(python), "--timeout", "40", "-f", "json", "--quiet"]
+        result = CliRunner().invoke(app, argv, env={"ENVCHECK_TEST_LOG": str(log)})
+    finally:
+        uninstall_extension(site, "computes")
+    report = json.loads(result.stdout[result.stdout.index("{") :])
+    assert not [f for f in report["findings"] if "computes" in f["subject"]], report["findings"]
+    # Imported once, in the suite's child (torch already there), and never again alone.
+    assert _log(log, "computes") == [(_log(log, "aplain")[0][0], True)]
+
+
 def test_a_suite_that_did_not_fork_sends_the_imports_to_a_process_of_their_own(tmp_path: Path) -> None:
     """``forked: false`` (not Linux, CUDA, a Python thread): the imports do not wait for the suite's end."""
     beside = Beside(tmp_path)
