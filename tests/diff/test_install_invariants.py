@@ -294,7 +294,8 @@ def test_a_data_file_written_into_a_package_is_a_warning_not_a_failure(
 
 def interrupt(python: Path, site: Path, requirement: str, *, top: str, files: int) -> None:
     """A real ``pip install --force-reinstall`` of ``requirement``, killed (SIGKILL: no rollback) once
-    pip has stashed the old tree and written ``files`` files of the new one under ``top``."""
+    pip has stashed the old tree (``top`` renamed to its ``~`` stash) and written ``files`` files of the new
+    one under ``top``. Any stash is not enough: the old ``top`` would still count its files."""
     argv = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps"]
     argv += ["--force-reinstall", requirement]
     proc = subprocess.Popen(
@@ -303,7 +304,7 @@ def interrupt(python: Path, site: Path, requirement: str, *, top: str, files: in
     deadline = time.monotonic() + 300
     try:
         while proc.poll() is None and time.monotonic() < deadline:
-            stashed = any(p.name.startswith("~") for p in site.iterdir())
+            stashed = (site / ("~" + top[1:])).is_dir()
             if stashed and _python_files(site / top) >= files:
                 os.killpg(proc.pid, signal.SIGKILL)
                 break
@@ -338,7 +339,8 @@ def test_an_interrupted_torch_upgrade_is_named_and_never_read_as_tampering(
     assert "ENV-NATIVE-TAMPERED" not in rules  # the partial tree is another build, not a tampered one
     # The failed import and the partial tree fold under it.
     folded = {f["rule"] for f in under(report, first)}
-    assert {"ENV-FILE-ORPHAN", "ENV-PROBE-FAILED"} <= folded or {"ENV-FILE-ORPHAN"} <= folded
+    found = sorted(p.name for p in site.iterdir()), [(key(f), f["caused_by"]) for f in report["findings"]]
+    assert {"ENV-FILE-ORPHAN", "ENV-PROBE-FAILED"} <= folded or {"ENV-FILE-ORPHAN"} <= folded, found
     assert any(f["rule"] == "ENV-INSTALL-INTERRUPTED" for f in doctor(python)["findings"])
 
     # The remedy's removal, then the reinstall from this machine's wheel store (its labelled build needs
