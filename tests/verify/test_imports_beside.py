@@ -64,6 +64,12 @@ def _log(log: Path, module: str) -> list[tuple[int, bool]]:
     return [(int(pid), torch == "True") for pid, torch in (row.split() for row in rows if row)]
 
 
+def _only_in_the_child(log: Path, module: str) -> bool:
+    """``module`` was imported once, in the process that imported the plain ones (the suite's child, torch
+    already there), and never again alone."""
+    return _log(log, module) == [(_log(log, "aplain")[0][0], True)]
+
+
 def test_a_healthy_venv_imports_them_beside_the_suite_with_its_torch(
     venv: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -113,8 +119,7 @@ def test_the_child_imports_with_the_collector_on(venv: tuple[Path, Path, Path], 
         uninstall_extension(site, "collector")
     assert code == 0, (report["findings"], stderr[-2000:])
     assert not [f for f in report["findings"] if "collector" in f["subject"]]
-    # Imported once, in the suite's child (torch already there), and never again alone.
-    assert _log(tmp_path / "log", "collector") == [(_log(tmp_path / "log", "aplain")[0][0], True)]
+    assert _only_in_the_child(tmp_path / "log", "collector"), _log(tmp_path / "log", "collector")
 
 
 def test_the_child_runs_torchs_parallel_operators(venv: tuple[Path, Path, Path], tmp_path: Path) -> None:
@@ -140,8 +145,7 @@ def test_the_child_runs_torchs_parallel_operators(venv: tuple[Path, Path, Path],
         uninstall_extension(site, "computes")
     report = json.loads(result.stdout[result.stdout.index("{") :])
     assert not [f for f in report["findings"] if "computes" in f["subject"]], report["findings"]
-    # Imported once, in the suite's child (torch already there), and never again alone.
-    assert _log(log, "computes") == [(_log(log, "aplain")[0][0], True)]
+    assert _only_in_the_child(log, "computes"), _log(log, "computes")
 
 
 def test_a_suite_that_did_not_fork_sends_the_imports_to_a_process_of_their_own(tmp_path: Path) -> None:
