@@ -26,6 +26,7 @@ import math
 import os
 import subprocess
 import sys
+import sysconfig
 import textwrap
 import time
 from collections.abc import Callable
@@ -129,6 +130,32 @@ def test_uv_exiting_0_without_a_lock_is_one_line(
     assert result.exit_code == 2, result.output
     line = _one_error_line(result.stderr)
     assert "uv's lock is missing" in line and "exited 0" in line
+
+
+@pytest.mark.skipif(
+    hasattr(sysconfig, "_CONFIG_VARS_LOCK"),
+    reason="sysconfig fills its variables under a lock from Python 3.12: no race to reproduce",
+)
+def test_targets_resolved_in_parallel_before_anything_read_sysconfig(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # CI failed so: `predict --platform A --platform B` in a process that had not read sysconfig yet. Both
+    # resolving threads asked uv's find_uv_bin for the binary, whose "uv" + get_config_var("EXE") read the
+    # dictionary the other thread had published but not filled: "internal error: TypeError". The slow fill
+    # holds that window open, as a busy machine does by chance; the real uv then finds no index.
+    fill = sysconfig._init_posix  # type: ignore[attr-defined]
+
+    def slow_fill(variables: dict[str, Any]) -> None:
+        time.sleep(0.3)
+        fill(variables)
+
+    monkeypatch.setattr(sysconfig, "_CONFIG_VARS", None)
+    monkeypatch.setattr(sysconfig, "_init_posix", slow_fill)
+    argv = ["predict", str(CPU), "--platform", "win_amd64", "--platform", "manylinux_2_28_x86_64"]
+    argv += ["--python-version", "3.11", "--resolver", "uv", "--index-url", "http://127.0.0.1:9/simple"]
+    result = CliRunner().invoke(app, argv, env=_offline_env(tmp_path))
+    assert result.exit_code == 2, result.output
+    assert "cannot be reached" in _one_error_line(result.stderr)
 
 
 # --- 2. a FIFO or a link to /dev/zero where a tool's answer should be ---------------------------------------

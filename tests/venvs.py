@@ -53,6 +53,20 @@ def make_venv(root: Path) -> Path:
     return root / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
+def venv_with_pip(root: Path) -> Path:
+    """A real, empty venv whose only distribution is the test environment's pip (hard-linked): its own
+    ``python -m pip`` installs from pip's configured sources, as a remedy's command does, and it is the pip
+    the test environment's pip-tools requires (pip-sync refuses a target whose pip is older than that; the
+    pip that ``venv`` bundles can be)."""
+    python = make_venv(root)
+    site = venv_site(python)
+    for entry in site_packages().iterdir():
+        if entry.name == "pip" or (entry.name.startswith("pip-") and entry.name.endswith(".dist-info")):
+            shutil.copytree(entry, site / entry.name, copy_function=_link_or_copy)
+    write_scripts(python, site)  # pip's own console scripts, as its installer wrote them
+    return python
+
+
 def venv_site(python: Path) -> Path:
     out = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],

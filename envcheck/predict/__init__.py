@@ -59,8 +59,12 @@ def predict(
 
     Raises ``UsageError`` for an unreachable index, a pip failure, or a download that does not verify.
     """
+    import sysconfig
     from concurrent.futures import ThreadPoolExecutor
 
+    # Before any thread: up to Python 3.11 the first get_config_vars() publishes its dictionary empty and
+    # fills it after, so a second thread (uv's find_uv_bin, packaging's tags) can read it half filled.
+    sysconfig.get_config_vars()
     cache = cache or WheelCache()
     say = progress or (lambda _step: None)
     say(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 
 def main(argv: list[str]) -> int:
@@ -24,8 +25,9 @@ def main(argv: list[str]) -> int:
 
     running = markers.default_environment
 
-    def target_environment() -> dict[str, str]:
-        environment = dict(running())
+    # Any: pip's vendored packaging gives a dict[str, str] before pip 26, its Environment TypedDict since.
+    def target_environment() -> Any:
+        environment: dict[str, Any] = dict(running())
         environment.update(overrides)
         return environment
 

@@ -79,13 +79,17 @@ def pip_configuration() -> dict[str, list[str]]:
 
         config = Configuration(isolated=False)
         config.load()
-        values = dict(config.items())
     except Exception:  # pip's internals: any failure means "no configuration"
         return {}
     out: dict[str, list[str]] = {}
     for key in ("index-url", "extra-index-url", "find-links", "constraint"):
         for section in (":env:", "install", "global"):
-            raw = values.get(f"{section}.{key}")
+            # get_value, not items(): pip 26 changed what items() yields (a dictionary per file) but not
+            # get_value, which merges the files in pip's order of precedence in every release.
+            try:
+                raw = config.get_value(f"{section}.{key}")
+            except Exception:  # ConfigurationError: no such key
+                continue
             if isinstance(raw, str) and raw.strip():
                 out[key] = raw.split()
                 break

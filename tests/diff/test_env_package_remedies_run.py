@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import needs_torch
 from remedyrun import BASH, applied, roots, run_actions, run_script, variables
-from venvs import _link_or_copy, clone_site_packages, make_venv, site_packages, venv_site, write_scripts
+from venvs import _link_or_copy, clone_site_packages, make_venv, site_packages, venv_site, venv_with_pip
 from wheels import wheel
 
 from envcheck import api
@@ -40,18 +40,6 @@ NUMPY1 = "numpy==1.26.4"
 
 
 # ------------------------------------------------------------------------------------------- helpers
-
-
-def venv_with_pip(root: Path) -> Path:
-    """A real, empty venv whose only distribution is the test environment's pip (hard-linked): its own
-    ``python -m pip`` installs from the registry, as a remedy's command does."""
-    python = make_venv(root)
-    site = venv_site(python)
-    for entry in site_packages().iterdir():
-        if entry.name == "pip" or (entry.name.startswith("pip-") and entry.name.endswith(".dist-info")):
-            shutil.copytree(entry, site / entry.name, copy_function=_link_or_copy)
-    write_scripts(python, site)  # pip's own console scripts, as its installer wrote them
-    return python
 
 
 def pip(python: Path | str, *args: str, env: Mapping[str, str] | None = None) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from venvs import HAS_TORCH, installed_torch
+from venvs import HAS_TORCH, installed_torch, venv_with_pip
 
 SMALL = ("six", "tabulate")
 TIMEOUT = 600
@@ -40,11 +40,6 @@ def envcheck(*args: str | Path, env: dict[str, str] | None = None) -> subprocess
         env={**os.environ, **(env or {})},
         check=False,
     )
-
-
-def venv_with_pip(root: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True, timeout=TIMEOUT)
-    return root / "bin" / "python"
 
 
 def pip(python: Path, *args: str) -> None:

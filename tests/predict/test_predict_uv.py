@@ -8,6 +8,7 @@ without uv.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from envcheck.manifest.query import canon
 from envcheck.predict import IndexOptions, parse_target, predict
 from envcheck.predict import resolve as resolve_module
 from envcheck.predict.resolve import _as_pip_log, _failing_name, _last_error, resolve
-from envcheck.predict.uv import best_wheel, uv_binary, uv_platform
+from envcheck.predict.uv import best_wheel, pip_configuration, uv_argv, uv_binary, uv_platform
 
 from .conftest import CPU, CUDA
 
@@ -104,6 +105,49 @@ def test_uvs_explanation_names_the_failing_pin_as_pips_would(text: str, failing:
     constrained = {"filelock": ("filelock", "3.0.0")}
     assert _failing_name(log, pinned, constrained) == failing
     assert "Because" in _last_error(log)
+
+
+def test_uv_is_given_the_indexes_and_wheel_folders_pip_is_configured_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # uv reads no pip configuration (envcheck runs it with --no-config), so envcheck passes pip's on, read
+    # with the running pip's own reader. pip 26 changed that reader's items(); the prediction then lost a
+    # configured --find-links folder and resolved another build of torch than pip does. Each value here is
+    # in two places, to check pip's precedence too: a variable over the files, [install] over [global].
+    for name in [n for n in os.environ if n.startswith("PIP_")]:
+        monkeypatch.delenv(name)
+    for name in ("HOME", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS"):  # no file of this machine's is read
+        monkeypatch.setenv(name, str(tmp_path))
+    config = tmp_path / "pip.conf"
+    config.write_text(
+        "[global]\nfind-links = /wheels/global\nextra-index-url = file:///x file:///y\n"
+        "index-url = file:///files\n[install]\nfind-links = /wheels/install\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(config))
+    monkeypatch.setenv("PIP_INDEX_URL", "file:///variable")
+    assert pip_configuration() == {
+        "index-url": ["file:///variable"],
+        "extra-index-url": ["file:///x", "file:///y"],
+        "find-links": ["/wheels/install"],
+    }
+    argv = uv_argv(
+        "uv",
+        parse_target("win_amd64", "3.11"),
+        "x86_64-pc-windows-msvc",
+        index_url=None,
+        extra_index_urls=(),
+        find_links=("/wheels/given",),
+        pins=tmp_path / "pins.txt",
+        constraints=tmp_path / "constraints.txt",
+        lock=tmp_path / "pylock.toml",
+    )
+    assert "--default-index=file:///variable" in argv
+    assert {"--index=file:///x", "--index=file:///y"} <= set(argv)
+    assert [a for a in argv if a.startswith("--find-links")] == [
+        "--find-links=/wheels/install",
+        "--find-links=/wheels/given",
+    ]
 
 
 def test_resolver_must_be_pip_uv_or_auto() -> None:
