@@ -275,6 +275,8 @@ def _one_folder(folder, dists, walk, out, records_elsewhere):
     except OSError:
         return
     owners = {}  # relative path -> [(metadata dir, hash field)]
+    listed = {}  # top-level folder -> [(path, claims)] of the RECORD entries under it
+    contested = []  # the paths a second RECORD lists too
     tops = set()
     top_owners = {}  # top-level folder -> ["name==version"] of the distributions whose RECORD lists it
     unknown_tops = set()  # claimed by a distribution without a RECORD: its files cannot be judged
@@ -289,15 +291,20 @@ def _one_folder(folder, dists, walk, out, records_elsewhere):
             continue
         heads = set()
         label = "%s==%s" % (dist.get("name"), dist.get("version"))
+        # One pass over the rows (a torch venv has ~30,000): owners, the entries under each top-level folder
+        # and the paths listed twice, all at once.
         for path, digest in rows.items():
-            claims = owners.get(path)
-            if claims is None:
-                owners[path] = [(mdir, digest)]
-            else:
-                claims.append((mdir, digest))
             head, slash, _ = path.partition("/")
             if slash:
                 heads.add(head)
+            claims = owners.get(path)
+            if claims is None:
+                claims = owners[path] = [(mdir, digest)]
+                if slash:
+                    listed.setdefault(head, []).append((path, claims))
+            else:
+                claims.append((mdir, digest))
+                contested.append(path)
         for top in map(_top, heads):
             if top is not None:
                 tops.add(top)
@@ -335,8 +342,9 @@ def _one_folder(folder, dists, walk, out, records_elsewhere):
             stash_tops.setdefault(live, project)
     # Files two RECORDs list with different content.
     shared = {}
-    for path, claims in owners.items():
-        if len(claims) < 2 or _skipped(path):
+    for path in dict.fromkeys(contested):
+        claims = owners[path]
+        if _skipped(path):
             continue
         dirs = sorted({mdir for mdir, _ in claims})
         if len(dirs) < 2 or len({digest for _, digest in claims}) < 2:
@@ -349,11 +357,6 @@ def _one_folder(folder, dists, walk, out, records_elsewhere):
     # whose every distribution has a RECORD (one pip or uv manages), a package folder no RECORD names at all:
     # a package copied in without its metadata, its dist-info deleted, an install killed before its
     # dist-info was written.
-    listed = {}  # top-level folder -> [(path, claims)] of the RECORD entries under it
-    for path, claims in owners.items():
-        head, slash, _ = path.partition("/")
-        if slash:
-            listed.setdefault(head, []).append((path, claims))
     walked_tops = (tops | set(stash_tops)) - unknown_tops
     if not recordless:
         walked_tops |= {n for n in _package_folders(folder, names) if n not in tops and n not in stash_tops}
