@@ -40,19 +40,16 @@ def snapshot(
 
     ``replaces``: the file the manifest will be written to; a manifest there recorded for another
     environment (another interpreter, host, or label when ``options.label`` is set), or a file that is not
-    a manifest, is refused with ``UsageError``, before any work when the interpreter or host already tell
-    (``_refuse_early``). Replacing this environment's own manifest keeps its label when none is given and
-    ``tell`` says so, and what the new one lacks (goldens). ``progress`` is told each step.
+    a manifest, is refused with ``UsageError``, before the target's results are waited for when the
+    interpreter or host already tell (``_refuse_early``; the probes started are ended). Replacing this
+    environment's own manifest keeps its label when none is given and ``tell`` says so, and what the new
+    one lacks (goldens). ``progress`` is told each step.
     Raises ``ProbeError`` when the interpreter cannot run, ``UsageError`` for a bad module name or a checks
     file that does not compile."""
     options = options or SnapshotOptions()
     if not options.probe and options.verify:
         # The smoke suite imports torch: no probe promises that nothing in the target does.
         options = dataclasses.replace(options, verify=False)
-    existing = existing_manifest(str(replaces)) if replaces is not None else None
-    if existing is not None:
-        # Before any work: the interpreter and host it will record are known now.
-        _refuse_early(str(replaces), existing, options)
     modules: list[str] = []
     if imports:
         modules = app_modules(("--import", imports))  # a bad name fails now, before the target starts
@@ -62,6 +59,16 @@ def snapshot(
 
         compile_checks_file(checks)  # a file that does not compile is refused before the target starts
     probes = start_probes(options)  # first: the target starts while the rest of envcheck imports
+    try:
+        # The manifest at the output is read while the target starts (its reader and a large manifest: 0.05
+        # s). One of another environment is refused now, where the interpreter and host already tell, and
+        # the probes are ended unread.
+        existing = existing_manifest(str(replaces)) if replaces is not None else None
+        if existing is not None:
+            _refuse_early(str(replaces), existing, options)
+    except BaseException:
+        probes.kill()
+        raise
     # Lazy: the snapshot's machinery loads while the target starts.
     from envcheck.collect.snapshot import record
 
@@ -143,10 +150,10 @@ def _refuse_another(output: str, existing: Manifest, new: Manifest, *, label_giv
 
 
 def _refuse_early(output: str, existing: Manifest, options: SnapshotOptions) -> None:
-    """``_refuse_another`` before the target starts, where it can already tell: another host, another
-    label (``--label``), or an interpreter that is not the recorded one (neither the same path nor the same
-    file). What it cannot tell yet (two venvs whose interpreters link to one binary) waits for the
-    snapshot."""
+    """``_refuse_another`` before the target's results are waited for, where it can already tell: another
+    host, another label (``--label``), or an interpreter that is not the recorded one (neither the same path
+    nor the same file). What it cannot tell yet (two venvs whose interpreters link to one binary) waits for
+    the snapshot."""
     import platform
 
     differs = []

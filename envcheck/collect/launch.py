@@ -53,6 +53,12 @@ class Probes:
     facts: Started
     runtime: Started | None
 
+    def kill(self) -> None:
+        """End both now, unread (a snapshot refused once they had started)."""
+        self.facts.kill()
+        if self.runtime is not None:
+            self.runtime.kill()
+
 
 def start_probes(options: SnapshotOptions, runtime: Started | None = None) -> Probes:
     """Start both probes now, under one deadline ``options.timeout`` seconds away (``--timeout`` is a hard

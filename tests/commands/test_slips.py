@@ -8,14 +8,20 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from clirun import run
 
+from envcheck import api
+from envcheck.collect.launch import Probes, start_probes
+from envcheck.core.errors import UsageError
 from envcheck.diff import engine
 from envcheck.manifest import load
 from envcheck.manifest.io import dumps
+from envcheck.process.runner import RunningTarget
 
 pytestmark = pytest.mark.slow
 
@@ -106,6 +112,33 @@ def test_snapshot_keeps_another_environments_manifest_unless_forced(tmp_path: Pa
     code, err = _snapshot(out, "--force")
     assert code == 0, err
     assert load(out).python.executable == sys.executable
+
+
+def test_a_refused_replacement_ends_the_probes_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The manifest at the output is read while the target starts (its reader is the slow part of a static
+    # snapshot's start); refused there, the probes are ended at once, their folders removed, in the API's
+    # long-lived process as in the CLI's.
+    out = tmp_path / "envcheck.lock.json"
+    shutil.copy(DEV, out)  # another interpreter's, on another host
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    started: list[Probes] = []
+
+    def start(*args: Any, **kwargs: Any) -> Probes:
+        started.append(start_probes(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr("envcheck.api._snapshot.start_probes", start)
+    with pytest.raises(UsageError, match="holds the manifest of another environment"):
+        api.snapshot(api.SnapshotOptions(probe=False), replaces=out)
+    (probes,) = started
+    assert isinstance(probes.facts, RunningTarget) and probes.runtime is None
+    assert probes.facts._proc.poll() is not None  # ended, not left to its deadline
+    assert list(temp.iterdir()) == []
+    assert out.read_bytes() == DEV.read_bytes()
 
 
 def test_snapshot_replaces_the_same_environments_manifest(tmp_path: Path) -> None:
