@@ -201,17 +201,18 @@ def install_facts(packages):
     return out
 
 
-def _missing(top, listed, seen, out):
-    """The files under ``top`` that a RECORD lists and the walk did not find, grouped by distribution.
+def _missing(candidates, seen, claims_of, out):
+    """The files of ``candidates`` (RECORD entries under one top-level folder that the walk did not find) that
+    count as missing, grouped by distribution (``claims_of(path)``: the metadata folders listing it).
     Byte-code (the interpreter rewrites it) and native files (``ENV-NATIVE-FILE-MISSING``'s, with their
     hashes) are left out."""
     by_owner = {}
-    for path, claims in listed:
-        if path in seen or _skipped(path) or _compiled(path):
+    for path in candidates:
+        if _skipped(path) or _compiled(path):
             continue
         if path.endswith(".py") and path + "c" in seen:
             continue  # compiled in place (`compileall -b`) and the source dropped: the module still imports
-        for mdir, _ in claims:
+        for mdir in claims_of(path):
             by_owner.setdefault(mdir, []).append(path)
     for mdir, paths in sorted(by_owner.items()):
         paths.sort(key=lambda rel: (not rel.endswith(".py") or _test_file(rel), rel))
@@ -262,21 +263,23 @@ def editable_sources(packages, is_dir=os.path.isdir):
 
 
 def _one_folder(folder, dists, walk, out, records_elsewhere):
+    # The RECORDs of a torch venv list ~30,000 paths, and its package folders hold as many files: what is
+    # done per path is set and dict operations, not statements (they were a third of the probe's time).
     def where(relative):
         """``dist-info NAME`` of a distribution in an earlier folder whose RECORD lists ``relative``."""
         for earlier in records_elsewhere:
-            claims = earlier.get(relative)
-            if claims:
-                return "dist-info " + claims[0][0]
+            for mdir, rows in earlier:
+                if relative in rows:
+                    return "dist-info " + mdir
         return None
 
     try:
         names = sorted(os.listdir(folder))
     except OSError:
         return
-    owners = {}  # relative path -> [(metadata dir, hash field)]
-    listed = {}  # top-level folder -> [(path, claims)] of the RECORD entries under it
-    contested = []  # the paths a second RECORD lists too
+    records = []  # [(metadata dir, {relative path: hash field})] of the distributions here with a RECORD
+    listed = set()  # every path they list
+    contested = set()  # the paths two of them list
     tops = set()
     top_owners = {}  # top-level folder -> ["name==version"] of the distributions whose RECORD lists it
     unknown_tops = set()  # claimed by a distribution without a RECORD: its files cannot be judged
@@ -289,26 +292,18 @@ def _one_folder(folder, dists, walk, out, records_elsewhere):
             text = _read(os.path.join(mdir, "top_level.txt"), 1 << 16) if mdir else None
             unknown_tops.update(line.strip() for line in (text or "").splitlines() if line.strip())
             continue
-        heads = set()
+        records.append((mdir, rows))
+        contested.update(listed.intersection(rows))
+        listed.update(rows)
         label = "%s==%s" % (dist.get("name"), dist.get("version"))
-        # One pass over the rows (a torch venv has ~30,000): owners, the entries under each top-level folder
-        # and the paths listed twice, all at once.
-        for path, digest in rows.items():
-            head, slash, _ = path.partition("/")
-            if slash:
-                heads.add(head)
-            claims = owners.get(path)
-            if claims is None:
-                claims = owners[path] = [(mdir, digest)]
-                if slash:
-                    listed.setdefault(head, []).append((path, claims))
-            else:
-                claims.append((mdir, digest))
-                contested.append(path)
-        for top in map(_top, heads):
+        for top in map(_top, {path.partition("/")[0] for path in rows if "/" in path}):
             if top is not None:
                 tops.add(top)
                 top_owners.setdefault(top, []).append(label)
+
+    def claims_of(path):
+        return [(mdir, rows[path]) for mdir, rows in records if path in rows]
+
     # pip's stashes: never live, named as an interrupted install. Metadata stashes first: their RECORDs
     # say which project a stashed package folder (``~orchgen``: torchgen) belongs to.
     stash_tops = {}  # top-level folder -> project whose stash (dist-info or package) stands for it
@@ -342,10 +337,10 @@ def _one_folder(folder, dists, walk, out, records_elsewhere):
             stash_tops.setdefault(live, project)
     # Files two RECORDs list with different content.
     shared = {}
-    for path in dict.fromkeys(contested):
-        claims = owners[path]
+    for path in contested:
         if _skipped(path):
             continue
+        claims = claims_of(path)
         dirs = sorted({mdir for mdir, _ in claims})
         if len(dirs) < 2 or len({digest for _, digest in claims}) < 2:
             continue  # one distribution twice, or the same bytes (a shared namespace __init__.py)
@@ -360,18 +355,21 @@ def _one_folder(folder, dists, walk, out, records_elsewhere):
     walked_tops = (tops | set(stash_tops)) - unknown_tops
     if not recordless:
         walked_tops |= {n for n in _package_folders(folder, names) if n not in tops and n not in stash_tops}
+    checked = []  # the top-level folders whose RECORD entries are checked for missing files, in order
+    seen_here = set()  # every file the walk found under them
     for top in sorted(walked_tops):
         root = os.path.join(folder, top)
         if os.path.islink(root):
             continue
         if not os.path.isdir(root):
             if top in tops and not os.path.lexists(root):
-                _missing(top, listed.get(top, ()), set(), out)  # the whole folder is gone
+                checked.append(top)  # the whole folder is gone
             continue
         seen = set(walk.files(root, top))
-        orphans = [rel for rel in seen if rel not in owners and not _skipped(rel)]
+        seen_here |= seen
         if not walk.truncated and top in tops:
-            _missing(top, listed.get(top, ()), seen, out)
+            checked.append(top)
+        orphans = [rel for rel in seen.difference(listed) if not _skipped(rel)]
         if orphans:
             # Compiled code first: an extension module or a library left behind is what loads by mistake.
             orphans.sort(key=lambda rel: (not _compiled(rel), not rel.endswith(".py"), rel))
@@ -393,4 +391,12 @@ def _one_folder(folder, dists, walk, out, records_elsewhere):
             )
         if walk.truncated:
             break
-    records_elsewhere.append(owners)
+    # RECORD entries the walk did not find (none, in a healthy folder), under the folders checked.
+    gone = {}
+    for path in listed.difference(seen_here):
+        head, slash, _ = path.partition("/")
+        if slash:
+            gone.setdefault(head, []).append(path)
+    for top in checked:
+        _missing(gone.get(top, ()), seen_here, lambda path: [mdir for mdir, _ in claims_of(path)], out)
+    records_elsewhere.append(records)
