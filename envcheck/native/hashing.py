@@ -241,19 +241,42 @@ def _private(st: os.stat_result) -> bool:
     return st.st_uid == geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
+def _entry(path: str, value: object) -> tuple[str, str, int] | None:
+    """A cache entry as read (``[stamp, digest, hashed_at]``) or as put, if well formed; else None. An entry
+    without its hashing time cannot be judged racy or not."""
+    if isinstance(value, tuple):
+        return value  # put by this run
+    if (
+        isinstance(value, list)
+        and len(value) == 3
+        and isinstance(value[0], str)
+        and isinstance(value[1], str)
+        and type(value[2]) is int
+        and _STAMP.fullmatch(value[0])
+        and _DIGEST.fullmatch(value[1])
+        and os.path.isabs(path)
+        and "\0" not in path
+    ):
+        return (value[0], value[1], value[2])
+    return None
+
+
 class HashCache:
     """The digests of earlier runs (see the module's docstring); ``folder`` None: no cache."""
 
     def __init__(self, folder: Path | None) -> None:
         self.folder = folder
-        self._entries: dict[str, tuple[str, str, int]] = self._load() if folder is not None else {}
+        # As read: each entry is checked when it is used (``_entry``), not all at load. The cache holds every
+        # environment's files (16,000 entries after a day of tests here: 45 ms to check them all), a run uses
+        # its own environment's.
+        self._entries: dict[str, object] = self._load() if folder is not None else {}
         self._used: set[str] = set()
         self._dirty = False
 
     def get(self, path: str, key: str | None) -> str | None:
         """The digest stored for ``path`` in the state ``key``; None unless the entry is for that state and
         was not racily clean when hashed (the file's times older than its ``hashed_at`` by ``RACY_NS``)."""
-        entry = self._entries.get(path)
+        entry = _entry(path, self._entries.get(path))
         if key is None or entry is None or entry[0] != key or _racy(*_stamp_times(key), entry[2]):
             return None
         self._used.add(path)
@@ -265,12 +288,12 @@ class HashCache:
         if _racy(*_stamp_times(key), hashed_at_ns):
             return
         self._used.add(path)
-        old = self._entries.get(path)
+        old = _entry(path, self._entries.get(path))
         if old is None or old[:2] != (key, digest):
             self._entries[path] = (key, digest, hashed_at_ns)
             self._dirty = True
 
-    def _load(self) -> dict[str, tuple[str, str, int]]:
+    def _load(self) -> dict[str, object]:
         assert self.folder is not None
         try:
             fd = os.open(self.folder / CACHE_NAME, _READ)
@@ -294,32 +317,17 @@ class HashCache:
         if not isinstance(data, dict) or data.get("format") != _FORMAT:
             return {}
         entries = data.get("entries")
-        if not isinstance(entries, dict):
-            return {}
-        out: dict[str, tuple[str, str, int]] = {}
-        for path, value in entries.items():
-            # [stamp, digest, hashed_at]; an entry without its hashing time cannot be judged racy or not.
-            if (
-                isinstance(value, list)
-                and len(value) == 3
-                and isinstance(value[0], str)
-                and isinstance(value[1], str)
-                and type(value[2]) is int
-                and _STAMP.fullmatch(value[0])
-                and _DIGEST.fullmatch(value[1])
-                and os.path.isabs(path)
-                and "\0" not in path
-            ):
-                out[path] = (value[0], value[1], value[2])
-        return out
+        return entries if isinstance(entries, dict) else {}
 
     def save(self) -> None:
         """Write the cache back when this run learnt something. Never raises."""
         if not self._dirty or self.folder is None:
             return
         # Least recently used first, so the cap drops them; entries of files gone since are dropped.
-        old = [(p, e) for p, e in self._entries.items() if p not in self._used and os.path.lexists(p)]
-        new = [(p, e) for p, e in self._entries.items() if p in self._used]
+        entries = ((p, _entry(p, e)) for p, e in self._entries.items())
+        valid = [(p, e) for p, e in entries if e is not None]
+        old = [(p, e) for p, e in valid if p not in self._used and os.path.lexists(p)]
+        new = [(p, e) for p, e in valid if p in self._used]
         kept = (old + new)[-MAX_CACHE_ENTRIES:]
         while True:
             text = json.dumps({"format": _FORMAT, "entries": {p: list(e) for p, e in kept}})

@@ -427,6 +427,22 @@ def _plant_garbage(folder: Path, manifest: Manifest) -> Path:
     return path
 
 
+MALFORMED = ("relative/lib.so", "/nul\0lib.so", "/bad/stamp.so", "/bad/digest.so", "/bad/time.so", "/kind.so")
+
+
+def _plant_malformed(folder: Path, manifest: Manifest) -> Path:
+    """The lie without its hashing time, beside entries of every other wrong shape: each is judged when it
+    is used (the cache checks no entry at load), none is believed, none is written back."""
+    [(gomp, (stamp, digest))] = _lie(manifest).items()
+    shapes: list[object] = [[stamp, digest, 1], [stamp, digest, 1], ["0:0", digest, 1], [stamp, "md5:00", 1]]
+    shapes += [[stamp, digest, True], {"stamp": stamp}]
+    entries = {gomp: [stamp, digest], **dict(zip(MALFORMED, shapes, strict=True))}
+    path = folder / CACHE_NAME
+    path.write_text(json.dumps({"format": "envcheck-file-hashes/2", "entries": entries}))
+    path.chmod(0o600)
+    return path
+
+
 def _plant_old_format(folder: Path, manifest: Manifest) -> Path:
     """The format before this one (a bare mapping): ignored and rebuilt."""
     path = folder / CACHE_NAME
@@ -445,6 +461,7 @@ def _plant_old_format(folder: Path, manifest: Manifest) -> Path:
         _plant_huge,
         _plant_garbage,
         _plant_old_format,
+        _plant_malformed,
     ],
 )
 def test_a_hostile_cache_is_never_believed(
@@ -462,6 +479,7 @@ def test_a_hostile_cache_is_never_believed(
     if plant is _plant_symlink:
         assert json.loads(planted.read_text()) == json.loads(_entry_file(_lie(flipped_gomp)))
     assert planted_text is None or written.read_bytes() != planted_text
+    assert not set(MALFORMED) & set(json.loads(written.read_text())["entries"])
 
 
 def test_a_cache_that_cannot_be_written_is_no_cache(
