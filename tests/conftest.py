@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import functools
 import inspect
@@ -9,7 +10,9 @@ import json
 import os
 import re
 import resource
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -41,6 +44,13 @@ _RECORD = os.environ.pop(RECORD_RUN, None)
 if os.environ.get("PYTEST_XDIST_WORKER"):
     for _name in ("COLUMNS", "LINES"):
         os.environ.pop(_name, None)
+# envcheck's file-hash cache: the run's own, never the user's (pytest-xdist's workers inherit the
+# controller's). The tests' venvs leave thousands of entries for native files at paths gone after the run,
+# which a user's later runs would read until one wrote the cache again (16,000 after a day of tests here).
+if "ENVCHECK_CACHE_DIR" not in os.environ:
+    _HASH_CACHE = tempfile.mkdtemp(prefix="envcheck-test-hash-cache-")
+    os.environ["ENVCHECK_CACHE_DIR"] = _HASH_CACHE
+    atexit.register(shutil.rmtree, _HASH_CACHE, ignore_errors=True)
 _STARTED = time.monotonic()
 # pytest caches each test module's rewritten assertions, and Python each module's byte-code, unless
 # PYTHONDONTWRITEBYTECODE is set (as on machines that keep images small): then every run compiles the
