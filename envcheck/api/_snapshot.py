@@ -135,8 +135,13 @@ def _refuse_another(output: str, existing: Manifest, new: Manifest, *, label_giv
     old_host = existing.platform.hostname if existing.platform is not None else None
     new_host = new.platform.hostname if new.platform is not None else None
     differs = []
-    if not same_path(existing.python.executable, new.python.executable):
-        differs.append(f"interpreter {existing.python.executable} (this one: {new.python.executable})")
+    old_python, new_python = existing.python, new.python
+    # One environment, one prefix: `python` and `python3` of one venv are the same environment; two venvs
+    # whose interpreters link to one binary are not.
+    if not same_path(old_python.executable, new_python.executable) and not same_path(
+        old_python.prefix, new_python.prefix
+    ):
+        differs.append(f"interpreter {old_python.executable} (this one: {new_python.executable})")
     if old_host and new_host and old_host != new_host:
         differs.append(f"host {old_host} (this one: {new_host})")
     if label_given and existing.meta.label != new.meta.label:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from clirun import run
+from venvs import make_venv
 
 from envcheck import api
 from envcheck.collect.launch import Probes, start_probes
@@ -150,6 +151,23 @@ def test_snapshot_replaces_the_same_environments_manifest(tmp_path: Path) -> Non
     code, err = _snapshot(out, "--label", "prod")  # another label given: another environment
     assert code == 2
     assert "label 'dev' (this one: 'prod')" in err
+
+
+def test_another_name_of_the_same_environments_interpreter_is_the_same_environment(tmp_path: Path) -> None:
+    # `python -m envcheck` runs bin/python, the console script bin/python3: one venv, one environment.
+    # Another venv whose interpreter links to the same binary is another environment all the same.
+    first = make_venv(tmp_path / "venv")
+    second = first.with_name("python3")
+    assert second.exists() and second.samefile(first)
+    out = tmp_path / "envcheck.lock.json"
+    assert _snapshot(out, "--python", str(first), "--label", "app") == (0, "")
+    kept = "kept the label 'app' of the manifest this one replaces\n"
+    assert _snapshot(out, "--python", str(second)) == (0, kept)
+    assert load(out).python.executable == str(second)
+    other = make_venv(tmp_path / "other")
+    assert other.samefile(first)
+    code, err = _snapshot(out, "--python", str(other))
+    assert code == 2 and "holds the manifest of another environment: interpreter" in err
 
 
 def test_snapshot_keeps_a_file_that_is_not_a_manifest(tmp_path: Path) -> None:
