@@ -4,15 +4,16 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from envcheck.api._common import existing_manifest, interpreter_path, public
 from envcheck.collect.launch import SnapshotOptions, start_probes
 from envcheck.core.errors import UsageError
-from envcheck.core.files import same_path
+from envcheck.core.files import MAX_MANIFEST_BYTES, Unreadable, read_input, same_path
 
 if TYPE_CHECKING:
     from envcheck.api._common import Progress
@@ -40,16 +41,19 @@ def snapshot(
 
     ``replaces``: the file the manifest will be written to; a manifest there recorded for another
     environment (another interpreter, host, or label when ``options.label`` is set), or a file that is not
-    a manifest, is refused with ``UsageError``, before the target's results are waited for when the
-    interpreter or host already tell (``_refuse_early``; the probes started are ended). Replacing this
-    environment's own manifest keeps its label when none is given and ``tell`` says so, and what the new
-    one lacks (goldens). ``progress`` is told each step.
+    a manifest, is refused with ``UsageError``, before any work when the interpreter or host already tell
+    (``_refuse_early``). Replacing this environment's own manifest keeps its label when none is given and
+    ``tell`` says so, and what the new one lacks (goldens). ``progress`` is told each step.
     Raises ``ProbeError`` when the interpreter cannot run, ``UsageError`` for a bad module name or a checks
     file that does not compile."""
     options = options or SnapshotOptions()
     if not options.probe and options.verify:
         # The smoke suite imports torch: no probe promises that nothing in the target does.
         options = dataclasses.replace(options, verify=False)
+    recorded = _recorded(str(replaces)) if replaces is not None else None
+    if recorded is not None:
+        # Before any work: the interpreter and host it will record are known now.
+        _refuse_early(str(replaces), recorded, options)
     modules: list[str] = []
     if imports:
         modules = app_modules(("--import", imports))  # a bad name fails now, before the target starts
@@ -60,12 +64,9 @@ def snapshot(
         compile_checks_file(checks)  # a file that does not compile is refused before the target starts
     probes = start_probes(options)  # first: the target starts while the rest of envcheck imports
     try:
-        # The manifest at the output is read while the target starts (its reader and a large manifest: 0.05
-        # s). One of another environment is refused now, where the interpreter and host already tell, and
-        # the probes are ended unread.
-        existing = existing_manifest(str(replaces)) if replaces is not None else None
-        if existing is not None:
-            _refuse_early(str(replaces), existing, options)
+        # The whole manifest there is read while the target starts (the manifest model's import and its
+        # decoding: 0.04 s); one that does not decode ends the probes unread.
+        existing = existing_manifest(str(replaces)) if recorded is not None else None
     except BaseException:
         probes.kill()
         raise
@@ -154,22 +155,57 @@ def _refuse_another(output: str, existing: Manifest, new: Manifest, *, label_giv
         )
 
 
-def _refuse_early(output: str, existing: Manifest, options: SnapshotOptions) -> None:
-    """``_refuse_another`` before the target's results are waited for, where it can already tell: another
-    host, another label (``--label``), or an interpreter that is not the recorded one (neither the same path
-    nor the same file). What it cannot tell yet (two venvs whose interpreters link to one binary) waits for
-    the snapshot."""
+class _Recorded(NamedTuple):
+    """What ``_refuse_early`` compares of the manifest a snapshot would replace."""
+
+    executable: str
+    hostname: str | None
+    label: str | None
+
+
+def _recorded(output: str) -> _Recorded | None:
+    """The interpreter, host and label of the manifest at ``output``, read as JSON alone (the manifest
+    model's import and a full decode took 0.04 s before the target could start); None when no regular file
+    is there. A file these cannot be read from so is judged by the full reader, whose ``UsageError`` says
+    why it is no manifest (for a manifest after all, they are taken from it)."""
+    if output == "-" or not Path(output).is_file():
+        return None
+    try:
+        data = json.loads(read_input(output, MAX_MANIFEST_BYTES))
+        python, platform, meta = data["python"], data["platform"] or {}, data["meta"]
+        found = _Recorded(python["executable"], platform.get("hostname"), meta.get("label"))
+    except (Unreadable, ValueError, RecursionError, TypeError, KeyError, AttributeError):
+        found = None
+    if (
+        found is not None
+        and type(data.get("schema_version")) is int
+        and isinstance(found.executable, str)
+        and all(v is None or isinstance(v, str) for v in found[1:])
+    ):
+        return found
+    existing = existing_manifest(output)  # raises UsageError naming what is wrong with it
+    if existing is None:
+        return None
+    host = existing.platform.hostname if existing.platform is not None else None
+    return _Recorded(existing.python.executable, host, existing.meta.label)
+
+
+def _refuse_early(output: str, existing: _Recorded, options: SnapshotOptions) -> None:
+    """``_refuse_another`` before the target starts, where it can already tell: another host, another
+    label (``--label``), or an interpreter that is not the recorded one (neither the same path nor the same
+    file). What it cannot tell yet (two venvs whose interpreters link to one binary) waits for the
+    snapshot."""
     import platform
 
     differs = []
-    old_host = existing.platform.hostname if existing.platform is not None else None
+    old_host = existing.hostname
     host = platform.node()
     if old_host and host and old_host != host and "<redacted>" not in old_host:
         differs.append(f"host {old_host} (this one: {host})")
-    if options.label is not None and existing.meta.label != options.label:
-        differs.append(f"label {existing.meta.label!r} (this one: {options.label!r})")
+    if options.label is not None and existing.label != options.label:
+        differs.append(f"label {existing.label!r} (this one: {options.label!r})")
     candidate = interpreter_path(options.python)
-    recorded = existing.python.executable
+    recorded = existing.executable
     if recorded and not same_path(recorded, candidate):
         try:
             same = Path(recorded).samefile(candidate)

@@ -41,10 +41,11 @@ from typing import TYPE_CHECKING, Any
 
 from envcheck.core.deadline import DeadlineExpired
 from envcheck.core.errors import EnvcheckError, ManifestError
+from envcheck.core.files import MAX_MANIFEST_BYTES
 from envcheck.core.findings import Finding
 from envcheck.diff import engine
 from envcheck.manifest import codec
-from envcheck.manifest.io import MAX_MANIFEST_BYTES, check_counts, check_values, loads, read_text
+from envcheck.manifest.io import check_counts, check_values, loads, read_text
 from envcheck.manifest.model import SCHEMA_VERSION, Manifest
 
 if TYPE_CHECKING:

@@ -139,6 +139,11 @@ class Unreadable(Exception):
         self.kind = kind
 
 
+# A torch CUDA environment's manifest is a few MB; 32 MiB leaves room and stops a hostile file early. Here,
+# not in envcheck.manifest.io, so that what reads a manifest's few fields as JSON need not import the model.
+MAX_MANIFEST_BYTES = 32 * 1024 * 1024
+
+
 def read_input(path: str, cap: int) -> bytes:
     """The bytes of an input file given on the command line (a manifest, a policy, a checks file, a
     requirements lock): a regular file of at most ``cap`` bytes, never read past ``cap + 1``. Raises

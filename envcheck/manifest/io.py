@@ -10,13 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from envcheck.core.errors import ManifestError
-from envcheck.core.files import Unreadable, read_input
+from envcheck.core.files import MAX_MANIFEST_BYTES, Unreadable, read_input
 from envcheck.core.outputs import destination, write
 from envcheck.manifest.codec import decode, encode, parse_json_int
 from envcheck.manifest.model import SCHEMA_VERSION, Manifest
 
-# A torch CUDA environment's manifest is a few MB; 32 MiB leaves room and stops a hostile file early.
-MAX_MANIFEST_BYTES = 32 * 1024 * 1024
 # What a manifest may hold, each kind named when refused (docs/guarantees.md). The bytes cap alone does not
 # bound memory: 32 MiB of short JSON strings parse into ~4 M objects (~300 MB), and every requirement line,
 # variable or distribution becomes objects again in a diff (300 k requirement lines: 670 MB, 400 k

@@ -120,7 +120,7 @@ def test_bad_files_in_a_fleet_are_named_and_the_rest_is_reported(
 ) -> None:
     """A corrupt, an oversized and a newer-schema manifest, a FIFO and a link loop among the machines: each
     is one line on stderr, the others are diffed and reported, and the run exits 2."""
-    from envcheck.manifest.io import MAX_MANIFEST_BYTES
+    from envcheck.core.files import MAX_MANIFEST_BYTES
 
     folder, _ = fleet
     machines = tmp_path / "machines"

@@ -6,6 +6,7 @@ environment's."""
 from __future__ import annotations
 
 import json
+import platform
 import shutil
 import sys
 import tempfile
@@ -115,14 +116,17 @@ def test_snapshot_keeps_another_environments_manifest_unless_forced(tmp_path: Pa
     assert load(out).python.executable == sys.executable
 
 
-def test_a_refused_replacement_ends_the_probes_it_started(
+def test_a_manifest_refused_once_the_target_started_ends_its_probes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The manifest at the output is read while the target starts (its reader is the slow part of a static
-    # snapshot's start); refused there, the probes are ended at once, their folders removed, in the API's
-    # long-lived process as in the CLI's.
+    # Before the target starts, only the interpreter, host and label of the manifest at the output are read
+    # (as JSON); the whole of it is decoded while the target starts. A file that names this environment but
+    # is no manifest past those fields is refused then: the probes end at once and their folders go, in the
+    # API's long-lived process as in the CLI's.
     out = tmp_path / "envcheck.lock.json"
-    shutil.copy(DEV, out)  # another interpreter's, on another host
+    identity = {"python": {"executable": sys.executable}, "platform": {"hostname": platform.node()}}
+    out.write_text(json.dumps({"schema_version": 1, **identity, "meta": {}}), encoding="utf-8")
+    before = out.read_bytes()
     temp = tmp_path / "tmp"
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
@@ -133,13 +137,13 @@ def test_a_refused_replacement_ends_the_probes_it_started(
         return started[-1]
 
     monkeypatch.setattr("envcheck.api._snapshot.start_probes", start)
-    with pytest.raises(UsageError, match="holds the manifest of another environment"):
+    with pytest.raises(UsageError, match="exists and is not a manifest envcheck can read"):
         api.snapshot(api.SnapshotOptions(probe=False), replaces=out)
     (probes,) = started
     assert isinstance(probes.facts, RunningTarget) and probes.runtime is None
     assert probes.facts._proc.poll() is not None  # ended, not left to its deadline
     assert list(temp.iterdir()) == []
-    assert out.read_bytes() == DEV.read_bytes()
+    assert out.read_bytes() == before
 
 
 def test_snapshot_replaces_the_same_environments_manifest(tmp_path: Path) -> None:

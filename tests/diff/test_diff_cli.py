@@ -13,7 +13,8 @@ from clirun import run
 from diffdata import MANIFESTS, manifest
 
 from envcheck.app.catalog import rule_ids
-from envcheck.manifest.io import MAX_MANIFEST_BYTES, dumps
+from envcheck.core.files import MAX_MANIFEST_BYTES
+from envcheck.manifest.io import dumps
 
 BAD = MANIFESTS.parent / "bad"
 DEV, CUDA = str(MANIFESTS / "dev-cpu.json"), str(MANIFESTS / "cuda.json")

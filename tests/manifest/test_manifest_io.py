@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from envcheck.cli import app
 from envcheck.core.errors import ManifestError
+from envcheck.core.files import MAX_MANIFEST_BYTES
 from envcheck.manifest import dumps, load, loads, save
-from envcheck.manifest.io import MAX_MANIFEST_BYTES
 
 DATA = Path(__file__).parents[1] / "data"
 BAD = DATA / "bad"

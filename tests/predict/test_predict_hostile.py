@@ -399,7 +399,8 @@ def test_a_predicted_manifest_that_would_not_load_is_not_written(tmp_path: Path)
 
     from envcheck.api._predict import saved_text
     from envcheck.core.errors import UsageError
-    from envcheck.manifest.io import MAX_MANIFEST_BYTES, load
+    from envcheck.core.files import MAX_MANIFEST_BYTES
+    from envcheck.manifest.io import load
 
     source = load(CPU)
     huge = dataclasses.replace(
