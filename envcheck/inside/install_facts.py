@@ -268,9 +268,9 @@ def _one_folder(folder, dists, walk, out, records_elsewhere):
     def where(relative):
         """``dist-info NAME`` of a distribution in an earlier folder whose RECORD lists ``relative``."""
         for earlier in records_elsewhere:
-            for mdir, rows in earlier:
-                if relative in rows:
-                    return "dist-info " + mdir
+            mdir = earlier.first_claim(relative)
+            if mdir:
+                return "dist-info " + mdir
         return None
 
     try:
@@ -300,9 +300,6 @@ def _one_folder(folder, dists, walk, out, records_elsewhere):
             if top is not None:
                 tops.add(top)
                 top_owners.setdefault(top, []).append(label)
-
-    def claims_of(path):
-        return [(mdir, rows[path]) for mdir, rows in records if path in rows]
 
     # pip's stashes: never live, named as an interrupted install. Metadata stashes first: their RECORDs
     # say which project a stashed package folder (``~orchgen``: torchgen) belongs to.
@@ -337,10 +334,11 @@ def _one_folder(folder, dists, walk, out, records_elsewhere):
             stash_tops.setdefault(live, project)
     # Files two RECORDs list with different content.
     shared = {}
+    contested_claims = _claims(records, contested)
     for path in contested:
         if _skipped(path):
             continue
-        claims = claims_of(path)
+        claims = contested_claims[path]
         dirs = sorted({mdir for mdir, _ in claims})
         if len(dirs) < 2 or len({digest for _, digest in claims}) < 2:
             continue  # one distribution twice, or the same bytes (a shared namespace __init__.py)
@@ -397,6 +395,36 @@ def _one_folder(folder, dists, walk, out, records_elsewhere):
         head, slash, _ = path.partition("/")
         if slash:
             gone.setdefault(head, []).append(path)
+    gone_claims = _claims(records, (path for top in checked for path in gone.get(top, ())))
     for top in checked:
-        _missing(gone.get(top, ()), seen_here, lambda path: [mdir for mdir, _ in claims_of(path)], out)
-    records_elsewhere.append(records)
+        _missing(gone.get(top, ()), seen_here, lambda path: [mdir for mdir, _ in gone_claims[path]], out)
+    records_elsewhere.append(_Records(records))
+
+
+def _claims(records, paths):
+    """``{path: [(metadata dir, hash field)]}`` of ``paths``, from every RECORD of ``records`` that lists it,
+    in their order: one pass over the rows, whatever the number of paths and of RECORDs."""
+    wanted = set(paths)
+    out = {}
+    if wanted:
+        for mdir, rows in records:
+            for path in wanted.intersection(rows):
+                out.setdefault(path, []).append((mdir, rows[path]))
+    return out
+
+
+class _Records(object):
+    """The RECORDs of a folder already read, for the orphans of a later folder (``where``)."""
+
+    def __init__(self, records):
+        self.records = records
+        self.first = None
+
+    def first_claim(self, relative):
+        """The metadata folder of the first RECORD listing ``relative`` (built on first use: most walks
+        have one folder, or no orphan)."""
+        if self.first is None:
+            self.first = {}
+            for mdir, rows in reversed(self.records):
+                self.first.update(dict.fromkeys(rows, mdir))
+        return self.first.get(relative)
