@@ -408,7 +408,7 @@ def _claims(records, paths):
     out = {}
     if wanted:
         for mdir, rows in records:
-            for path in wanted.intersection(rows):
+            for path in rows.keys() & wanted:  # a keys view and a set: the smaller of the two is iterated
                 out.setdefault(path, []).append((mdir, rows[path]))
     return out
 
