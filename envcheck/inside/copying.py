@@ -6,6 +6,7 @@ folder), so the target imports neither envcheck nor anything beside it, and the 
 
 import os
 import shutil
+import stat
 import sys
 
 PACKAGE = "envcheck_target"
@@ -43,5 +44,14 @@ def _not_copied(folder, names):
         return [n for n in names if n.endswith((".pyc", ".pyo"))]
     tag = sys.implementation.cache_tag
     own = (".%s.pyc" % tag) if tag else None
-    # module.TAG.pyc only: not an optimised build's (module.TAG.opt-1.pyc), nor pytest's rewrites.
-    return [n for n in names if own is None or not n.endswith(own)]
+    # module.TAG.pyc only: not an optimised build's (module.TAG.opt-1.pyc), nor pytest's rewrites; and only
+    # a regular file (a link would be followed by the copy: to a FIFO, a device, anything).
+    return [n for n in names if own is None or not n.endswith(own) or not _regular(os.path.join(folder, n))]
+
+
+def _regular(path):
+    # type: (str) -> bool
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False

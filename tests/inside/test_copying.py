@@ -53,6 +53,9 @@ def test_the_copy_carries_this_pythons_byte_code_and_the_target_runs_it(
     (cache / f"mod.{TAG}.opt-1.pyc").write_bytes(b"an optimised build's")
     (cache / f"mod.{TAG}-pytest-9.2.0.pyc").write_bytes(b"pytest's assertion rewrite")
     (package / "stray.pyc").write_bytes(b"beside the sources")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (cache / f"__main__.{TAG}.pyc").symlink_to(fifo)  # a link is never followed by the copy
     monkeypatch.setattr(copying, "_HERE", str(package))
 
     folder = copying.copy_package(str(tmp_path / "run"))
