@@ -70,9 +70,8 @@ def test_the_copy_carries_this_pythons_byte_code_and_the_target_runs_it(
 
     done = _run_copy(folder)
     assert done.stdout.strip() == "compiled"
-    assert f"code object from '{copied / '__pycache__' / f'mod.{TAG}.pyc'}'" in done.stderr, done.stderr[
-        -3000:
-    ]
+    shipped = copied / "__pycache__" / f"mod.{TAG}.pyc"
+    assert f"code object from '{shipped}'" in done.stderr, done.stderr[-3000:]
 
 
 def test_byte_code_that_does_not_match_its_source_is_never_what_runs(
