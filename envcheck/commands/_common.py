@@ -17,6 +17,7 @@ from envcheck.core.escape import one_line, terminal
 from envcheck.core.findings import at_or_above
 from envcheck.core.outputs import Destination, destination, write
 from envcheck.core.redact import redact_text
+from envcheck.process import sessions
 from envcheck.report import write_report
 from envcheck.report.options import ReportOptions
 
@@ -44,6 +45,9 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
         except (typer.Exit, typer.Abort):
             raise
         except Exception as e:
+            interrupt = _interrupt_within(e)
+            if interrupt is not None:
+                raise interrupt from None  # ``interrupted`` and exit 130 (``envcheck.cli.main``)
             if not isinstance(e, EnvcheckError) and os.environ.get("ENVCHECK_DEBUG"):
                 raise
             for line in api.describe_error(e):
@@ -51,6 +55,20 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
             raise typer.Exit(EXIT_USAGE) from e
 
     return wrapper
+
+
+def _interrupt_within(error: BaseException) -> sessions.Interrupted | None:
+    """The interrupt ``error`` stands for, if it wraps one: Python turns what a class-creation hook raises
+    into a ``RuntimeError`` (``__set_name__``, up to 3.11), so a Ctrl-C that lands while a module defines its
+    dataclasses would otherwise read as an internal error."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, sessions.Interrupted):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def say(line: str, *, untrusted: bool = False) -> None:

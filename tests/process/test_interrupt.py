@@ -118,3 +118,23 @@ def test_a_temp_folder_after_the_interrupt_is_refused_or_removed(tmp_path: Path)
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["refused", "removed", "[]"]
+
+
+def test_an_interrupt_inside_a_class_definition_is_an_interrupt() -> None:
+    # CI failed once so: the signal landed while the manifest model's dataclasses were being defined (it
+    # loads while the target starts); Python 3.11 turns what __set_name__ raises into a RuntimeError, and
+    # the command said "internal error" with exit 2 instead of "interrupted" and 130.
+    from envcheck.commands._common import handles_errors
+    from envcheck.process import sessions
+
+    class Lands:
+        def __set_name__(self, owner: type, name: str) -> None:
+            raise sessions.Interrupted
+
+    @handles_errors
+    def command() -> None:
+        class Model:  # defining it is the point
+            field = Lands()
+
+    with pytest.raises(sessions.Interrupted):
+        command()
