@@ -436,6 +436,33 @@ def test_the_commands_and_the_plugin_go_through_the_api() -> None:
     assert not past, "imports from a command or the plugin that go round envcheck.api:\n" + "\n".join(past)
 
 
+# The main thread waits on worker threads only in slices (``envcheck.process.awake``): a signal the kernel
+# handed to a worker is handled in the main thread only once it wakes, and a blocked ``Future.result()`` kept
+# a Ctrl-C waiting for the 60 s of ``predict``'s deadline. The inspected interpreter's code is not envcheck's
+# process, and ``awake`` itself is where the slicing is done.
+AWAKE = "envcheck.process.awake"
+
+
+def test_the_main_thread_waits_on_threads_only_through_awake() -> None:
+    found = []
+    for module, (path, tree) in _sources().items():
+        if module in (AWAKE, INSIDE) or module.startswith(INSIDE + "."):
+            continue
+        where = path.relative_to(PACKAGE.parent)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and any(a.name == "ThreadPoolExecutor" for a in node.names):
+                found.append(f"{where}:{node.lineno} imports ThreadPoolExecutor (use awake.Pool)")
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("result", "join")
+                and not node.args
+                and not node.keywords
+            ):
+                found.append(f"{where}:{node.lineno} waits without a bound: .{node.func.attr}() (use awake)")
+    assert not found, "waits that can keep an interrupt from the main thread:\n" + "\n".join(found)
+
+
 def test_no_module_imports_another_modules_private_name() -> None:
     found = []
     for module, (path, tree) in _sources().items():

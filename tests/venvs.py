@@ -180,7 +180,15 @@ elif fault == "interrupt":
     except FileExistsError:
         pass
     else:
-        os.kill(os.getppid(), int(os.environ["ENVCHECK_TEST_SIGNAL"]))
+        parent = os.getppid()
+        # ENVCHECK_TEST_SIGNAL_THREAD: to a thread of envcheck other than its main one. A kill() naming
+        # a thread's id is still sent to the whole process, but the kernel hands it to that thread first,
+        # as it may hand any process's signal to any thread that does not block it.
+        workers = []
+        if "ENVCHECK_TEST_SIGNAL_THREAD" in os.environ:
+            workers = sorted(int(t) for t in os.listdir("/proc/%d/task" % parent) if int(t) != parent)
+        log("signalled", "thread %d" % workers[-1] if workers else "process")
+        os.kill(workers[-1] if workers else parent, int(os.environ["ENVCHECK_TEST_SIGNAL"]))
     time.sleep(600)
 elif fault == "daemon":
     # The classic daemon: double fork + setsid. It leaves the target's session and keeps fd 2, the

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,7 +27,7 @@ from envcheck.core.deadline import Deadline
 from envcheck.core.errors import ProbeError, UsageError
 from envcheck.diff.policy import Policy
 from envcheck.manifest.io import load
-from envcheck.process import sessions
+from envcheck.process import awake, sessions
 from envcheck.report import Report
 from envcheck.verify.checks_file import compile_checks_file, raise_load_failure
 from envcheck.verify.compare import output_counts
@@ -179,7 +178,7 @@ def run_gate(
     python, timeout = options.python, options.timeout
     deadline = Deadline.after(timeout)  # one for the gate's snapshot, suite, imports and rules
     runtime = RuntimeProbe()
-    with ThreadPoolExecutor(1) as pool:
+    with awake.Pool(1) as pool:
         live_job = pool.submit(
             snapshot_this_machine,
             python,
@@ -201,7 +200,7 @@ def run_gate(
             runtime.fail(ProbeError("the gate's smoke suite did not start"))
         if progress is not None and not live_job.done():
             progress("snapshot: finishing")
-        live = live_job.result()
+        live = awake.result(live_job)
     base_name = name(manifest, base)
     report = flows.gate(
         base_name,
@@ -250,7 +249,7 @@ def _run(
     else:
         modules, not_imported = imports
         # The imports together run beside the suite, forked from its process after its `import torch`.
-        with sessions.temporary_folder("envcheck-together-") as folder, ThreadPoolExecutor(1) as pool:
+        with sessions.temporary_folder("envcheck-together-") as folder, awake.Pool(1) as pool:
             beside = Beside(Path(folder))
             job = pool.submit(
                 run_imports,
@@ -268,7 +267,7 @@ def _run(
                 section = suite(beside)
             finally:
                 beside.ended()  # the imports never wait on a suite that did not run
-            found = job.result()
+            found = awake.result(job)
     if checks is not None:
         raise_load_failure(section, checks)
     return section, found

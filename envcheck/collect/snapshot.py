@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PureWindowsPath
 
 from envcheck import __version__
@@ -27,7 +26,7 @@ from envcheck.manifest.native import NativeSection
 from envcheck.manifest.verify import VerifySection
 from envcheck.native import reconcile_loaded
 from envcheck.native.hashing import hash_files
-from envcheck.process import sessions
+from envcheck.process import awake, sessions
 from envcheck.process.runner import NOTE_PREFIX, TargetRun
 from envcheck.verify.checks_file import compile_checks_file, raise_load_failure
 from envcheck.verify.runner import run_suite
@@ -275,7 +274,7 @@ def record(
     if checks_file is not None:
         compile_checks_file(checks_file)
     python = probes.python if probes is not None else options.python
-    with ThreadPoolExecutor(1) as pool:
+    with awake.Pool(1) as pool:
         suite_progress = None if progress is None else _prefixed(progress, "smoke suite: ")
         # One deadline for the command: the suite's processes end with the probes'
         # (``envcheck.core.deadline``).
@@ -291,7 +290,7 @@ def record(
         manifest = take_snapshot(options, native=native, probes=probes, progress=progress)
         if progress is not None and not suite.done():
             progress("smoke suite: recording the goldens")
-        goldens = suite.result()
+        goldens = awake.result(suite)
     if checks_file is not None:
         # Goldens recorded without the user's checks would make every later verify report them missing.
         raise_load_failure(goldens, checks_file)

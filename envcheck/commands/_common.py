@@ -17,7 +17,6 @@ from envcheck.core.escape import one_line, terminal
 from envcheck.core.findings import at_or_above
 from envcheck.core.outputs import Destination, destination, write
 from envcheck.core.redact import redact_text
-from envcheck.process import sessions
 from envcheck.report import write_report
 from envcheck.report.options import ReportOptions
 
@@ -57,14 +56,15 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def _interrupt_within(error: BaseException) -> sessions.Interrupted | None:
+def _interrupt_within(error: BaseException) -> BaseException | None:
     """The interrupt ``error`` stands for, if it wraps one: Python turns what a class-creation hook raises
     into a ``RuntimeError`` (``__set_name__``, up to 3.11), so a Ctrl-C that lands while a module defines its
-    dataclasses would otherwise read as an internal error."""
+    dataclasses would otherwise read as an internal error. An interrupt is what is not an ``Exception``
+    (envcheck's own ``Interrupted``, like ``KeyboardInterrupt``, derives from ``BaseException`` only)."""
     seen: set[int] = set()
     cause: BaseException | None = error
     while cause is not None and id(cause) not in seen:
-        if isinstance(cause, sessions.Interrupted):
+        if not isinstance(cause, Exception):
             return cause
         seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__

@@ -53,7 +53,8 @@ class ProgressLine:
     def close(self) -> None:
         self._stop.set()
         if self._ticker.is_alive():
-            self._ticker.join()
+            # Bounded: the ticker ends within a tick, unless a full stderr blocks its write (it is a daemon).
+            self._ticker.join(1.0)
         with self._lock:
             self._write("\r" + _ERASE)
 

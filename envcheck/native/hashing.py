@@ -59,11 +59,12 @@ import stat
 import tempfile
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 
 from envcheck.core.deadline import Deadline, DeadlineExpired
 from envcheck.core.files import NotOpened, open_regular
+from envcheck.process import awake
 
 try:
     import fcntl
@@ -148,9 +149,9 @@ def hash_files(
         except DeadlineExpired:
             cut.append(path)
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:  # hashlib releases the GIL
+    with awake.Pool(workers) as pool:  # hashlib releases the GIL
         for future in [pool.submit(one, p) for p in dict.fromkeys(paths)]:
-            future.result()
+            awake.result(future)
     stopped = set(cut)
     return digests, [p for p in dict.fromkeys(paths) if p in stopped]
 
@@ -367,7 +368,7 @@ class Hasher:
         # Files whose hashing the deadline stopped: their result is None, as for an unreadable file.
         self.cut: set[str] = set()
         self._refresh = refresh
-        self._pool = ThreadPoolExecutor(max_workers=4)  # hashlib releases the GIL
+        self._pool = awake.Pool(4)  # hashlib releases the GIL
         self._futures: dict[str, Future[str | None]] = {}
         self._stamps: dict[str, str | None] = {}
         self._hits: set[str] = set()
@@ -397,7 +398,7 @@ class Hasher:
 
     def result(self, path: str) -> str | None:
         self.submit(path)
-        digest = self._futures[path].result()
+        digest = awake.result(self._futures[path])
         key = self._stamps.get(path)
         if path in self._hits:
             return digest

@@ -25,6 +25,7 @@ from envcheck.predict.build import predicted_manifest
 from envcheck.predict.fetch import WheelCache, is_pure
 from envcheck.predict.resolve import IndexOptions, Resolution, ResolvedWheel
 from envcheck.predict.target import PredictTarget, parse_target
+from envcheck.process import awake
 from envcheck.process.sessions import temporary_folder
 
 if TYPE_CHECKING:
@@ -60,7 +61,6 @@ def predict(
     Raises ``UsageError`` for an unreachable index, a pip failure, or a download that does not verify.
     """
     import sysconfig
-    from concurrent.futures import ThreadPoolExecutor
 
     # Before any thread: up to Python 3.11 the first get_config_vars() publishes its dictionary empty and
     # fills it after, so a second thread (uv's find_uv_bin, packaging's tags) can read it half filled.
@@ -71,12 +71,12 @@ def predict(
         "resolving with "
         + ("uv" if options.resolver == "uv" else "pip" if options.resolver == "pip" else "uv or pip")
     )
-    with temporary_folder("envcheck-predict-") as work, ThreadPoolExecutor(max_workers=4) as pool:
+    with temporary_folder("envcheck-predict-") as work, awake.Pool(4) as pool:
         futures = [
             pool.submit(_resolve, source, t, options, work / f"{i}-{t.platform}")
             for i, t in enumerate(targets)
         ]
-        resolutions = [f.result() for f in futures]
+        resolutions = [awake.result(f) for f in futures]
     return [_finish(source, r, options, cache, say) for r in resolutions]
 
 

@@ -18,7 +18,6 @@ import re
 import sys
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,7 +29,7 @@ from envcheck.manifest.query import canon, index, parse_version
 from envcheck.manifest.requirements import graph
 from envcheck.predict import uv as uv_tools
 from envcheck.predict.target import PredictTarget
-from envcheck.process import sessions
+from envcheck.process import awake, sessions
 
 if TYPE_CHECKING:
     from envcheck.manifest.model import Distribution, Manifest
@@ -595,7 +594,7 @@ def _what_exists(
     platforms = [p for p in OTHER_PLATFORMS if p != target.platform]
     jobs = [(u.name, target.platform) for u in unavailable]
     jobs += [(u.name, p) for u in unavailable for p in platforms]
-    with ThreadPoolExecutor(max_workers=4) as pool:
+    with awake.Pool(4) as pool:
         answers = dict(
             zip(
                 jobs,

@@ -388,7 +388,8 @@ def _wait_pidfd(pid: int, deadline: Deadline) -> bool | None:
             if left <= 0.0:
                 return False
             try:
-                if select.select([fd], [], [], left)[0]:
+                # In slices: in the main thread, a signal another thread took is handled between two.
+                if select.select([fd], [], [], min(left, sessions.POLL_S))[0]:
                     return True
             except InterruptedError:  # PEP 475 retries, but a signal handler may have raised: loop
                 continue

@@ -34,6 +34,9 @@ from typing import Any
 
 # 128 + SIGINT, what a shell reports for a command ended by Ctrl-C.
 EXIT_INTERRUPTED = 130
+# The longest the main thread sleeps in one wait call (``envcheck.process.awake``): a signal the kernel
+# handed to another thread runs its handler in the main thread only once that thread wakes.
+POLL_S = 0.05
 
 
 class Interrupted(BaseException):

@@ -48,7 +48,6 @@ import signal as signals
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -61,6 +60,7 @@ from envcheck.inside.copying import PACKAGE as TARGET_PACKAGE
 from envcheck.manifest.model import ProbeOutcome
 from envcheck.manifest.query import major, omp_family, pkg
 from envcheck.manifest.remedy import install_action, pip_install, remedy_text, requirement_action
+from envcheck.process import awake
 from envcheck.process.runner import STDERR_TAIL_CHARS, Deadline, TargetRun, read_result, run_target
 
 if TYPE_CHECKING:
@@ -433,7 +433,7 @@ def _run_imports(
         return _alone_result(result, run)
 
     def each_alone(results: list[ImportResult]) -> dict[str, ImportResult]:
-        with ThreadPoolExecutor(ISOLATED_WORKERS) as pool:
+        with awake.Pool(ISOLATED_WORKERS) as pool:
             return dict(zip([r.module for r in results], pool.map(alone, results), strict=True))
 
     def all_together(modules: tuple[str, ...], process: Deadline) -> Together | None:

@@ -19,7 +19,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +28,7 @@ from envcheck.inside.copying import PACKAGE as TARGET_PACKAGE
 from envcheck.manifest.codec import decode
 from envcheck.manifest.model import ProbeOutcome
 from envcheck.manifest.verify import CheckResult, VerifySection
-from envcheck.process import sessions
+from envcheck.process import awake, sessions
 from envcheck.process.runner import NOTE_PREFIX, Deadline, TargetRun, read_result, run_target
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ class RuntimeProbe:
         self._lock = threading.Lock()
 
     def wait(self) -> TargetRun:
-        return self._ended.result()
+        return awake.result(self._ended)
 
     def kill(self) -> None:
         """Nothing to kill: the suite's process is the runner's, under the same deadline."""
@@ -150,7 +150,7 @@ def _run_suite(
     # Removed by an interrupt too, while the groups' threads still wait on their targets.
     with sessions.temporary_folder("envcheck-verify-") as tmp, _Poller(progress) as poller:
         jobs = {}
-        with ThreadPoolExecutor(len(groups)) as pool:
+        with awake.Pool(len(groups)) as pool:
             for group in groups:
                 progress_file = Path(tmp) / f"{group}.progress"
                 progress_file.touch()
@@ -163,7 +163,7 @@ def _run_suite(
                 if beside is not None:
                     config["together"] = beside.config()
                 jobs[group] = pool.submit(_run_group, python, config, ends, env, probe, beside)
-            by_group = {group: job.result() for group, job in jobs.items()}
+            by_group = {group: awake.result(job) for group, job in jobs.items()}
     results = by_group["main"][0]
     if not compile:
         results.append(
@@ -375,8 +375,7 @@ class _Poller:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        awake.join(self._thread)
 
     def watch(self, path: Path) -> None:
         self._files[path] = 0

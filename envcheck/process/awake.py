@@ -1,0 +1,100 @@
+"""Waits that leave the main thread awake to signals: a worker thread's result, its end, a pool of them.
+
+SIGINT and SIGTERM are sent to the process, and the kernel hands them to whichever thread does not block
+them, most often, but not always, the main one. Python runs its signal handlers in the main thread only,
+and only when that thread runs Python code: a main thread blocked in ``Future.result()`` or
+``Thread.join()`` while the signal landed in a worker sleeps on until the worker is done, which is up to the
+command's whole ``--timeout`` when the worker waits on a tool that never answers. (CI caught
+``predict --resolver uv`` ignoring a Ctrl-C for the 60 s of its deadline that way.)
+
+Here every wait is cut into slices of ``POLL_S``: between two slices the main thread runs the interrupt
+handler (``envcheck.process.sessions``) if a signal came, wherever it landed. Every module outside
+``envcheck.inside`` waits on threads through this one (``tests/test_architecture.py``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any, TypeVar
+
+from envcheck.process.sessions import POLL_S
+
+T = TypeVar("T")
+
+
+def result(future: Future[T]) -> T:
+    """``future.result()``, waited for in slices (a worker's own ``TimeoutError`` is re-raised, not taken
+    for the end of a slice)."""
+    _until_done(future)
+    return future.result()
+
+
+def join(thread: threading.Thread) -> None:
+    """``thread.join()``, waited for in slices."""
+    while thread.is_alive():
+        thread.join(POLL_S)
+
+
+class Pool(ThreadPoolExecutor):
+    """A ``ThreadPoolExecutor`` whose waits are sliced: ``map``'s results and the wait at ``shutdown`` (the
+    end of a ``with`` block, an error's too) leave the main thread awake. Use ``result`` for what
+    ``submit`` returns."""
+
+    def __init__(self, max_workers: int) -> None:
+        super().__init__(max_workers, thread_name_prefix="envcheck-worker")
+        self._submitted: list[Future[Any]] = []
+        self._submitted_lock = threading.Lock()
+        self._prune_at = 1024
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        future = super().submit(fn, *args, **kwargs)
+        with self._submitted_lock:
+            if len(self._submitted) >= self._prune_at:  # a long-lived pool (hashing): keep what may wait
+                self._submitted = [f for f in self._submitted if not f.done()]
+                self._prune_at = max(1024, 2 * len(self._submitted))
+            self._submitted.append(future)
+        return future
+
+    def map(  # type: ignore[override]
+        self, fn: Callable[..., T], *iterables: Iterable[Any], timeout: None = None, chunksize: int = 1
+    ) -> Iterator[T]:
+        """Every call submitted now (as ``ThreadPoolExecutor.map``), the results yielded in order."""
+        futures = [self.submit(fn, *args) for args in zip(*iterables, strict=False)]
+
+        def results() -> Iterator[T]:
+            try:
+                for future in futures:
+                    yield result(future)
+            finally:
+                for future in futures:
+                    future.cancel()
+
+        return results()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if cancel_futures:
+            for future in self._pending():
+                future.cancel()
+        if wait:
+            for future in self._pending():
+                _until_done(future)
+        super().shutdown(wait=wait, cancel_futures=cancel_futures)
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        # After an exception the calls not yet started never start. After an interrupt (what is not an
+        # ``Exception``: envcheck's ``Interrupted``, ``KeyboardInterrupt``) the running ones are not
+        # waited for either: the interrupt handler has ended their targets, and a worker blocked elsewhere
+        # must not keep the interrupt waiting.
+        interrupted = kind is not None and not issubclass(kind, Exception)
+        self.shutdown(wait=not interrupted, cancel_futures=kind is not None)
+
+    def _pending(self) -> list[Future[Any]]:
+        with self._submitted_lock:
+            return list(self._submitted)
+
+
+def _until_done(future: Future[Any]) -> None:
+    while not future.done():
+        wait((future,), timeout=POLL_S, return_when=FIRST_COMPLETED)
