@@ -53,7 +53,7 @@ from envcheck.core.redact import redact_json, redact_text
 from envcheck.manifest.codec import encode
 from envcheck.manifest.verify import VerifySection
 from envcheck.native import scan_for_snapshot
-from envcheck.process import sessions
+from envcheck.process import awake, sessions
 from envcheck.verify.runner import run_suite
 
 FAULT_VARIABLE = "ENVCHECK_CLUSTER_FAULT"
@@ -154,8 +154,8 @@ class _Background:
             self.error = e
 
     def wait(self, timeout: float) -> bool:
-        self._thread.join(max(0.0, timeout))
-        return not self._thread.is_alive()
+        # In slices: torchrun's SIGTERM may land in any thread, and rank 0's handler runs in this one.
+        return awake.join(self._thread, timeout)
 
 
 def _snapshot(options: RankOptions) -> Any:
@@ -259,7 +259,7 @@ def run(options: RankOptions, environ: dict[str, str] | None = None) -> Gathered
         suite = _Background(lambda: _suite(options, suite_env)) if options.verify else None
         store = _connect(rdzv, max(5.0, options.collectives_at), torch_error)
         if early is not None:
-            early.join(timeout=5.0)  # its word must not land after this one
+            awake.join(early, 5.0)  # its word must not land after this one
         _stage(store, rdzv, host, "snapshot")
         _fault(rdzv.rank, "start")
         return _work(options, rdzv, store, (snapshot, suite), started, host, device, torch_error, gathered)

@@ -40,7 +40,7 @@ from envcheck.lock.inputs import LEFT_OUT_HEADER, LockInputs, Unlocked, lock_inp
 from envcheck.manifest.query import canon, parse_version, torch_index_label, views
 from envcheck.manifest.remedy import recorded_index
 from envcheck.manifest.requirements import graph
-from envcheck.process import sessions
+from envcheck.process import awake, sessions
 
 if TYPE_CHECKING:
     from envcheck.manifest.model import Manifest
@@ -601,7 +601,7 @@ class _Background:
 
     def result(self, deadline: Deadline) -> list[str]:
         """What it found, waiting at most ``REACH_TIMEOUT * 4`` and never past ``deadline``."""
-        self._thread.join(timeout=min(REACH_TIMEOUT * 4, deadline.remaining()))
+        awake.join(self._thread, min(REACH_TIMEOUT * 4, deadline.remaining()))
         return self._found[0] if self._found else []
 
 

@@ -15,6 +15,7 @@ handler (``envcheck.process.sessions``) if a signal came, wherever it landed. Ev
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
@@ -31,10 +32,15 @@ def result(future: Future[T]) -> T:
     return future.result()
 
 
-def join(thread: threading.Thread) -> None:
-    """``thread.join()``, waited for in slices."""
+def join(thread: threading.Thread, timeout: float | None = None) -> bool:
+    """``thread.join(timeout)``, waited for in slices; True when the thread has ended."""
+    ends = None if timeout is None else time.monotonic() + max(0.0, timeout)
     while thread.is_alive():
-        thread.join(POLL_S)
+        left = POLL_S if ends is None else min(POLL_S, ends - time.monotonic())
+        if left <= 0:
+            return False
+        thread.join(left)
+    return True
 
 
 class Pool(ThreadPoolExecutor):

@@ -44,6 +44,10 @@ try:
         thread = threading.Thread(target=work, daemon=True)
         thread.start()
         awake.join(thread)
+    elif mode == "join-bounded":  # rank 0's wait on its snapshot: torchrun's SIGTERM in that thread
+        thread = threading.Thread(target=work, daemon=True)
+        thread.start()
+        awake.join(thread, 100.0)
     elif mode == "map":
         with awake.Pool(1) as pool:
             list(pool.map(work, [1]))
@@ -60,7 +64,7 @@ os._exit(0)
 """
 
 
-@pytest.mark.parametrize("mode", ["result", "join", "map", "exit"])
+@pytest.mark.parametrize("mode", ["result", "join", "join-bounded", "map", "exit"])
 def test_a_signal_a_worker_took_interrupts_the_main_threads_wait(mode: str) -> None:
     done = subprocess.run(
         [sys.executable, "-c", _SCRIPT, mode], capture_output=True, text=True, timeout=60, check=False
@@ -105,6 +109,16 @@ def test_after_an_error_in_the_block_the_calls_not_started_never_start() -> None
     for future in futures[1:]:
         with pytest.raises(CancelledError):
             future.result()
+
+
+def test_a_bounded_join_says_whether_the_thread_ended() -> None:
+    release = threading.Event()
+    thread = threading.Thread(target=release.wait, args=(30,), daemon=True)
+    thread.start()
+    assert awake.join(thread, 0.1) is False
+    assert awake.join(thread, -1.0) is False
+    release.set()
+    assert awake.join(thread, 30.0) is True
 
 
 def test_a_long_lived_pool_keeps_only_what_may_still_be_waited_for() -> None:
