@@ -91,8 +91,9 @@ class Pool(ThreadPoolExecutor):
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         # After an exception the calls not yet started never start. After an interrupt (what is not an
         # ``Exception``: envcheck's ``Interrupted``, ``KeyboardInterrupt``) the running ones are not
-        # waited for either: the interrupt handler has ended their targets, and a worker blocked elsewhere
-        # must not keep the interrupt waiting.
+        # waited for either: nothing may keep an interrupt waiting. The console script's handler has
+        # already ended their targets; a library caller's KeyboardInterrupt leaves them to their
+        # deadlines, as waiting here would have, but gives the caller its thread back now.
         interrupted = kind is not None and not issubclass(kind, Exception)
         self.shutdown(wait=not interrupted, cancel_futures=kind is not None)
 
