@@ -89,13 +89,10 @@ class Pool(ThreadPoolExecutor):
         super().shutdown(wait=wait, cancel_futures=cancel_futures)
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        # After an exception the calls not yet started never start. After an interrupt (what is not an
-        # ``Exception``: envcheck's ``Interrupted``, ``KeyboardInterrupt``) the running ones are not
-        # waited for either: nothing may keep an interrupt waiting. The console script's handler has
-        # already ended their targets; a library caller's KeyboardInterrupt leaves them to their
-        # deadlines, as waiting here would have, but gives the caller its thread back now.
-        interrupted = kind is not None and not issubclass(kind, Exception)
-        self.shutdown(wait=not interrupted, cancel_futures=kind is not None)
+        # After an exception the calls not yet started never start; the running ones are waited for (in
+        # slices), so that none outlives the block: after an interrupt their targets are already ended
+        # (``sessions.kill_all``), and they end at once; a second signal ends envcheck even so.
+        self.shutdown(wait=True, cancel_futures=kind is not None)
 
     def _pending(self) -> list[Future[Any]]:
         with self._submitted_lock:

@@ -30,12 +30,14 @@ def main_thread_asleep():
     with open(stat) as f:
         return f.read().rsplit(")", 1)[1].split()[0] == "S"
 
+release = threading.Event()  # set once the main thread has the interrupt
+
 def work(*_):
     go.wait()
     while not main_thread_asleep():  # it waits on this thread now: the signal must wake it
         time.sleep(0.01)
     signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # this worker takes the signal
-    time.sleep(120)
+    release.wait(120)
 
 try:
     if mode == "result":
@@ -48,9 +50,13 @@ try:
         thread = threading.Thread(target=work, daemon=True)
         thread.start()
         awake.join(thread, 100.0)
-    elif mode == "map":
+    elif mode == "map":  # the pool's end waits for the running call: it ends once released
         with awake.Pool(1) as pool:
-            list(pool.map(work, [1]))
+            try:
+                list(pool.map(work, [1]))
+            except KeyboardInterrupt:
+                release.set()
+                raise
     elif mode == "exit":  # the with block fails while its worker runs: the wait at its end
         with awake.Pool(1) as pool:
             pool.submit(work)
