@@ -59,12 +59,13 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
 def _interrupt_within(error: BaseException) -> BaseException | None:
     """The interrupt ``error`` stands for, if it wraps one: Python turns what a class-creation hook raises
     into a ``RuntimeError`` (``__set_name__``, up to 3.11), so a Ctrl-C that lands while a module defines its
-    dataclasses would otherwise read as an internal error. An interrupt is what is not an ``Exception``
-    (envcheck's own ``Interrupted``, like ``KeyboardInterrupt``, derives from ``BaseException`` only)."""
+    dataclasses would otherwise read as an internal error. An interrupt is a ``BaseException`` that is not an
+    ``Exception`` (envcheck's own ``Interrupted``, ``KeyboardInterrupt``), nor a generator's close or an
+    exit: an error raised while a generator closes or while the interpreter exits is still that error."""
     seen: set[int] = set()
     cause: BaseException | None = error
     while cause is not None and id(cause) not in seen:
-        if not isinstance(cause, Exception):
+        if not isinstance(cause, Exception | GeneratorExit | SystemExit):
             return cause
         seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__

@@ -144,3 +144,31 @@ def test_an_interrupt_inside_a_class_definition_is_an_interrupt() -> None:
 
     with pytest.raises(sessions.Interrupted):
         command()
+
+
+def test_an_error_raised_while_a_generator_closes_is_still_that_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The control: GeneratorExit, like SystemExit, is a BaseException that is no interrupt. An error whose
+    # context holds one is printed as that error, exit 2.
+    import typer
+
+    from envcheck.commands._common import handles_errors
+    from envcheck.core.errors import UsageError
+
+    def steps() -> object:
+        try:
+            yield 1
+        finally:
+            raise UsageError("the clean-up failed")
+
+    @handles_errors
+    def command() -> None:
+        generator = steps()
+        next(generator)  # type: ignore[call-overload]
+        generator.close()  # type: ignore[attr-defined]
+
+    with pytest.raises(typer.Exit) as ended:
+        command()
+    assert ended.value.exit_code == 2
+    assert capsys.readouterr().err.startswith("error: the clean-up failed")

@@ -82,6 +82,7 @@ def gate(
         timeout=400,
     )
     assert "Traceback (most recent call last)" not in done.stdout + done.stderr, done.stderr[-3000:]
+    assert done.stdout, f"exit {done.returncode}, no report:\n{done.stderr[-3000:]}"
     report = json.loads(done.stdout)
     return done.returncode, report["findings"], done.stderr
 
