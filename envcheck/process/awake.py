@@ -50,18 +50,6 @@ class Pool(ThreadPoolExecutor):
 
     def __init__(self, max_workers: int) -> None:
         super().__init__(max_workers, thread_name_prefix="envcheck-worker")
-        self._submitted: list[Future[Any]] = []
-        self._submitted_lock = threading.Lock()
-        self._prune_at = 1024
-
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
-        future = super().submit(fn, *args, **kwargs)
-        with self._submitted_lock:
-            if len(self._submitted) >= self._prune_at:  # a long-lived pool (hashing): keep what may wait
-                self._submitted = [f for f in self._submitted if not f.done()]
-                self._prune_at = max(1024, 2 * len(self._submitted))
-            self._submitted.append(future)
-        return future
 
     def map(  # type: ignore[override]
         self, fn: Callable[..., T], *iterables: Iterable[Any], timeout: None = None, chunksize: int = 1
@@ -80,23 +68,18 @@ class Pool(ThreadPoolExecutor):
         return results()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        if cancel_futures:
-            for future in self._pending():
-                future.cancel()
+        # The pool's own end (each worker leaves once its running call is done), then the wait for its
+        # workers, in slices.
+        super().shutdown(wait=False, cancel_futures=cancel_futures)
         if wait:
-            for future in self._pending():
-                _until_done(future)
-        super().shutdown(wait=wait, cancel_futures=cancel_futures)
+            for thread in list(self._threads):
+                join(thread)
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         # After an exception the calls not yet started never start; the running ones are waited for (in
         # slices), so that none outlives the block: after an interrupt their targets are already ended
         # (``sessions.kill_all``), and they end at once; a second signal ends envcheck even so.
         self.shutdown(wait=True, cancel_futures=kind is not None)
-
-    def _pending(self) -> list[Future[Any]]:
-        with self._submitted_lock:
-            return list(self._submitted)
 
 
 def _until_done(future: Future[Any]) -> None:

@@ -125,13 +125,3 @@ def test_a_bounded_join_says_whether_the_thread_ended() -> None:
     assert awake.join(thread, -1.0) is False
     release.set()
     assert awake.join(thread, 30.0) is True
-
-
-def test_a_long_lived_pool_keeps_only_what_may_still_be_waited_for() -> None:
-    pool = awake.Pool(2)
-    try:
-        for _ in range(5000):
-            awake.result(pool.submit(int))
-        assert len(pool._pending()) <= 2048
-    finally:
-        pool.shutdown()
